@@ -1,0 +1,20 @@
+// Package bcast holds Vigil's failure-propagation cores: reliable broadcasts
+// of "rank r has died" (or "rank r has left") to every alive rank.
+//
+// Every algorithm is an Overlay: a pure function that says to whom a node
+// forwards a broadcast, given the source and the dead list D carried in the
+// message. The Broadcaster is the pure state machine shared by all overlays:
+// it stamps new broadcasts with a unique ID, suppresses duplicates and
+// computes the forwarding list on the first reception (task T5 of seed 000's
+// Algorithm 1, the Forwarding procedure of seed 003's Algorithm 1).
+//
+// Overlays:
+//   - HBA, the double hypercube broadcast of seed 000 §2: the alive set
+//     A = {0..N-1} \ D is labelled relative to the source, and two hypercube
+//     broadcasts over 2^k nodes (k = ⌊log2 |A|⌋) cover it.
+//   - BMG, the binomial-graph broadcast of seed 003 Algorithm 1: ±2^k
+//     neighbours, forward once.
+//
+// The cores never read a clock, never block and never touch a socket; the
+// node runtime, the simulator and the tests drive them.
+package bcast

@@ -1,0 +1,3 @@
+module github.com/vigil-hpc/vigil
+
+go 1.26

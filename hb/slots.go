@@ -1,0 +1,57 @@
+package hb
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Slots is an observer's heartbeat slot array: one 64-bit sequence word per
+// emitter it may observe, indexed by the emitter's rank. Emitters (an RDMA
+// write, or a transport's receive path storing the received sequence) write
+// a word; the observer's check is one atomic load of it. The words may live
+// in mmap'ed, RDMA-registered memory: Slots never reallocates them.
+type Slots struct {
+	w []uint64
+}
+
+// NewSlots allocates n zeroed words on the Go heap (for transports whose
+// receive path stores into the words; RDMA transports use SlotsOver).
+func NewSlots(n int) *Slots { return &Slots{w: make([]uint64, n)} }
+
+// SlotsOver wraps caller-owned words, such as an mmap'ed registered region.
+// The first word must be 8-byte aligned.
+func SlotsOver(words []uint64) *Slots {
+	if len(words) > 0 && uintptr(unsafe.Pointer(&words[0]))%8 != 0 {
+		panic("hb: slot words not 8-byte aligned")
+	}
+	return &Slots{w: words}
+}
+
+// Len returns the number of slots.
+func (s *Slots) Len() int { return len(s.w) }
+
+// Load returns emitter's current sequence word (0 if it never wrote).
+func (s *Slots) Load(emitter ranks.Rank) uint64 {
+	if int(emitter) >= len(s.w) {
+		return 0
+	}
+	return atomic.LoadUint64(&s.w[emitter])
+}
+
+// Store sets emitter's word to seq if seq is larger than the current value
+// (a late, reordered heartbeat never moves the word backwards). It returns
+// false for an unknown emitter.
+func (s *Slots) Store(emitter ranks.Rank, seq uint64) bool {
+	if int(emitter) >= len(s.w) {
+		return false
+	}
+	p := &s.w[emitter]
+	for {
+		old := atomic.LoadUint64(p)
+		if seq <= old || atomic.CompareAndSwapUint64(p, old, seq) {
+			return true
+		}
+	}
+}

@@ -1,0 +1,115 @@
+// Package ranks holds the rank type shared by every Vigil package and Set,
+// a sorted set of ranks used for dead lists (the papers' D_i).
+//
+// A Set is a sorted slice, not a bitset: dead lists are small next to the
+// number of ranks (at most a few hundred dead among up to 256,000 ranks), and
+// the broadcast overlays need the position of a rank among the alive ranks,
+// which a sorted slice answers with one binary search.
+package ranks
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Rank identifies one process (or one node daemon) of a job, 0 ≤ Rank < N.
+type Rank = uint32
+
+// Set is a sorted set of distinct ranks. The zero value is an empty set.
+// A Set is not safe for concurrent use.
+type Set struct {
+	r []Rank
+}
+
+// Of returns the set holding the given ranks (duplicates are dropped).
+func Of(rs ...Rank) Set {
+	var s Set
+	for _, r := range rs {
+		s.Add(r)
+	}
+	return s
+}
+
+// FromSorted returns a set over rs, which must be strictly increasing;
+// it returns an error naming the first offending position otherwise.
+// The set takes ownership of rs.
+func FromSorted(rs []Rank) (Set, error) {
+	for i := 1; i < len(rs); i++ {
+		if rs[i] <= rs[i-1] {
+			return Set{}, fmt.Errorf("ranks: not strictly increasing at index %d (%d after %d)", i, rs[i], rs[i-1])
+		}
+	}
+	return Set{r: rs}, nil
+}
+
+// Len returns the number of ranks in the set.
+func (s *Set) Len() int { return len(s.r) }
+
+// Has reports whether r is in the set.
+func (s *Set) Has(r Rank) bool {
+	_, ok := slices.BinarySearch(s.r, r)
+	return ok
+}
+
+// Add inserts r and reports whether it was absent.
+func (s *Set) Add(r Rank) bool {
+	i, ok := slices.BinarySearch(s.r, r)
+	if ok {
+		return false
+	}
+	s.r = slices.Insert(s.r, i, r)
+	return true
+}
+
+// AddAll inserts every rank of o and returns the ranks that were new, in
+// increasing order.
+func (s *Set) AddAll(o Set) []Rank {
+	var added []Rank
+	for _, r := range o.r {
+		if s.Add(r) {
+			added = append(added, r)
+		}
+	}
+	return added
+}
+
+// Members returns the ranks in increasing order. The slice is shared with
+// the set: callers must not modify it.
+func (s *Set) Members() []Rank { return s.r }
+
+// Clone returns an independent copy.
+func (s Set) Clone() Set { return Set{r: slices.Clone(s.r)} }
+
+// Equal reports whether both sets hold the same ranks.
+func (s Set) Equal(o Set) bool { return slices.Equal(s.r, o.r) }
+
+// CountBelow returns the number of ranks in the set that are < r.
+func (s *Set) CountBelow(r Rank) int {
+	i, _ := slices.BinarySearch(s.r, r)
+	return i
+}
+
+// AliveLabel returns the position of alive rank r among the ranks of
+// {0..n-1} that are not in s (its index in the complement A), and false if r
+// is in s or r >= n.
+func (s *Set) AliveLabel(r Rank, n int) (int, bool) {
+	if int64(r) >= int64(n) || s.Has(r) {
+		return 0, false
+	}
+	return int(r) - s.CountBelow(r), true
+}
+
+// AliveAt returns the alive rank with index idx in the complement A of s in
+// {0..n-1}, that is the inverse of AliveLabel. idx must be in [0, n-|s|).
+func (s *Set) AliveAt(idx, n int) Rank {
+	// The answer x satisfies x - CountBelow(x) == idx and x not in s; it is
+	// the smallest x with x+1-CountBelow(x+1) > idx.
+	x := sort.Search(n, func(x int) bool {
+		return x+1-s.CountBelow(Rank(x+1)) > idx
+	})
+	return Rank(x)
+}
+
+// String formats the set as {a,b,c}.
+func (s Set) String() string { return fmt.Sprint(s.r) }

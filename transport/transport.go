@@ -1,0 +1,58 @@
+// Package transport defines how Vigil nodes exchange protocol messages and
+// heartbeats, independently of the network underneath.
+//
+// Two data paths are deliberately separate:
+//   - messages (NEWOBSERVER, broadcasts, agreement traffic) go through Send
+//     and arrive at the Handler given to the transport;
+//   - heartbeats go through SendHeartbeat, called only by the emitter's pinned
+//     OS thread, and land in the observer's hb.Slots word for that emitter,
+//     so the observer's check is the same load whatever the transport (an
+//     RDMA write over verbs; a store by the receive path over TCP or memory).
+//
+// Implementations: transport/tcp (the commodity fallback), transport/mem (in
+// memory, for tests of the cores and in-process clusters), and verbs.
+package transport
+
+import (
+	"errors"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Handler receives one authenticated message payload. It is called from the
+// transport's goroutines and must not block for long; the payload is owned
+// by the handler.
+type Handler func(from ranks.Rank, payload []byte)
+
+// Transport moves messages and heartbeats between the ranks of one job.
+type Transport interface {
+	// Send queues payload for rank to and returns at once; delivery is
+	// best effort and ordered per destination (a dead peer loses it). It
+	// fails for an unknown rank, an oversized payload or a closed transport.
+	Send(to ranks.Rank, payload []byte) error
+	// SendHeartbeat makes seq visible in rank to's slot for this rank. It
+	// is called only from the emitter thread and must not allocate on the
+	// fast path.
+	SendHeartbeat(to ranks.Rank, seq uint64) error
+	// Stats returns counters since the transport started.
+	Stats() Stats
+	// Close stops every goroutine of the transport and waits for them.
+	Close() error
+}
+
+// Stats counts traffic and rejected input.
+type Stats struct {
+	MsgsSent, MsgsRecv   uint64
+	BytesSent, BytesRecv uint64
+	HeartbeatsSent       uint64
+	HeartbeatsRecv       uint64
+	// Rejected counts frames dropped on receipt, by reason.
+	Rejected map[string]uint64
+}
+
+// Errors shared by transports.
+var (
+	ErrClosed      = errors.New("transport: closed")
+	ErrUnknownRank = errors.New("transport: unknown rank")
+	ErrTooLarge    = errors.New("transport: payload too large")
+)
