@@ -1,0 +1,41 @@
+package hb
+
+import "math"
+
+// BroadcastTime is B(n) = 8 t log2 n of seed 000 §3.1.2: the time for one
+// double hypercube broadcast with interleaved ring messages, t being the
+// upper bound on one message's transfer time.
+func BroadcastTime(n int, t int64) int64 {
+	if n < 2 {
+		return 0
+	}
+	return int64(math.Ceil(8 * float64(t) * math.Log2(float64(n))))
+}
+
+// Bound is Theorem 1 of seed 000: with n alive ranks and f ≤ ⌊log2 n⌋−1
+// overlapping failures, the ring reconnects and every failure reaches every
+// alive rank within
+//
+//	T(f) = f(f+1)δ + f t + f(f+1)/2 · B(n).
+//
+// The theorem does not cover larger f; Bound still evaluates the formula.
+func Bound(f, n int, delta, t int64) int64 {
+	ff := int64(f)
+	return ff*(ff+1)*delta + ff*t + ff*(ff+1)/2*BroadcastTime(n, t)
+}
+
+// ReconnectBound is R(f) ≤ f(f+1)δ + f t (Lemma 1 by induction): the time
+// to reconnect the ring after f overlapping failures.
+func ReconnectBound(f int, delta, t int64) int64 {
+	ff := int64(f)
+	return ff*(ff+1)*delta + ff*t
+}
+
+// MaxOverlapping is ⌊log2 n⌋ − 1, the number of overlapping failures
+// Theorem 1 covers.
+func MaxOverlapping(n int) int {
+	if n < 2 {
+		return 0
+	}
+	return int(math.Floor(math.Log2(float64(n)))) - 1
+}

@@ -1,0 +1,28 @@
+// Package hb is Vigil's observation ring: seed 000's Algorithm 1 as a pure
+// state machine (Ring), the bound on its stabilization time (Bound), the
+// observer's heartbeat words (Slots) and the emitter's pinned heartbeat
+// thread (Emitter).
+//
+// Every alive rank i observes one emitter, its closest alive predecessor on
+// the ring, and is observed by its closest alive successor. The emitter
+// writes an increasing sequence number into the observer's slot every h
+// (task T1); the observer loads the slot and resets its suspicion deadline
+// whenever the value grew (T2). When the deadline δ passes, the observer
+// adds its emitter to D_i, finds the next alive predecessor with FindEmitter,
+// sends it NEWOBSERVER and gives it 2δ to start heartbeating (T3), and the
+// detection is handed to a broadcast (package bcast). An emitter that
+// receives NEWOBSERVER(j) retargets its heartbeats to j at once (T4). A rank
+// that learns a death from a broadcast adds it to D_i (T5).
+//
+// Side by side with the paper:
+//
+//	task T1 (HB-TIMEOUT)     Emitter.run, the pinned OS thread
+//	task T2 (heartbeat)      Ring.Check, when the slot word grew
+//	task T3 (SUSP-TIMEOUT)   Ring.Check, when the deadline passed
+//	task T4 (NEWOBSERVER)    Ring.NewObserver
+//	task T5 (BCASTMSG)       Ring.Learn (forwarding is bcast.Broadcaster)
+//	FindEmitter(D_i)         Ring.findEmitter
+//
+// The core never reads a clock: callers pass now, a monotonic time in
+// nanoseconds.
+package hb

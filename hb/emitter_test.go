@@ -1,0 +1,130 @@
+package hb_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+type recorder struct {
+	mu   sync.Mutex
+	sent []struct {
+		to  ranks.Rank
+		seq uint64
+	}
+	got chan struct{}
+}
+
+func (r *recorder) send(to ranks.Rank, seq uint64) error {
+	r.mu.Lock()
+	r.sent = append(r.sent, struct {
+		to  ranks.Rank
+		seq uint64
+	}{to, seq})
+	r.mu.Unlock()
+	select {
+	case r.got <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (r *recorder) waitFor(t *testing.T, pred func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		ok := pred()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.got:
+		case <-deadline:
+			t.Fatal("emitter did not do it within 10 s")
+		}
+	}
+}
+
+func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
+	before := runtime.NumGoroutine()
+	rec := &recorder{got: make(chan struct{}, 1)}
+	e, err := hb.NewEmitter(hb.EmitterConfig{Period: int64(5 * time.Millisecond), CPU: -1, Send: rec.send})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetObserver(3)
+	e.Start()
+	rec.waitFor(t, func() bool { return len(rec.sent) >= 3 })
+	e.SetObserver(7)
+	rec.waitFor(t, func() bool { return rec.sent[len(rec.sent)-1].to == 7 })
+	e.Pause()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := 1; i < len(rec.sent); i++ {
+		if rec.sent[i].seq <= rec.sent[i-1].seq {
+			t.Fatalf("sequence not increasing: %v", rec.sent)
+		}
+	}
+	if st := e.Stats(); st.Sent != uint64(len(rec.sent)) {
+		t.Fatalf("stats say %d sent, recorder saw %d", st.Sent, len(rec.sent))
+	}
+	time.Sleep(10 * time.Millisecond)
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("goroutines %d -> %d after Close", before, after)
+	}
+}
+
+func TestEmitterConfigErrors(t *testing.T) {
+	if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 0, Send: func(ranks.Rank, uint64) error { return nil }}); err == nil {
+		t.Fatal("zero period accepted")
+	}
+	if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 1}); err == nil {
+		t.Fatal("nil Send accepted")
+	}
+}
+
+func TestEmitterCloseWithoutStart(t *testing.T) {
+	e, err := hb.NewEmitter(hb.EmitterConfig{Period: 1e6, CPU: -1, Send: func(ranks.Rank, uint64) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSlots(t *testing.T) {
+	s := hb.NewSlots(4)
+	if !s.Store(2, 5) || s.Load(2) != 5 {
+		t.Fatal("store/load")
+	}
+	s.Store(2, 3) // a late heartbeat never moves the word back
+	if s.Load(2) != 5 {
+		t.Fatal("word moved backwards")
+	}
+	if s.Store(9, 1) || s.Load(9) != 0 {
+		t.Fatal("unknown emitter accepted")
+	}
+}
+
+// BenchmarkObserverCheck is the observer's whole per-check cost: one
+// atomic load of the slot and the core's comparison.
+func BenchmarkObserverCheck(b *testing.B) {
+	s := hb.NewSlots(64)
+	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 64, Delta: 1 << 40})
+	r.Start(0, 1<<40)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Store(0, uint64(i/4))
+		r.Check(int64(i), s.Load(r.Emitter()))
+	}
+}

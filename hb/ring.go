@@ -1,0 +1,243 @@
+package hb
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// RingConfig parameterises one rank's ring core. Times are nanoseconds.
+type RingConfig struct {
+	// Self is this rank, N the initial number of ranks.
+	Self ranks.Rank
+	N    int
+	// Delta is δ, the suspicion time-out (SUSP-TIMEOUT).
+	Delta int64
+}
+
+// Validate reports the first bad field.
+func (c RingConfig) Validate() error {
+	switch {
+	case c.N < 1:
+		return fmt.Errorf("hb: RingConfig.N = %d, want ≥ 1", c.N)
+	case int64(c.Self) >= int64(c.N):
+		return fmt.Errorf("hb: RingConfig.Self = %d, want < N = %d", c.Self, c.N)
+	case c.Delta <= 0:
+		return fmt.Errorf("hb: RingConfig.Delta = %d, want > 0", c.Delta)
+	}
+	return nil
+}
+
+// Detection is what task T3 (or a clean departure) asks the node to
+// broadcast: BCASTMSG(dead, i, D_i).
+type Detection struct {
+	// Dead is the rank found dead (or that left).
+	Dead ranks.Rank
+	// Left is true when Dead departed cleanly (it told us), false for a crash.
+	Left bool
+	// D is a copy of D_i after Dead was added: the participant set of the
+	// broadcast is its complement.
+	D ranks.Set
+	// At is when the ring core decided, as passed in now.
+	At int64
+}
+
+// Output is what one input asks the driver to do. At most one of each.
+type Output struct {
+	// Detected is set when this rank found its emitter dead (T3) or was
+	// told by its departing emitter that it left.
+	Detected *Detection
+	// NewObserverTo, when SendNewObserver is set, is the new emitter to
+	// which the driver must send NEWOBSERVER(self) (T3, line 23).
+	NewObserverTo   ranks.Rank
+	SendNewObserver bool
+	// ObserverChanged says the emitter thread must retarget its heartbeats
+	// to Observer() and send one at once (T4: HB-TIMEOUT ← 0).
+	ObserverChanged bool
+}
+
+// ErrUnknownRank is returned for a rank outside [0, N).
+var ErrUnknownRank = errors.New("hb: unknown rank")
+
+// Ring is one rank's observation-ring state (Algorithm 1 of seed 000).
+// It is not safe for concurrent use; one event loop drives it.
+type Ring struct {
+	cfg      RingConfig
+	emitter  ranks.Rank // emitter_i: the rank we observe
+	observer ranks.Rank // observer_i: the rank we heartbeat
+	D        ranks.Set  // D_i: ranks known dead or departed
+
+	deadline int64  // SUSP-TIMEOUT expiry, absolute
+	lastSeq  uint64 // last heartbeat sequence seen from emitter
+	started  bool
+	left     bool
+}
+
+// NewRing returns the initial state of task Initialization:
+// emitter_i = i−1 mod N, observer_i = i+1 mod N, D_i = ∅.
+func NewRing(cfg RingConfig) (*Ring, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := ranks.Rank(cfg.N)
+	return &Ring{
+		cfg:      cfg,
+		emitter:  (cfg.Self + n - 1) % n,
+		observer: (cfg.Self + 1) % n,
+	}, nil
+}
+
+// Start arms SUSP-TIMEOUT at now+grace: the first heartbeat of the initial
+// emitter must arrive by then. grace ≥ δ lets a job's ranks come up.
+func (r *Ring) Start(now, grace int64) {
+	if grace < r.cfg.Delta {
+		grace = r.cfg.Delta
+	}
+	r.started = true
+	r.deadline = now + grace
+}
+
+// Self returns this rank.
+func (r *Ring) Self() ranks.Rank { return r.cfg.Self }
+
+// Emitter returns emitter_i, the rank this one observes. It equals Self when
+// every other rank is dead.
+func (r *Ring) Emitter() ranks.Rank { return r.emitter }
+
+// Observer returns observer_i, the rank this one heartbeats.
+func (r *Ring) Observer() ranks.Rank { return r.observer }
+
+// Dead returns D_i. Callers must not modify it.
+func (r *Ring) Dead() *ranks.Set { return &r.D }
+
+// Deadline returns the absolute time at which SUSP-TIMEOUT expires.
+func (r *Ring) Deadline() int64 { return r.deadline }
+
+// Alone reports whether every other rank is known dead.
+func (r *Ring) Alone() bool { return r.emitter == r.cfg.Self }
+
+// Check is the observer's periodic check: seq is the current value of the
+// emitter's slot word (one atomic load by the caller). A grown value is a
+// heartbeat (T2: SUSP-TIMEOUT ← δ); a deadline that passed with no growth
+// is T3.
+func (r *Ring) Check(now int64, seq uint64) Output {
+	if !r.started || r.left || r.Alone() {
+		return Output{}
+	}
+	if seq > r.lastSeq { // task T2
+		r.lastSeq = seq
+		r.deadline = now + r.cfg.Delta
+		return Output{}
+	}
+	if now < r.deadline {
+		return Output{}
+	}
+	// task T3
+	dead := r.emitter
+	r.D.Add(dead)
+	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
+}
+
+// reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,
+// emitter_i ← FindEmitter(D_i), NEWOBSERVER(i) to it.
+func (r *Ring) reconnect(now int64, det *Detection) Output {
+	out := Output{Detected: det}
+	r.emitter = r.findEmitter()
+	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
+	r.deadline = now + 2*r.cfg.Delta
+	if !r.Alone() {
+		out.NewObserverTo, out.SendNewObserver = r.emitter, true
+	}
+	if r.D.Has(r.observer) {
+		// Our observer is dead too: whoever observes us next will say so
+		// with NEWOBSERVER; stop heartbeating a dead rank meanwhile.
+		r.observer = r.nextAlive()
+		out.ObserverChanged = true
+	}
+	return out
+}
+
+// findEmitter is FindEmitter(D_i): the first rank preceding emitter_i on the
+// ring that is not in D_i (Self if there is none).
+func (r *Ring) findEmitter() ranks.Rank {
+	n := ranks.Rank(r.cfg.N)
+	k := r.emitter
+	for r.D.Has(k) {
+		k = (k + n - 1) % n
+	}
+	return k
+}
+
+// nextAlive returns the first rank after Self not in D_i (Self if none).
+func (r *Ring) nextAlive() ranks.Rank {
+	n := ranks.Rank(r.cfg.N)
+	k := (r.cfg.Self + 1) % n
+	for k != r.cfg.Self && r.D.Has(k) {
+		k = (k + 1) % n
+	}
+	return k
+}
+
+// NewObserver is task T4: rank j announced it observes us now.
+// observer_i ← j; HB-TIMEOUT ← 0. A NEWOBSERVER from a rank known dead
+// (a stale message from a departed rank) is ignored.
+func (r *Ring) NewObserver(now int64, j ranks.Rank) (Output, error) {
+	if int64(j) >= int64(r.cfg.N) || j == r.cfg.Self {
+		return Output{}, fmt.Errorf("%w: NEWOBSERVER from %d (N = %d, self %d)", ErrUnknownRank, j, r.cfg.N, r.cfg.Self)
+	}
+	if r.left || r.D.Has(j) {
+		return Output{}, nil
+	}
+	r.observer = j
+	return Output{ObserverChanged: true}, nil
+}
+
+// Learn is task T5's D_i ← D_i ∪ {dead}, for ranks learned from a
+// broadcast (crashed or departed). It returns the ranks that were new and
+// whether observer_i changed (our observer was among them: the emitter
+// thread then heartbeats our next alive successor, which is the rank that
+// will send us NEWOBSERVER). Reconnection of our own emitter still waits for
+// SUSP-TIMEOUT, as in Algorithm 1.
+func (r *Ring) Learn(dead []ranks.Rank) (fresh []ranks.Rank, observerChanged bool) {
+	for _, d := range dead {
+		if int64(d) < int64(r.cfg.N) && d != r.cfg.Self && r.D.Add(d) {
+			fresh = append(fresh, d)
+		}
+	}
+	if r.D.Has(r.observer) && !r.left {
+		r.observer = r.nextAlive()
+		observerChanged = true
+	}
+	return fresh, observerChanged
+}
+
+// Leave is a clean departure: this rank stops observing and asks the
+// driver to tell its observer (LEAVE(self, emitter_i)) so the departure is
+// not reported as a crash. It returns the observer to notify and the emitter
+// to hand over.
+func (r *Ring) Leave() (observer, emitter ranks.Rank) {
+	r.left = true
+	return r.observer, r.emitter
+}
+
+// Departed handles LEAVE(j, emitter_j) from our emitter j: the observer adds
+// j to D_i, adopts j's emitter (skipping ranks known dead) and announces the
+// departure. A LEAVE from a rank that is not our emitter only adds it to D_i
+// and is announced too, so nobody waits on it.
+func (r *Ring) Departed(now int64, j, hisEmitter ranks.Rank) (Output, error) {
+	if int64(j) >= int64(r.cfg.N) || int64(hisEmitter) >= int64(r.cfg.N) || j == r.cfg.Self {
+		return Output{}, fmt.Errorf("%w: LEAVE(%d, %d) (N = %d, self %d)", ErrUnknownRank, j, hisEmitter, r.cfg.N, r.cfg.Self)
+	}
+	if r.left || !r.D.Add(j) {
+		return Output{}, nil
+	}
+	det := &Detection{Dead: j, Left: true, D: r.D.Clone(), At: now}
+	if j != r.emitter {
+		return Output{Detected: det}, nil
+	}
+	if !r.D.Has(hisEmitter) && hisEmitter != r.cfg.Self {
+		r.emitter = hisEmitter
+	}
+	return r.reconnect(now, det), nil
+}

@@ -1,0 +1,206 @@
+package hb_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+func TestRingConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  hb.RingConfig
+		want string
+	}{
+		{hb.RingConfig{Self: 0, N: 0, Delta: 1}, "N"},
+		{hb.RingConfig{Self: 4, N: 4, Delta: 1}, "Self"},
+		{hb.RingConfig{Self: 0, N: 4, Delta: 0}, "Delta"},
+	} {
+		_, err := hb.NewRing(tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one naming %s", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestInitialRing(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 0, N: 5, Delta: 10})
+	if r.Emitter() != 4 || r.Observer() != 1 {
+		t.Fatalf("rank 0 of 5: emitter %d observer %d, want 4 and 1", r.Emitter(), r.Observer())
+	}
+}
+
+// TestT2T3 drives one core by hand: heartbeats postpone suspicion by δ;
+// silence for δ triggers T3 with FindEmitter skipping known-dead ranks and
+// a 2δ grace for the new emitter.
+func TestT2T3(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 5, N: 8, Delta: 100})
+	r.Start(0, 100)
+	r.Learn([]ranks.Rank{3})
+	if out := r.Check(50, 1); out.Detected != nil {
+		t.Fatal("suspected after a heartbeat")
+	}
+	if out := r.Check(149, 1); out.Detected != nil {
+		t.Fatal("suspected before δ elapsed since the last heartbeat")
+	}
+	out := r.Check(150, 1)
+	if out.Detected == nil || out.Detected.Dead != 4 || out.Detected.Left {
+		t.Fatalf("T3 did not fire for emitter 4: %+v", out)
+	}
+	if !out.SendNewObserver || out.NewObserverTo != 2 || r.Emitter() != 2 {
+		t.Fatalf("FindEmitter should skip dead 3 and pick 2: %+v emitter %d", out, r.Emitter())
+	}
+	if !out.Detected.D.Has(3) || !out.Detected.D.Has(4) {
+		t.Fatalf("broadcast D %v lacks 3 or 4", out.Detected.D)
+	}
+	if r.Deadline() != 350 {
+		t.Fatalf("new emitter deadline %d, want now+2δ = 350", r.Deadline())
+	}
+	if out := r.Check(349, 0); out.Detected != nil {
+		t.Fatal("new emitter suspected inside its 2δ grace")
+	}
+	if out := r.Check(300, 7); out.Detected != nil || r.Deadline() != 400 {
+		t.Fatalf("heartbeat of the new emitter did not reset SUSP-TIMEOUT to δ: %d", r.Deadline())
+	}
+}
+
+func TestT4NewObserver(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 2, N: 8, Delta: 100})
+	out, err := r.NewObserver(0, 5)
+	if err != nil || !out.ObserverChanged || r.Observer() != 5 {
+		t.Fatalf("T4: %+v %v observer %d", out, err, r.Observer())
+	}
+	if _, err := r.NewObserver(0, 8); err == nil {
+		t.Fatal("NEWOBSERVER from rank 8 of 8 accepted")
+	}
+	r.Learn([]ranks.Rank{6})
+	if out, _ := r.NewObserver(0, 6); out.ObserverChanged {
+		t.Fatal("NEWOBSERVER from a known-dead rank accepted")
+	}
+}
+
+func TestLeaveIsNotACrash(t *testing.T) {
+	obs, _ := hb.NewRing(hb.RingConfig{Self: 3, N: 6, Delta: 100})
+	leaver, _ := hb.NewRing(hb.RingConfig{Self: 2, N: 6, Delta: 100})
+	to, hisEmitter := leaver.Leave()
+	if to != 3 || hisEmitter != 1 {
+		t.Fatalf("Leave: tell %d hand over %d", to, hisEmitter)
+	}
+	out, err := obs.Departed(10, 2, hisEmitter)
+	if err != nil || out.Detected == nil || !out.Detected.Left || out.NewObserverTo != 1 || obs.Emitter() != 1 {
+		t.Fatalf("Departed: %+v %v emitter %d", out, err, obs.Emitter())
+	}
+	if out := leaver.Check(1e9, 0); out.Detected != nil {
+		t.Fatal("a departed rank still suspects")
+	}
+}
+
+func TestAloneRankNeverSuspects(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 0, N: 1, Delta: 10})
+	r.Start(0, 10)
+	if !r.Alone() || r.Check(1e12, 0).Detected != nil {
+		t.Fatal("single rank suspected someone")
+	}
+}
+
+// checkScenario kills the given ranks at the given times, runs to stability
+// and checks accuracy, completeness and the bound T(f) of Theorem 1.
+func checkScenario(t *testing.T, name string, n int, seed uint64, kills map[ranks.Rank]int64) {
+	t.Helper()
+	s := newRingSim(n, seed)
+	first, last := int64(1<<62), int64(0)
+	for r, at := range kills {
+		s.kill(r, at)
+		first, last = min(first, at), max(last, at)
+	}
+	f := len(kills)
+	bound := hb.Bound(f, n-f+f, s.delta, s.effT())
+	stable := s.runUntilStable(last, first+bound+s.delta*10)
+	if len(s.falseSuspicion) > 0 {
+		t.Fatalf("%s: false suspicions: %v", name, s.falseSuspicion)
+	}
+	if stable < 0 {
+		t.Fatalf("%s: not stable %v after the first failure (bound %v):%s", name, bound+10*s.delta, bound, s.describe())
+	}
+	if took := stable - first; took > bound {
+		t.Fatalf("%s: stabilised in %.1f ms > T(%d) = %.1f ms", name, float64(took)/1e6, f, float64(bound)/1e6)
+	}
+	// Every alive rank learned every death (completeness), with the time.
+	for _, p := range s.aliveSet() {
+		for d := range kills {
+			if _, ok := s.nodes[p].learnt[d]; !ok {
+				t.Fatalf("%s: rank %d never learned %d", name, p, d)
+			}
+		}
+	}
+}
+
+// TestLemma1Cases runs every case of the proof of Lemma 1 on a 16-rank ring.
+func TestLemma1Cases(t *testing.T) {
+	const n = 16
+	t0 := 200 * ms
+	eps := 3 * ms // within R(1): the failures overlap
+	cases := []struct {
+		name  string
+		kills map[ranks.Rank]int64
+	}{
+		{"single failure", map[ranks.Rank]int64{5: t0}},
+		{"new segment of length 1, away from others", map[ranks.Rank]int64{5: t0, 11: t0 + eps}},
+		{"before a segment, predecessor alive", map[ranks.Rank]int64{5: t0, 4: t0 + eps}},
+		{"before a segment, predecessor dead (merge)", map[ranks.Rank]int64{3: t0, 5: t0, 4: t0 + eps}},
+		{"after a segment: observer dies before detecting", map[ranks.Rank]int64{5: t0, 6: t0 + eps}},
+		{"after a segment: observer dies while detecting", map[ranks.Rank]int64{5: t0, 6: t0 + 50*ms + 7*ms}},
+		{"after a segment: its successor is the first of another", map[ranks.Rank]int64{5: t0, 7: t0, 6: t0 + eps}},
+		{"f = ⌊log2 n⌋-1 consecutive, growing backwards", map[ranks.Rank]int64{9: t0, 8: t0 + eps, 7: t0 + 2*eps}},
+		{"f = ⌊log2 n⌋-1 consecutive, growing forwards", map[ranks.Rank]int64{7: t0, 8: t0 + eps, 9: t0 + 2*eps}},
+		{"f = ⌊log2 n⌋-1 consecutive, simultaneous", map[ranks.Rank]int64{7: t0, 8: t0, 9: t0}},
+		{"wrap-around segment", map[ranks.Rank]int64{15: t0, 0: t0 + eps, 1: t0 + 2*eps}},
+	}
+	for _, tc := range cases {
+		for seed := uint64(0); seed < 20; seed++ {
+			checkScenario(t, tc.name, n, seed, tc.kills)
+		}
+	}
+}
+
+// TestRandomOverlappingFailures: up to ⌊log2 n⌋−1 overlapping failures at
+// random places (consecutive half of the time) and random times within R(1).
+func TestRandomOverlappingFailures(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	trials := 300
+	if testing.Short() {
+		trials = 60
+	}
+	for trial := 0; trial < trials; trial++ {
+		n := []int{4, 8, 16, 32, 64}[rng.IntN(5)]
+		f := 1 + rng.IntN(max(1, hb.MaxOverlapping(n)))
+		kills := map[ranks.Rank]int64{}
+		start := ranks.Rank(rng.IntN(n))
+		for len(kills) < f {
+			var r ranks.Rank
+			if trial%2 == 0 {
+				r = (start + ranks.Rank(len(kills))) % ranks.Rank(n)
+			} else {
+				r = ranks.Rank(rng.IntN(n))
+			}
+			if _, dup := kills[r]; !dup {
+				kills[r] = 200*ms + rng.Int64N(60*ms)
+			}
+		}
+		checkScenario(t, "random", n, uint64(trial), kills)
+	}
+}
+
+// TestNoFalseSuspicionFailureFree: a long failure-free run suspects nobody.
+func TestNoFalseSuspicionFailureFree(t *testing.T) {
+	s := newRingSim(32, 1)
+	s.run(20_000 * ms)
+	if s.detections != 0 || len(s.falseSuspicion) != 0 {
+		t.Fatalf("%d detections in a failure-free run: %v", s.detections, s.falseSuspicion)
+	}
+	if !s.stable() {
+		t.Fatalf("failure-free ring not stable:%s", s.describe())
+	}
+}
