@@ -46,6 +46,9 @@ type Stats struct {
 	BytesSent, BytesRecv uint64
 	HeartbeatsSent       uint64
 	HeartbeatsRecv       uint64
+	// MsgsDropped and HeartbeatsDropped count what the send side gave up
+	// on: a full queue, an unreachable or dead peer, a failed write.
+	MsgsDropped, HeartbeatsDropped uint64
 	// Rejected counts frames dropped on receipt, by reason.
 	Rejected map[string]uint64
 }

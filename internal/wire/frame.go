@@ -1,0 +1,307 @@
+package wire
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"hash"
+	"io"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Frame layout constants.
+const (
+	// Version is the frame (and message) format version.
+	Version = 1
+	// HeaderSize is the size of the fixed frame header.
+	HeaderSize = 28
+	// TagSize is the size of the truncated HMAC-SHA256 tag ending a frame.
+	TagSize = 16
+	// DefaultMaxPayload bounds a frame's payload unless Params says otherwise.
+	DefaultMaxPayload = 1 << 20
+	// HeartbeatFrameSize is the size of a whole heartbeat frame.
+	HeartbeatFrameSize = HeaderSize + 8 + TagSize
+	// MinKeyLen is the shortest job key accepted.
+	MinKeyLen = 16
+)
+
+const magic0, magic1 = 'V', 'G'
+
+// Type is a frame type.
+type Type uint8
+
+// Frame types.
+const (
+	// Hello opens a connection: it names the sender (in the header) and the
+	// rank it meant to reach (payload, see AppendHello).
+	Hello Type = 1
+	// Msg carries one protocol message (see AppendMessage).
+	Msg Type = 2
+	// Heartbeat carries an emitter's sequence number (8 bytes, little-endian).
+	Heartbeat Type = 3
+	// Bye announces an orderly close of the connection (empty payload).
+	Bye Type = 4
+)
+
+func (t Type) valid() bool { return t >= Hello && t <= Bye }
+
+// String returns the type's name.
+func (t Type) String() string {
+	switch t {
+	case Hello:
+		return "hello"
+	case Msg:
+		return "msg"
+	case Heartbeat:
+		return "heartbeat"
+	case Bye:
+		return "bye"
+	}
+	return "unknown"
+}
+
+// Frame is one decoded, authenticated frame.
+type Frame struct {
+	Type        Type
+	JobID       uint64
+	Sender      ranks.Rank
+	Incarnation uint64
+	// Payload aliases the decoder's input or buffer: see Decode and
+	// ReadFrame for how long it stays valid.
+	Payload []byte
+}
+
+// Params configures a Codec.
+type Params struct {
+	// JobID is written into every frame and required of every frame read.
+	JobID uint64
+	// Key is the job's shared secret (at least MinKeyLen bytes).
+	Key []byte
+	// Rank and Incarnation identify this process in the frames it encodes.
+	Rank        ranks.Rank
+	Incarnation uint64
+	// N is the number of ranks; frames from a sender ≥ N are rejected.
+	// Zero disables the check.
+	N int
+	// MaxPayload bounds payloads both ways; zero means DefaultMaxPayload.
+	MaxPayload int
+}
+
+// Codec encodes and checks the frames of one connection. It is not safe
+// for concurrent use: each connection (or writer) owns one.
+type Codec struct {
+	p   Params
+	mac hash.Hash
+	sum [sha256.Size]byte
+	hdr [HeaderSize]byte
+	buf []byte // ReadFrame's payload+tag buffer, reused
+}
+
+// NewCodec returns a Codec for p. It panics if the key is shorter than
+// MinKeyLen: transports validate their configuration first.
+func NewCodec(p Params) *Codec {
+	if len(p.Key) < MinKeyLen {
+		panic("wire: key shorter than MinKeyLen")
+	}
+	if p.MaxPayload <= 0 {
+		p.MaxPayload = DefaultMaxPayload
+	}
+	p.Key = append([]byte(nil), p.Key...)
+	return &Codec{p: p, mac: hmac.New(sha256.New, p.Key)}
+}
+
+// MaxPayload returns the payload bound in force.
+func (c *Codec) MaxPayload() int { return c.p.MaxPayload }
+
+func putHeader(b []byte, p *Params, t Type, n int) {
+	b[0], b[1], b[2], b[3] = magic0, magic1, Version, byte(t)
+	binary.LittleEndian.PutUint64(b[4:], p.JobID)
+	binary.LittleEndian.PutUint32(b[12:], p.Rank)
+	binary.LittleEndian.PutUint64(b[16:], p.Incarnation)
+	binary.LittleEndian.PutUint32(b[24:], uint32(n))
+}
+
+// tag computes the tag of header||payload into c.sum and returns its first
+// TagSize bytes. It does not allocate.
+func tag(mac hash.Hash, sum *[sha256.Size]byte, hdr, payload []byte) []byte {
+	mac.Reset()
+	mac.Write(hdr)
+	mac.Write(payload)
+	return mac.Sum(sum[:0])[:TagSize]
+}
+
+// Append appends the frame of type t carrying payload to dst. It fails
+// with ErrTooLarge or for an unknown type.
+func (c *Codec) Append(dst []byte, t Type, payload []byte) ([]byte, error) {
+	if !t.valid() {
+		return dst, errf(ReasonBadType, "", "unknown frame type %d", t)
+	}
+	if len(payload) > c.p.MaxPayload {
+		return dst, ErrTooLarge
+	}
+	putHeader(c.hdr[:], &c.p, t, len(payload))
+	dst = append(dst, c.hdr[:]...)
+	dst = append(dst, payload...)
+	return append(dst, tag(c.mac, &c.sum, c.hdr[:], payload)...), nil
+}
+
+// ErrTooLarge is returned by Append for a payload above the maximum.
+var ErrTooLarge = errors.New("wire: payload too large")
+
+// checkHeader validates a header and returns the frame it announces
+// (without payload) and the payload length.
+func (c *Codec) checkHeader(h []byte) (Frame, int, error) {
+	if h[0] != magic0 || h[1] != magic1 {
+		return Frame{}, 0, errf(ReasonBadMagic, "", "bad magic %#x %#x", h[0], h[1])
+	}
+	if h[2] != Version {
+		return Frame{}, 0, errf(ReasonBadVersion, "", "unsupported version %d", h[2])
+	}
+	f := Frame{
+		Type:        Type(h[3]),
+		JobID:       binary.LittleEndian.Uint64(h[4:]),
+		Sender:      binary.LittleEndian.Uint32(h[12:]),
+		Incarnation: binary.LittleEndian.Uint64(h[16:]),
+	}
+	if !f.Type.valid() {
+		return Frame{}, 0, errf(ReasonBadType, "", "unknown frame type %d", h[3])
+	}
+	if f.JobID != c.p.JobID {
+		return Frame{}, 0, errf(ReasonForeignJob, "", "job %d, want %d", f.JobID, c.p.JobID)
+	}
+	if c.p.N > 0 && int64(f.Sender) >= int64(c.p.N) {
+		return Frame{}, 0, errf(ReasonUnknownRank, "", "sender rank %d not below %d", f.Sender, c.p.N)
+	}
+	n := binary.LittleEndian.Uint32(h[24:])
+	if uint64(n) > uint64(c.p.MaxPayload) {
+		return Frame{}, 0, errf(ReasonTooLarge, "", "payload length %d above %d", n, c.p.MaxPayload)
+	}
+	return f, int(n), nil
+}
+
+func (c *Codec) verify(hdr, payload, got []byte) error {
+	if !hmac.Equal(tag(c.mac, &c.sum, hdr, payload), got) {
+		return errf(ReasonBadTag, "", "authentication failed")
+	}
+	return nil
+}
+
+// Decode checks and decodes the frame at the start of b and returns it
+// with the number of bytes it used. The payload aliases b. An input
+// shorter than the frame it announces fails with ReasonTruncated.
+func (c *Codec) Decode(b []byte) (Frame, int, error) {
+	if len(b) < HeaderSize {
+		return Frame{}, 0, errf(ReasonTruncated, "", "%d bytes, header needs %d", len(b), HeaderSize)
+	}
+	f, n, err := c.checkHeader(b[:HeaderSize])
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	end := HeaderSize + n + TagSize
+	if len(b) < end {
+		return Frame{}, 0, errf(ReasonTruncated, "", "%d bytes, frame needs %d", len(b), end)
+	}
+	f.Payload = b[HeaderSize : HeaderSize+n : HeaderSize+n]
+	if err := c.verify(b[:HeaderSize], f.Payload, b[HeaderSize+n:end]); err != nil {
+		return Frame{}, 0, err
+	}
+	return f, end, nil
+}
+
+// ReadFrame reads, checks and decodes the next frame from r (which should
+// be buffered). The payload stays valid until the next call. It returns
+// io.EOF if r ends cleanly between frames, an *Error with ReasonTruncated
+// if it ends inside one, and r's other errors as they are. The buffer
+// grows with the bytes actually received, not with the declared length.
+func (c *Codec) ReadFrame(r io.Reader) (Frame, error) {
+	if _, err := io.ReadFull(r, c.hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return Frame{}, errf(ReasonTruncated, "", "stream ended inside a header")
+		}
+		return Frame{}, err
+	}
+	f, n, err := c.checkHeader(c.hdr[:])
+	if err != nil {
+		return Frame{}, err
+	}
+	need := n + TagSize
+	b := c.buf[:0]
+	for len(b) < need {
+		// Grow at most by doubling what has arrived, so a lying length
+		// costs memory in proportion to the bytes really sent.
+		step := min(need-len(b), max(len(b), 4096))
+		if cap(b)-len(b) < step {
+			nb := make([]byte, len(b), len(b)+step)
+			copy(nb, b)
+			b = nb
+		}
+		m, err := io.ReadFull(r, b[len(b):len(b)+step])
+		b = b[:len(b)+m]
+		if err != nil {
+			c.buf = b[:0]
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return Frame{}, errf(ReasonTruncated, "", "stream ended inside a frame")
+			}
+			return Frame{}, err
+		}
+	}
+	c.buf = b[:0]
+	f.Payload = b[:n:n]
+	if err := c.verify(c.hdr[:], f.Payload, b[n:need]); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// HeartbeatFrame is a pre-encoded heartbeat frame rewritten in place for
+// each sequence number: Encode does not allocate. It has its own HMAC
+// state, independent of the Codec that made it.
+type HeartbeatFrame struct {
+	mac hash.Hash
+	sum [sha256.Size]byte
+	b   [HeartbeatFrameSize]byte
+}
+
+// NewHeartbeatFrame returns a heartbeat frame from this codec's sender.
+func (c *Codec) NewHeartbeatFrame() *HeartbeatFrame {
+	h := &HeartbeatFrame{mac: hmac.New(sha256.New, c.p.Key)}
+	putHeader(h.b[:HeaderSize], &c.p, Heartbeat, 8)
+	return h
+}
+
+// Encode writes seq and the new tag into the frame and returns the whole
+// frame, valid until the next call.
+func (h *HeartbeatFrame) Encode(seq uint64) []byte {
+	binary.LittleEndian.PutUint64(h.b[HeaderSize:], seq)
+	copy(h.b[HeaderSize+8:], tag(h.mac, &h.sum, h.b[:HeaderSize], h.b[HeaderSize:HeaderSize+8]))
+	return h.b[:]
+}
+
+// AppendHeartbeat appends a heartbeat payload carrying seq.
+func AppendHeartbeat(dst []byte, seq uint64) []byte {
+	return binary.LittleEndian.AppendUint64(dst, seq)
+}
+
+// DecodeHeartbeat decodes a heartbeat payload.
+func DecodeHeartbeat(p []byte) (uint64, error) {
+	if len(p) != 8 {
+		return 0, errf(ReasonBadPayload, "heartbeat.seq", "%d bytes, want 8", len(p))
+	}
+	return binary.LittleEndian.Uint64(p), nil
+}
+
+// AppendHello appends a Hello payload naming the rank the sender meant
+// to reach.
+func AppendHello(dst []byte, to ranks.Rank) []byte {
+	return binary.LittleEndian.AppendUint32(dst, to)
+}
+
+// DecodeHello decodes a Hello payload.
+func DecodeHello(p []byte) (ranks.Rank, error) {
+	if len(p) != 4 {
+		return 0, errf(ReasonBadPayload, "hello.to", "%d bytes, want 4", len(p))
+	}
+	return binary.LittleEndian.Uint32(p), nil
+}

@@ -1,0 +1,666 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+)
+
+var testKey = []byte("vigil test key, 32 bytes long!!!")
+
+const testJob = 77
+
+// collector records what each rank receives and checks per-sender order.
+type collector struct {
+	mu    sync.Mutex
+	next  map[[2]ranks.Rank]uint64
+	count atomic.Int64
+	err   error
+}
+
+func newCollector() *collector { return &collector{next: map[[2]ranks.Rank]uint64{}} }
+
+func (c *collector) handler(self ranks.Rank) transport.Handler {
+	return func(from ranks.Rank, p []byte) {
+		if len(p) < 8 {
+			return
+		}
+		seq := binary.LittleEndian.Uint64(p)
+		c.mu.Lock()
+		k := [2]ranks.Rank{from, self}
+		if seq != c.next[k] && c.err == nil {
+			c.err = fmt.Errorf("rank %d got seq %d from %d, want %d", self, seq, from, c.next[k])
+		}
+		c.next[k] = seq + 1
+		c.mu.Unlock()
+		c.count.Add(1)
+	}
+}
+
+func (c *collector) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+}
+
+func msg(seq uint64) []byte { return binary.LittleEndian.AppendUint64(nil, seq) }
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testConfig(self uint32, n int, slots *hb.Slots, h transport.Handler) Config {
+	return Config{Self: self, N: n, JobID: testJob, Key: testKey, Slots: slots, Handler: h}
+}
+
+type cluster struct {
+	ts    []*Transport
+	slots []*hb.Slots
+	col   *collector
+}
+
+// newCluster starts transports for ranks 0..live-1 of an n-rank job.
+func newCluster(t testing.TB, n, live int, tweak func(*Config)) *cluster {
+	cl := &cluster{col: newCollector()}
+	addrs := make([]string, n)
+	for i := range live {
+		s := hb.NewSlots(n)
+		cfg := testConfig(uint32(i), n, s, cl.col.handler(ranks.Rank(i)))
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		tr, err := Listen(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.ts = append(cl.ts, tr)
+		cl.slots = append(cl.slots, s)
+		addrs[i] = tr.Addr()
+	}
+	for _, tr := range cl.ts {
+		if err := tr.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cl
+}
+
+func (cl *cluster) close() {
+	for _, tr := range cl.ts {
+		tr.Close()
+	}
+}
+
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines leaked: %d > %d\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRoundTripOrdered(t *testing.T) {
+	before := runtime.NumGoroutine()
+	const n, per = 4, 200
+	cl := newCluster(t, n, n, nil)
+	var wg sync.WaitGroup
+	for i, tr := range cl.ts {
+		wg.Go(func() {
+			for s := range per {
+				for to := range n {
+					if err := tr.Send(ranks.Rank(to), msg(uint64(s))); err != nil {
+						t.Errorf("rank %d: %v", i, err)
+					}
+				}
+				if s%50 == 0 {
+					time.Sleep(time.Millisecond) // stay below the queue bound
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "all messages", func() bool { return cl.col.count.Load() == n*n*per })
+	cl.col.check(t)
+	var st transport.Stats
+	for _, tr := range cl.ts {
+		s := tr.Stats()
+		st.MsgsSent += s.MsgsSent
+		st.MsgsRecv += s.MsgsRecv
+		st.BytesRecv += s.BytesRecv
+		st.MsgsDropped += s.MsgsDropped
+		if len(s.Rejected) != 0 {
+			t.Fatalf("rejections among honest peers: %v", s.Rejected)
+		}
+	}
+	if st.MsgsSent != n*n*per || st.MsgsRecv != n*n*per || st.BytesRecv != 8*n*n*per || st.MsgsDropped != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	cl.close()
+	checkGoroutines(t, before)
+}
+
+func TestLargeMessage(t *testing.T) {
+	var got atomic.Pointer[[]byte]
+	cl := newCluster(t, 2, 2, func(c *Config) {
+		if c.Self == 1 {
+			c.Handler = func(_ ranks.Rank, p []byte) { got.Store(&p) }
+		}
+	})
+	defer cl.close()
+	big := make([]byte, DefaultMaxPayload)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	if err := cl.ts[0].Send(1, big); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the large message", func() bool { return got.Load() != nil })
+	if p := *got.Load(); string(p) != string(big) {
+		t.Fatal("payload corrupted")
+	}
+	if err := cl.ts[0].Send(1, make([]byte, DefaultMaxPayload+1)); !errors.Is(err, transport.ErrTooLarge) {
+		t.Fatalf("oversized Send: %v", err)
+	}
+}
+
+// connectHeartbeat sends heartbeats from -> to until one lands.
+func connectHeartbeat(t testing.TB, cl *cluster, from, to int) uint64 {
+	t.Helper()
+	var seq uint64
+	waitFor(t, "a heartbeat to land", func() bool {
+		seq++
+		if err := cl.ts[from].SendHeartbeat(ranks.Rank(to), seq); err != nil {
+			t.Fatal(err)
+		}
+		return cl.slots[to].Load(ranks.Rank(from)) > 0
+	})
+	return seq
+}
+
+func TestHeartbeatLandsInSlot(t *testing.T) {
+	cl := newCluster(t, 3, 3, nil)
+	defer cl.close()
+	seq := connectHeartbeat(t, cl, 2, 0)
+	for i := range 100 {
+		seq++
+		if err := cl.ts[2].SendHeartbeat(0, seq); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			want := seq
+			waitFor(t, "slot to follow", func() bool { return cl.slots[0].Load(2) == want })
+		}
+	}
+	waitFor(t, "last heartbeat", func() bool { return cl.slots[0].Load(2) == seq })
+	if cl.slots[0].Load(1) != 0 || cl.slots[1].Load(2) != 0 {
+		t.Fatal("heartbeat landed in the wrong slot")
+	}
+	st0, st2 := cl.ts[0].Stats(), cl.ts[2].Stats()
+	if st0.HeartbeatsRecv == 0 || st2.HeartbeatsSent < 100 {
+		t.Fatalf("stats: recv %d sent %d", st0.HeartbeatsRecv, st2.HeartbeatsSent)
+	}
+	if err := cl.ts[2].SendHeartbeat(3, 1); !errors.Is(err, transport.ErrUnknownRank) {
+		t.Fatalf("unknown rank: %v", err)
+	}
+}
+
+func TestHeartbeatDoesNotAllocate(t *testing.T) {
+	cl := newCluster(t, 2, 2, func(c *Config) { c.HeartbeatTimeout = time.Second })
+	defer cl.close()
+	seq := connectHeartbeat(t, cl, 0, 1)
+	allocs := testing.AllocsPerRun(1000, func() {
+		seq++
+		_ = cl.ts[0].SendHeartbeat(1, seq)
+	})
+	if allocs != 0 {
+		t.Fatalf("SendHeartbeat: %v allocs per call", allocs)
+	}
+	if d := cl.ts[0].Stats().HeartbeatsDropped; d > 1 {
+		t.Fatalf("%d heartbeats dropped", d)
+	}
+}
+
+func TestDeadPeer(t *testing.T) {
+	before := runtime.NumGoroutine()
+	cl := newCluster(t, 3, 3, nil)
+	cl.ts[2].Close()
+	const k = 5000
+	start := time.Now()
+	for i := range k {
+		if err := cl.ts[0].Send(2, msg(uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ts[0].SendHeartbeat(2, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("sending to a dead peer took %v", d)
+	}
+	waitFor(t, "every message to the dead peer dropped", func() bool { return cl.ts[0].Stats().MsgsDropped == k })
+	if st := cl.ts[0].Stats(); st.HeartbeatsDropped != k || st.MsgsSent != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The live peer is unaffected.
+	if err := cl.ts[0].Send(1, msg(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "delivery to the live peer", func() bool { return cl.col.count.Load() == 1 })
+	// No reconnection attempts without traffic: the peer's writer waits.
+	time.Sleep(50 * time.Millisecond)
+	if err := cl.ts[2].Send(0, nil); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Send on a closed transport: %v", err)
+	}
+	if err := cl.ts[2].SendHeartbeat(0, 1); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("SendHeartbeat on a closed transport: %v", err)
+	}
+	cl.close()
+	checkGoroutines(t, before)
+}
+
+func TestPeerRestart(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	// Establish both paths 0 -> 1.
+	if err := cl.ts[0].Send(1, msg(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "first message", func() bool { return cl.col.count.Load() == 1 })
+	connectHeartbeat(t, cl, 0, 1)
+
+	// Rank 1 restarts elsewhere with a new incarnation.
+	cl.ts[1].Close()
+	col := newCollector()
+	s1 := hb.NewSlots(2)
+	cfg := testConfig(1, 2, s1, col.handler(1))
+	cfg.Incarnation = cl.ts[1].Incarnation() + 1
+	t1, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.ts[1] = t1
+	addrs := []string{cl.ts[0].Addr(), t1.Addr()}
+	for _, tr := range cl.ts {
+		if err := tr.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The new incarnation speaks first; rank 0 learns of the restart and
+	// drops its connections to the old one, so nothing is lost on them.
+	if err := t1.Send(0, msg(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "message from the new incarnation", func() bool { return cl.col.count.Load() == 2 })
+	if err := cl.ts[0].Send(1, msg(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "message to the new incarnation", func() bool { return col.count.Load() == 1 })
+	seq := uint64(1000)
+	waitFor(t, "heartbeat to the new incarnation", func() bool {
+		seq++
+		_ = cl.ts[0].SendHeartbeat(1, seq)
+		return s1.Load(0) > 0
+	})
+}
+
+// forger writes hand-made frames over raw connections.
+type forger struct {
+	t    *testing.T
+	addr string
+}
+
+func (f *forger) codec(p wire.Params) *wire.Codec {
+	if p.Key == nil {
+		p.Key = testKey
+	}
+	if p.JobID == 0 {
+		p.JobID = testJob
+	}
+	return wire.NewCodec(p)
+}
+
+func frame(t *testing.T, c *wire.Codec, typ wire.Type, payload []byte) []byte {
+	b, err := c.Append(nil, typ, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// send opens a connection, writes b, half-closes and waits until the
+// transport closes the connection.
+func (f *forger) send(b []byte) {
+	f.t.Helper()
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(b); err != nil {
+		f.t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	f.expectClosed(c)
+}
+
+func (f *forger) expectClosed(c net.Conn) {
+	f.t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		f.t.Fatalf("connection not closed by the transport: %v", err)
+	}
+}
+
+func TestForgedFrames(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var logs strings.Builder
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	// Ranks 0 and 1 are honest; ranks 2 and 3 exist but are played by the forger.
+	cl := newCluster(t, 4, 2, func(c *Config) {
+		c.Logger = logger
+		c.HelloTimeout = 200 * time.Millisecond
+	})
+	f := &forger{t: t, addr: cl.ts[0].Addr()}
+	honest := f.codec(wire.Params{Rank: 2, Incarnation: 100})
+	hello := frame(t, honest, wire.Hello, wire.AppendHello(nil, 0))
+
+	// Honest traffic from rank 1 runs throughout.
+	stop := make(chan struct{})
+	var sent atomic.Uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for seq := uint64(0); ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := cl.ts[1].Send(0, msg(seq)); err != nil {
+				t.Error(err)
+				return
+			}
+			_ = cl.ts[1].SendHeartbeat(0, seq+1)
+			sent.Store(seq + 1)
+			time.Sleep(200 * time.Microsecond)
+		}
+	})
+
+	mod := func(b []byte, fn func([]byte)) []byte {
+		b = append([]byte(nil), b...)
+		fn(b)
+		return b
+	}
+	cat := func(bs ...[]byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		return out
+	}
+	msgFrame := frame(t, honest, wire.Msg, msg(1))
+	oversized := mod(msgFrame[:wire.HeaderSize], func(b []byte) {
+		binary.LittleEndian.PutUint32(b[24:], DefaultMaxPayload+1)
+	})
+	cases := []struct {
+		name, reason string
+		b            func() []byte
+	}{
+		{"wrong key", wire.ReasonBadTag, func() []byte {
+			return frame(t, f.codec(wire.Params{Key: []byte("not the job key at all"), Rank: 2, Incarnation: 100}),
+				wire.Hello, wire.AppendHello(nil, 0))
+		}},
+		{"wrong key after hello", wire.ReasonBadTag, func() []byte {
+			bad := f.codec(wire.Params{Key: []byte("not the job key at all"), Rank: 2, Incarnation: 100})
+			return cat(hello, frame(t, bad, wire.Heartbeat, wire.AppendHeartbeat(nil, 1<<40)))
+		}},
+		{"foreign job", wire.ReasonForeignJob, func() []byte {
+			return frame(t, f.codec(wire.Params{JobID: testJob + 1, Rank: 2, Incarnation: 100}),
+				wire.Hello, wire.AppendHello(nil, 0))
+		}},
+		{"truncated", wire.ReasonTruncated, func() []byte { return cat(hello, msgFrame[:len(msgFrame)-3]) }},
+		{"truncated header", wire.ReasonTruncated, func() []byte { return hello[:10] }},
+		{"bad magic", wire.ReasonBadMagic, func() []byte { return mod(hello, func(b []byte) { b[0] = 'X' }) }},
+		{"bad version", wire.ReasonBadVersion, func() []byte { return mod(hello, func(b []byte) { b[2] = 9 }) }},
+		{"bad type", wire.ReasonBadType, func() []byte { return mod(hello, func(b []byte) { b[3] = 99 }) }},
+		{"oversized length", wire.ReasonTooLarge, func() []byte { return cat(hello, oversized) }},
+		{"unknown rank", wire.ReasonUnknownRank, func() []byte {
+			return frame(t, f.codec(wire.Params{Rank: 4, Incarnation: 100}), wire.Hello, wire.AppendHello(nil, 0))
+		}},
+		{"no hello", wire.ReasonNoHello, func() []byte { return msgFrame }},
+		{"misdirected", wire.ReasonMisdirected, func() []byte {
+			return frame(t, honest, wire.Hello, wire.AppendHello(nil, 1))
+		}},
+		{"other rank on the connection", wire.ReasonStale, func() []byte {
+			other := f.codec(wire.Params{Rank: 3, Incarnation: 100})
+			return cat(hello, frame(t, other, wire.Msg, msg(0)))
+		}},
+		{"stale incarnation", wire.ReasonStale, func() []byte {
+			// Incarnation 100 of rank 2 was seen above; 99 is older.
+			old := f.codec(wire.Params{Rank: 2, Incarnation: 99})
+			return frame(t, old, wire.Hello, wire.AppendHello(nil, 0))
+		}},
+		{"bad heartbeat payload", wire.ReasonBadPayload, func() []byte {
+			return cat(hello, frame(t, honest, wire.Heartbeat, []byte{1, 2, 3}))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prev := cl.ts[0].Stats().Rejected[c.reason]
+			f.t = t
+			f.send(c.b())
+			waitFor(t, "rejection "+c.reason, func() bool { return cl.ts[0].Stats().Rejected[c.reason] == prev+1 })
+		})
+	}
+	f.t = t
+	// A connection that never says hello is closed after HelloTimeout.
+	t.Run("hello timeout", func(t *testing.T) {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		f.t = t
+		f.expectClosed(c)
+		waitFor(t, "hello_timeout", func() bool { return cl.ts[0].Stats().Rejected["hello_timeout"] == 1 })
+	})
+	f.t = t
+	// The forged heartbeat with a wrong key never reached the slot.
+	if cl.slots[0].Load(2) >= 1<<40 {
+		t.Fatal("forged heartbeat stored")
+	}
+	// A correctly keyed frame from rank 2 is accepted, though.
+	{
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(cat(hello, frame(t, honest, wire.Heartbeat, wire.AppendHeartbeat(nil, 5)))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "authentic heartbeat", func() bool { return cl.slots[0].Load(2) == 5 })
+		c.Close()
+	}
+
+	// The honest peer kept being served.
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	n := sent.Load()
+	waitFor(t, "honest messages", func() bool { return uint64(cl.col.count.Load()) == n })
+	cl.col.check(t)
+	if cl.slots[0].Load(1) == 0 {
+		t.Fatal("honest heartbeats did not land")
+	}
+	// Rejections were logged, at most once per second per reason.
+	logMu.Lock()
+	out := logs.String()
+	logMu.Unlock()
+	if !strings.Contains(out, "reason=bad_tag") || strings.Count(out, "reason=bad_tag") > 1 {
+		t.Fatalf("bad_tag logged %d times:\n%s", strings.Count(out, "reason=bad_tag"), out)
+	}
+	cl.close()
+	checkGoroutines(t, before)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+func TestValidate(t *testing.T) {
+	good := func() Config {
+		return testConfig(1, 4, hb.NewSlots(4), func(ranks.Rank, []byte) {})
+	}
+	if err := func() *Config { c := good(); return &c }().Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	cases := []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"N", func(c *Config) { c.N = 0 }},
+		{"Self", func(c *Config) { c.Self = 4 }},
+		{"JobID", func(c *Config) { c.JobID = 0 }},
+		{"Key", func(c *Config) { c.Key = []byte("short") }},
+		{"Slots", func(c *Config) { c.Slots = nil }},
+		{"Slots", func(c *Config) { c.Slots = hb.NewSlots(3) }},
+		{"Handler", func(c *Config) { c.Handler = nil }},
+		{"DialTimeout", func(c *Config) { c.DialTimeout = -1 }},
+		{"WriteTimeout", func(c *Config) { c.WriteTimeout = -1 }},
+		{"HeartbeatTimeout", func(c *Config) { c.HeartbeatTimeout = -1 }},
+		{"HelloTimeout", func(c *Config) { c.HelloTimeout = -1 }},
+		{"MaxPayload", func(c *Config) { c.MaxPayload = -1 }},
+		{"MaxPayload", func(c *Config) { c.MaxPayload = MaxMaxPayload + 1 }},
+		{"QueueLen", func(c *Config) { c.QueueLen = -1 }},
+		{"ListenAddr", func(c *Config) { c.ListenAddr = "no port" }},
+	}
+	for _, c := range cases {
+		cfg := good()
+		c.mod(&cfg)
+		err := cfg.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(err.Error(), "Config."+c.field) {
+			t.Errorf("%s: got %v", c.field, err)
+		}
+		if _, err := Listen(cfg); err == nil {
+			t.Errorf("%s: Listen accepted a bad config", c.field)
+		}
+	}
+}
+
+func TestSetPeersAndSendErrors(t *testing.T) {
+	cl := newCluster(t, 2, 1, nil)
+	tr := cl.ts[0]
+	if err := tr.SetPeers([]string{"x"}); err == nil {
+		t.Fatal("short table accepted")
+	}
+	if err := tr.SetPeers([]string{tr.Addr(), "no-port"}); err == nil {
+		t.Fatal("bad address accepted")
+	}
+	if err := tr.Send(2, nil); !errors.Is(err, transport.ErrUnknownRank) {
+		t.Fatalf("unknown rank: %v", err)
+	}
+	// No address for rank 1: dropped, counted, no crash.
+	if err := tr.SetPeers([]string{tr.Addr(), ""}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tr.Send(1, msg(0))
+	_ = tr.SendHeartbeat(1, 1)
+	waitFor(t, "drop", func() bool { return tr.Stats().MsgsDropped == 1 })
+	// Send to self works.
+	_ = tr.Send(0, msg(0))
+	waitFor(t, "self delivery", func() bool { return cl.col.count.Load() == 1 })
+	cl.close()
+	if err := tr.Send(0, nil); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestListenError(t *testing.T) {
+	cfg := testConfig(0, 1, hb.NewSlots(1), func(ranks.Rank, []byte) {})
+	tr, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	cfg.ListenAddr = tr.Addr()
+	if _, err := Listen(cfg); err == nil {
+		t.Fatal("listening twice on one address succeeded")
+	}
+}
+
+func BenchmarkTCPHeartbeat(b *testing.B) {
+	cl := newCluster(b, 2, 2, func(c *Config) { c.HeartbeatTimeout = time.Second })
+	defer cl.close()
+	seq := connectHeartbeat(b, cl, 0, 1)
+	dropped := cl.ts[0].Stats().HeartbeatsDropped
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		seq++
+		_ = cl.ts[0].SendHeartbeat(1, seq)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cl.ts[0].Stats().HeartbeatsDropped-dropped), "dropped")
+	waitFor(b, "last heartbeat", func() bool { return cl.slots[1].Load(0) == seq })
+}
+
+func BenchmarkTCPSend(b *testing.B) {
+	var got atomic.Int64
+	cl := newCluster(b, 2, 2, func(c *Config) {
+		c.QueueLen = 1 << 16
+		if c.Self == 1 {
+			c.Handler = func(ranks.Rank, []byte) { got.Add(1) }
+		}
+	})
+	defer cl.close()
+	p := make([]byte, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		_ = cl.ts[0].Send(1, p)
+		if i%1024 == 0 {
+			for int64(i)-got.Load() > 1<<15 {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+	}
+	want := int64(b.N) - int64(cl.ts[0].Stats().MsgsDropped)
+	waitFor(b, "delivery", func() bool { return got.Load() == want })
+}
