@@ -1,0 +1,110 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Config configures one Vigil node. The zero values of the optional fields
+// take the documented defaults; Validate names the first bad field.
+type Config struct {
+	// Rank is this process's rank, Size the job's number of ranks.
+	Rank ranks.Rank
+	Size int
+
+	// HeartbeatPeriod is h (default 10 ms).
+	HeartbeatPeriod time.Duration
+	// SuspectTimeout is δ (default 5h). It must exceed HeartbeatPeriod
+	// plus the worst message delay and scheduling hiccup the platform
+	// shows, or live ranks will be suspected.
+	SuspectTimeout time.Duration
+	// CheckPeriod is how often the observer loads its emitter's slot
+	// (default δ/10, at most h). Detection takes up to δ plus about two of these.
+	CheckPeriod time.Duration
+	// StartGrace is how long the first heartbeat of the initial emitter may
+	// take after Start (default 2 s + δ), to let every rank come up.
+	StartGrace time.Duration
+
+	// Broadcast names the propagation overlay: "hba" (default, the double
+	// hypercube of seed 000) or "bmg" (the binomial graph of seed 003).
+	Broadcast string
+
+	// PinEmitter pins the heartbeat thread to CPU EmitterCPU with
+	// sched_setaffinity (default: not pinned).
+	PinEmitter bool
+	EmitterCPU int
+	// RealTime asks for SCHED_FIFO for the heartbeat thread when permitted.
+	RealTime bool
+
+	// Logger receives the node's logs (default: discarded).
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultHeartbeatPeriod = 10 * time.Millisecond
+	DefaultStartGrace      = 2 * time.Second
+)
+
+// withDefaults fills unset optional fields.
+func (c Config) withDefaults() Config {
+	if c.HeartbeatPeriod == 0 {
+		c.HeartbeatPeriod = DefaultHeartbeatPeriod
+	}
+	if c.SuspectTimeout == 0 {
+		c.SuspectTimeout = 5 * c.HeartbeatPeriod
+	}
+	if c.CheckPeriod == 0 {
+		c.CheckPeriod = min(c.SuspectTimeout/10, c.HeartbeatPeriod)
+	}
+	if c.StartGrace == 0 {
+		c.StartGrace = DefaultStartGrace + c.SuspectTimeout
+	}
+	if c.Broadcast == "" {
+		c.Broadcast = "hba"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Size < 1:
+		return fmt.Errorf("node: Config.Size = %d, want ≥ 1", c.Size)
+	case int64(c.Rank) >= int64(c.Size):
+		return fmt.Errorf("node: Config.Rank = %d, want < Size = %d", c.Rank, c.Size)
+	case c.HeartbeatPeriod < 0:
+		return fmt.Errorf("node: Config.HeartbeatPeriod = %v, want > 0", c.HeartbeatPeriod)
+	case c.SuspectTimeout <= c.HeartbeatPeriod:
+		return fmt.Errorf("node: Config.SuspectTimeout = %v, want > HeartbeatPeriod = %v", c.SuspectTimeout, c.HeartbeatPeriod)
+	case c.CheckPeriod <= 0 || c.CheckPeriod > c.SuspectTimeout:
+		return fmt.Errorf("node: Config.CheckPeriod = %v, want in (0, SuspectTimeout]", c.CheckPeriod)
+	case c.StartGrace < 0:
+		return fmt.Errorf("node: Config.StartGrace = %v, want ≥ 0", c.StartGrace)
+	case c.PinEmitter && c.EmitterCPU < 0:
+		return fmt.Errorf("node: Config.EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
+	}
+	if _, err := Overlay(c.Broadcast); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Overlay returns the broadcast overlay named name ("hba" or "bmg").
+func Overlay(name string) (bcast.Overlay, error) {
+	switch name {
+	case "hba":
+		return bcast.HBA{}, nil
+	case "bmg":
+		return bcast.BMG{}, nil
+	}
+	return nil, fmt.Errorf("node: Config.Broadcast = %q, want \"hba\" or \"bmg\"", name)
+}

@@ -1,0 +1,421 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+)
+
+// Event reports that a rank is gone, once per rank on every node.
+type Event struct {
+	// Rank is the rank that died or left.
+	Rank ranks.Rank
+	// Left is true for a clean departure, false for a crash.
+	Left bool
+	// Detector is the rank whose observer found it (or was told).
+	Detector ranks.Rank
+	// DetectedAt is the detector's wall-clock time of detection.
+	DetectedAt time.Time
+	// DeliveredAt is when this node learned it (wall clock), and
+	// DeliveredMono the same instant on CLOCK_MONOTONIC in nanoseconds.
+	DeliveredAt   time.Time
+	DeliveredMono int64
+}
+
+// Status is a snapshot of the node's ring position.
+type Status struct {
+	Emitter, Observer ranks.Rank
+	Dead              []ranks.Rank
+	Left              bool
+}
+
+// Stats counts the node's activity.
+type Stats struct {
+	Transport transport.Stats
+	Emitter   hb.EmitterStats
+	// BcastsStarted, BcastsForwarded count broadcasts this node started and
+	// broadcast messages it sent on behalf of others.
+	BcastsStarted, BcastsForwarded uint64
+	// BadMessages counts payloads that failed to decode or made no sense.
+	BadMessages uint64
+}
+
+// OpenTransport creates the node's transport once the node knows where
+// heartbeats must land (slots) and who receives messages (h).
+type OpenTransport func(slots *hb.Slots, h transport.Handler) (transport.Transport, error)
+
+// Node is one running failure detector.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	tr    transport.Transport
+	slots *hb.Slots
+	em    *hb.Emitter
+
+	// Owned by the event loop.
+	ring *hb.Ring
+	bc   *bcast.Broadcaster
+
+	inbox chan inbound
+	reqs  chan func()
+	quit  chan struct{}
+	done  chan struct{}
+
+	mu      sync.Mutex
+	events  []Event // in delivery order
+	byRank  map[ranks.Rank]int
+	subs    []chan Event
+	closing bool
+
+	started, forwarded, bad atomic.Uint64
+	closeOnce               sync.Once
+}
+
+type inbound struct {
+	from ranks.Rank
+	msg  wire.Message
+}
+
+// Start validates cfg, opens the transport and starts the emitter thread and
+// the event loop. The ring's first suspicion deadline is StartGrace away.
+func Start(cfg Config, open OpenTransport) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	overlay, _ := Overlay(cfg.Broadcast)
+	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger.With("rank", cfg.Rank),
+		slots:  hb.NewSlots(cfg.Size),
+		ring:   ring,
+		bc:     bcast.NewBroadcaster(cfg.Rank, cfg.Size, overlay),
+		inbox:  make(chan inbound, 1024),
+		reqs:   make(chan func()),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		byRank: map[ranks.Rank]int{},
+	}
+	if n.tr, err = open(n.slots, n.handle); err != nil {
+		return nil, fmt.Errorf("node: opening transport: %w", err)
+	}
+	cpu := -1
+	if cfg.PinEmitter {
+		cpu = cfg.EmitterCPU
+	}
+	n.em, err = hb.NewEmitter(hb.EmitterConfig{
+		Period:   int64(cfg.HeartbeatPeriod),
+		CPU:      cpu,
+		RealTime: cfg.RealTime,
+		Send:     n.tr.SendHeartbeat,
+	})
+	if err != nil {
+		n.tr.Close()
+		return nil, err
+	}
+	n.ring.Start(mono(), int64(cfg.StartGrace))
+	if !n.ring.Alone() {
+		n.em.SetObserver(n.ring.Observer())
+	}
+	n.em.Start()
+	go n.loop()
+	return n, nil
+}
+
+// Rank returns this node's rank.
+func (n *Node) Rank() ranks.Rank { return n.cfg.Rank }
+
+// Size returns the job's number of ranks.
+func (n *Node) Size() int { return n.cfg.Size }
+
+// handle is the transport's Handler: decode, then hand to the loop.
+func (n *Node) handle(from ranks.Rank, payload []byte) {
+	m, err := wire.DecodeMessage(payload, n.cfg.Size)
+	if err != nil {
+		n.bad.Add(1)
+		n.log.Warn("dropping malformed message", "from", from, "err", err)
+		return
+	}
+	select {
+	case n.inbox <- inbound{from, m}:
+	case <-n.quit:
+	}
+}
+
+func (n *Node) loop() {
+	defer close(n.done)
+	tick := time.NewTicker(n.cfg.CheckPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-tick.C:
+			// The observer's check: one load of the emitter's word.
+			n.apply(n.ring.Check(mono(), n.slots.Load(n.ring.Emitter())))
+		case in := <-n.inbox:
+			n.receive(in)
+		case req := <-n.reqs:
+			req()
+		}
+	}
+}
+
+// apply carries out what the ring core asked for.
+func (n *Node) apply(out hb.Output) {
+	if out.ObserverChanged {
+		n.retarget()
+	}
+	if out.SendNewObserver {
+		n.send(out.NewObserverTo, &wire.NewObserver{Observer: n.cfg.Rank})
+	}
+	if d := out.Detected; d != nil {
+		kind := bcast.Failed
+		if d.Left {
+			kind = bcast.Left
+		}
+		now := time.Now()
+		msg, to := n.bc.Start(kind, []ranks.Rank{d.Dead}, d.D, now.UnixNano())
+		n.started.Add(1)
+		n.log.Info("detected", "dead", d.Dead, "left", d.Left, "next_emitter", n.ring.Emitter())
+		n.deliver(msg, []ranks.Rank{d.Dead})
+		n.sendAll(to, &wire.Bcast{Message: msg})
+	}
+}
+
+// retarget points the emitter thread at the ring's observer.
+func (n *Node) retarget() {
+	if n.ring.Alone() {
+		n.em.Pause()
+		return
+	}
+	n.em.SetObserver(n.ring.Observer())
+}
+
+func (n *Node) receive(in inbound) {
+	now := mono()
+	switch m := in.msg.(type) {
+	case *wire.NewObserver:
+		if m.Observer != in.from {
+			n.bad.Add(1)
+			n.log.Warn("NEWOBSERVER names another rank than its sender", "from", in.from, "observer", m.Observer)
+			return
+		}
+		out, err := n.ring.NewObserver(now, m.Observer)
+		if err != nil {
+			n.bad.Add(1)
+			return
+		}
+		n.apply(out)
+	case *wire.Leave:
+		if m.Rank != in.from {
+			n.bad.Add(1)
+			return
+		}
+		out, err := n.ring.Departed(now, m.Rank, m.Emitter)
+		if err != nil {
+			n.bad.Add(1)
+			return
+		}
+		n.apply(out)
+	case *wire.Bcast:
+		first, fwd, err := n.bc.Receive(m.Message, n.ring.Dead())
+		if err != nil {
+			n.bad.Add(1)
+			n.log.Warn("dropping invalid broadcast", "from", in.from, "err", err)
+			return
+		}
+		if !first {
+			return
+		}
+		fresh, observerChanged := n.ring.Learn(m.Dead) // task T5
+		if observerChanged {
+			n.retarget()
+		}
+		n.deliver(m.Message, fresh)
+		n.forwarded.Add(uint64(len(fwd)))
+		n.sendAll(fwd, m)
+	default:
+		n.bad.Add(1)
+	}
+}
+
+func (n *Node) send(to ranks.Rank, m wire.Message) {
+	if err := n.tr.Send(to, wire.AppendMessage(nil, m)); err != nil && !errors.Is(err, transport.ErrClosed) {
+		n.log.Warn("send failed", "to", to, "err", err)
+	}
+}
+
+func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
+	if len(to) == 0 {
+		return
+	}
+	payload := wire.AppendMessage(nil, m)
+	for _, r := range to {
+		if err := n.tr.Send(r, payload); err != nil && !errors.Is(err, transport.ErrClosed) {
+			n.log.Warn("send failed", "to", r, "err", err)
+		}
+	}
+}
+
+// deliver publishes one event per rank in fresh (ranks new to this node).
+func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
+	if len(fresh) == 0 {
+		return
+	}
+	nowMono, now := mono(), time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range fresh {
+		if _, dup := n.byRank[r]; dup {
+			continue
+		}
+		ev := Event{Rank: r, Left: m.Kind == bcast.Left, Detector: m.Detector,
+			DetectedAt: time.Unix(0, m.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
+		n.byRank[r] = len(n.events)
+		n.events = append(n.events, ev)
+		for _, c := range n.subs {
+			c <- ev // never blocks: each channel holds Size events, and a rank goes once
+		}
+	}
+}
+
+// Events returns a channel that receives every failure or departure this
+// node knows of, past ones first, each exactly once. Its buffer holds Size
+// events, so it never fills: a rank is reported at most once. It is closed
+// by Close.
+func (n *Node) Events() <-chan Event {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := make(chan Event, n.cfg.Size)
+	for _, ev := range n.events {
+		c <- ev
+	}
+	if n.closing {
+		close(c)
+	} else {
+		n.subs = append(n.subs, c)
+	}
+	return c
+}
+
+// Dead returns the ranks this node knows are gone (crashed or departed),
+// in increasing order.
+func (n *Node) Dead() []ranks.Rank {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := make([]ranks.Rank, 0, len(n.events))
+	for _, ev := range n.events {
+		d = append(d, ev.Rank)
+	}
+	slices.Sort(d)
+	return d
+}
+
+// Known returns the event for rank r, if this node knows it is gone.
+func (n *Node) Known(r ranks.Rank) (Event, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	i, ok := n.byRank[r]
+	if !ok {
+		return Event{}, false
+	}
+	return n.events[i], true
+}
+
+// do runs f on the event loop and waits for it.
+func (n *Node) do(ctx context.Context, f func()) error {
+	ran := make(chan struct{})
+	select {
+	case n.reqs <- func() { f(); close(ran) }:
+	case <-n.done:
+		return transport.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-ran
+	return nil
+}
+
+// Status returns the node's ring position and dead list.
+func (n *Node) Status() (Status, error) {
+	var s Status
+	err := n.do(context.Background(), func() {
+		s = Status{Emitter: n.ring.Emitter(), Observer: n.ring.Observer(),
+			Dead: slices.Clone(n.ring.Dead().Members())}
+	})
+	return s, err
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	return Stats{
+		Transport:       n.tr.Stats(),
+		Emitter:         n.em.Stats(),
+		BcastsStarted:   n.started.Load(),
+		BcastsForwarded: n.forwarded.Load(),
+		BadMessages:     n.bad.Load(),
+	}
+}
+
+// Leave departs cleanly: heartbeats stop and the observer is told, so that
+// every node reports a departure rather than a crash. Call Close afterwards;
+// Leave waits up to linger (or ctx) for the LEAVE message to be written.
+func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
+	var observer, emitter ranks.Rank
+	var alone bool
+	err := n.do(ctx, func() {
+		alone = n.ring.Alone()
+		observer, emitter = n.ring.Leave()
+		n.em.Pause()
+	})
+	if err != nil || alone {
+		return err
+	}
+	if err := n.tr.Send(observer, wire.AppendMessage(nil, &wire.Leave{Rank: n.cfg.Rank, Emitter: emitter})); err != nil {
+		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, err)
+	}
+	// Transports write asynchronously; give the LEAVE time to go out.
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Close stops the event loop, the emitter thread and the transport, and
+// waits for all of them. Event channels are closed.
+func (n *Node) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		close(n.quit)
+		<-n.done
+		n.em.Close()
+		err = n.tr.Close()
+		n.mu.Lock()
+		n.closing = true
+		for _, c := range n.subs {
+			close(c)
+		}
+		n.subs = nil
+		n.mu.Unlock()
+	})
+	return err
+}
