@@ -14,6 +14,12 @@ type RingConfig struct {
 	N    int
 	// Delta is δ, the suspicion time-out (SUSP-TIMEOUT).
 	Delta int64
+	// StallGuard, when > 0, is the jitter guard: a check that comes more
+	// than StallGuard after the previous one means this observer itself was
+	// stalled (descheduled, paused), so the slot may not yet show heartbeats
+	// that arrived meanwhile; such a check re-arms SUSP-TIMEOUT to δ instead
+	// of suspecting. It trades a late detection for never a false one.
+	StallGuard int64
 }
 
 // Validate reports the first bad field.
@@ -68,10 +74,11 @@ type Ring struct {
 	observer ranks.Rank // observer_i: the rank we heartbeat
 	D        ranks.Set  // D_i: ranks known dead or departed
 
-	deadline int64  // SUSP-TIMEOUT expiry, absolute
-	lastSeq  uint64 // last heartbeat sequence seen from emitter
-	started  bool
-	left     bool
+	deadline  int64  // SUSP-TIMEOUT expiry, absolute
+	lastCheck int64  // time of the previous Check, for the stall guard
+	lastSeq   uint64 // last heartbeat sequence seen from emitter
+	started   bool
+	left      bool
 }
 
 // NewRing returns the initial state of task Initialization:
@@ -128,6 +135,13 @@ func (r *Ring) Check(now int64, seq uint64) Output {
 	if seq > r.lastSeq { // task T2
 		r.lastSeq = seq
 		r.deadline = now + r.cfg.Delta
+		r.lastCheck = now
+		return Output{}
+	}
+	stalled := r.cfg.StallGuard > 0 && r.lastCheck != 0 && now-r.lastCheck > r.cfg.StallGuard
+	r.lastCheck = now
+	if stalled {
+		r.deadline = max(r.deadline, now+r.cfg.Delta)
 		return Output{}
 	}
 	if now < r.deadline {

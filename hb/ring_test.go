@@ -204,3 +204,23 @@ func TestNoFalseSuspicionFailureFree(t *testing.T) {
 		t.Fatalf("failure-free ring not stable:%s", s.describe())
 	}
 }
+
+func TestStallGuard(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, StallGuard: 50})
+	r.Start(0, 100)
+	r.Check(10, 1)
+	r.Check(20, 1)
+	// The observer was stalled from 20 to 500: no suspicion on this check,
+	// SUSP-TIMEOUT re-armed to δ.
+	if out := r.Check(500, 1); out.Detected != nil {
+		t.Fatal("suspected on the first check after a stall")
+	}
+	for now := int64(540); now < 600; now += 40 {
+		if out := r.Check(now, 1); out.Detected != nil {
+			t.Fatal("suspected before δ after the stall")
+		}
+	}
+	if out := r.Check(620, 1); out.Detected == nil {
+		t.Fatal("no suspicion δ after the stall with no heartbeat")
+	}
+}

@@ -49,9 +49,9 @@ func (q eventQueue) Less(i, j int) bool {
 	}
 	return q[i].seq < q[j].seq
 }
-func (q eventQueue) Swap(i, j int)  { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)    { *q = append(*q, x.(*event)) }
-func (q *eventQueue) Pop() any      { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any     { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
 func (s *ringSim) at(t int64, fn func()) {
 	s.evSeq++
 	heap.Push(&s.q, &event{at: t, seq: s.evSeq, fn: fn})

@@ -67,6 +67,13 @@ type Node struct {
 	ring *hb.Ring
 	bc   *bcast.Broadcaster
 
+	// Fail-stop enforcement: the slot word of each rank in D_i when it
+	// joined D_i, and when we last told it so.
+	deadSeq     map[ranks.Rank]uint64
+	evictedSent map[ranks.Rank]int64
+	evicted     chan struct{}
+	isEvicted   atomic.Bool
+
 	inbox chan inbound
 	reqs  chan func()
 	quit  chan struct{}
@@ -95,7 +102,8 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	overlay, _ := Overlay(cfg.Broadcast)
-	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout)})
+	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout),
+		StallGuard: int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod))})
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +118,10 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		byRank: map[ranks.Rank]int{},
+
+		deadSeq:     map[ranks.Rank]uint64{},
+		evictedSent: map[ranks.Rank]int64{},
+		evicted:     make(chan struct{}),
 	}
 	if n.tr, err = open(n.slots, n.handle); err != nil {
 		return nil, fmt.Errorf("node: opening transport: %w", err)
@@ -166,8 +178,12 @@ func (n *Node) loop() {
 		case <-n.quit:
 			return
 		case <-tick.C:
+			if n.isEvicted.Load() {
+				continue
+			}
 			// The observer's check: one load of the emitter's word.
 			n.apply(n.ring.Check(mono(), n.slots.Load(n.ring.Emitter())))
+			n.checkZombies()
 		case in := <-n.inbox:
 			n.receive(in)
 		case req := <-n.reqs:
@@ -209,6 +225,19 @@ func (n *Node) retarget() {
 
 func (n *Node) receive(in inbound) {
 	now := mono()
+	if n.isEvicted.Load() {
+		return
+	}
+	if ev, ok := in.msg.(*wire.Evicted); ok {
+		n.onEvicted(in.from, ev)
+		return
+	}
+	if n.ring.Dead().Has(in.from) {
+		// A rank we hold dead is talking: it was declared dead while
+		// paused and resumed. Its word is not to be trusted; tell it.
+		n.evict(in.from, now)
+		return
+	}
 	switch m := in.msg.(type) {
 	case *wire.NewObserver:
 		if m.Observer != in.from {
@@ -273,6 +302,54 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 	}
 }
 
+// checkZombies looks for heartbeats from ranks in D_i: a rank declared
+// dead that resumed (after SIGSTOP, a long swap-out…) still heartbeats its
+// old observer. It is told it is evicted, so that it stops (fail-stop)
+// instead of suspecting live ranks with stale knowledge.
+func (n *Node) checkZombies() {
+	if len(n.deadSeq) == 0 {
+		return
+	}
+	now := mono()
+	for r, seq := range n.deadSeq {
+		if cur := n.slots.Load(r); cur > seq {
+			n.deadSeq[r] = cur
+			n.evict(r, now)
+		}
+	}
+}
+
+// evict sends EVICTED to r, at most every 100 ms.
+func (n *Node) evict(r ranks.Rank, now int64) {
+	if last, ok := n.evictedSent[r]; ok && now-last < int64(100*time.Millisecond) {
+		return
+	}
+	n.evictedSent[r] = now
+	n.log.Warn("rank held dead is alive: evicting it", "zombie", r)
+	n.send(r, &wire.Evicted{Rank: r})
+}
+
+// onEvicted handles EVICTED from a live peer: this node was declared dead.
+// It stops heartbeating and suspecting and signals Evicted().
+func (n *Node) onEvicted(from ranks.Rank, m *wire.Evicted) {
+	if m.Rank != n.cfg.Rank || n.ring.Dead().Has(from) {
+		n.bad.Add(1)
+		return
+	}
+	if n.isEvicted.Swap(true) {
+		return
+	}
+	n.log.Error("this rank was declared dead by the job; stopping (fail-stop)", "told_by", from)
+	n.em.Pause()
+	n.ring.Leave()
+	close(n.evicted)
+}
+
+// Evicted is closed when this node learns that the job declared it dead
+// (it was paused or cut off for longer than δ). The node then stops taking
+// part: the process should exit, as a crashed one would have.
+func (n *Node) Evicted() <-chan struct{} { return n.evicted }
+
 // deliver publishes one event per rank in fresh (ranks new to this node).
 func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
 	if len(fresh) == 0 {
@@ -289,6 +366,7 @@ func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
 			DetectedAt: time.Unix(0, m.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
 		n.byRank[r] = len(n.events)
 		n.events = append(n.events, ev)
+		n.deadSeq[r] = n.slots.Load(r)
 		for _, c := range n.subs {
 			c <- ev // never blocks: each channel holds Size events, and a rank goes once
 		}

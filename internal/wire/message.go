@@ -17,6 +17,7 @@ const (
 	TypeNewObserver MsgType = 1
 	TypeLeave       MsgType = 2
 	TypeBcast       MsgType = 3
+	TypeEvicted     MsgType = 4
 )
 
 // Message is a protocol message carried in a Msg frame: *NewObserver,
@@ -44,6 +45,22 @@ type Leave struct {
 // Bcast carries one broadcast.
 type Bcast struct {
 	bcast.Message
+}
+
+// Evicted tells Rank that the sender holds it dead: a rank that was
+// declared dead (it was paused, say) and resumes must stop (fail-stop), or it
+// would go on to suspect live ranks.
+type Evicted struct {
+	Rank ranks.Rank
+}
+
+// Type implements Message.
+func (*Evicted) Type() MsgType { return TypeEvicted }
+
+// AppendTo encodes: type, rank (uvarint).
+func (m *Evicted) AppendTo(dst []byte) []byte {
+	dst = append(dst, byte(TypeEvicted))
+	return binary.AppendUvarint(dst, uint64(m.Rank))
 }
 
 // Type implements Message.
@@ -106,7 +123,7 @@ func PeekType(b []byte) (MsgType, error) {
 		return 0, errf(ReasonTruncated, "message.type", "empty message")
 	}
 	t := MsgType(b[0])
-	if t < TypeNewObserver || t > TypeBcast {
+	if t < TypeNewObserver || t > TypeEvicted {
 		return 0, errf(ReasonBadType, "message.type", "unknown message type %d", b[0])
 	}
 	return t, nil
@@ -228,6 +245,8 @@ func DecodeMessage(b []byte, n int) (Message, error) {
 		m = l
 	case TypeBcast:
 		m = d.bcast()
+	case TypeEvicted:
+		m = &Evicted{Rank: d.rank("evicted.rank")}
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(ReasonBadPayload, "message", "%d trailing bytes", len(d.b))

@@ -42,9 +42,11 @@ func randBcast(rng *rand.Rand, n int) *Bcast {
 }
 
 func randMessage(rng *rand.Rand, n int) Message {
-	switch rng.IntN(3) {
+	switch rng.IntN(4) {
 	case 0:
 		return &NewObserver{Observer: randRank(rng, n)}
+	case 2:
+		return &Evicted{Rank: randRank(rng, n)}
 	case 1:
 		return &Leave{Rank: randRank(rng, n), Emitter: randRank(rng, n)}
 	}

@@ -345,7 +345,7 @@ func (p *peer) run() {
 				p.retryAt = time.Now().Add(p.backoff)
 				n := len(batch) + p.drain()
 				t.msgsDropped.Add(uint64(n))
-				t.logLimited("dial", slog.LevelWarn, "tcp: cannot reach peer; messages dropped",
+				t.logLimited("dial", slog.LevelInfo, "tcp: cannot reach peer; messages dropped",
 					"peer", p.rank, "dropped", n, "retry_in", p.backoff, "err", err)
 				continue
 			}
@@ -364,7 +364,7 @@ func (p *peer) run() {
 			p.closeConn()
 			t.msgsDropped.Add(uint64(len(batch)))
 			if !t.closed.Load() {
-				t.logLimited("write", slog.LevelWarn, "tcp: write to peer failed; messages dropped",
+				t.logLimited("write", slog.LevelInfo, "tcp: write to peer failed; messages dropped",
 					"peer", p.rank, "dropped", len(batch), "err", err)
 			}
 			continue
@@ -459,7 +459,7 @@ func (t *Transport) dialHeartbeat(h *hbPeer) {
 		if err != nil && !t.hbStop {
 			h.backoff = min(max(2*h.backoff, minBackoff), maxBackoff)
 			h.retryAt = time.Now().Add(h.backoff)
-			t.logLimited("dial", slog.LevelWarn, "tcp: cannot reach heartbeat peer",
+			t.logLimited("dial", slog.LevelInfo, "tcp: cannot reach heartbeat peer",
 				"peer", h.rank, "retry_in", h.backoff, "err", err)
 		}
 		return

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bootstrap/local"
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/launch"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/tcp"
+)
+
+func agentMain(args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	var df detectorFlags
+	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bs, err := local.Join()
+	if err != nil {
+		return err
+	}
+	defer bs.Close()
+	if err := df.validate(bs.Size()); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if df.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if df.transport == "verbs" {
+		logger.Warn("verbs transport not available in this build; using tcp")
+	}
+	cfg := df.config()
+	cfg.Rank, cfg.Size, cfg.Logger = bs.Rank(), bs.Size(), logger
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		tr, err := tcp.Listen(tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
+			Slots: slots, Handler: h, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		addrs, err := bs.Exchange(ctx, tr.Addr())
+		if err == nil {
+			err = tr.SetPeers(addrs)
+		}
+		if err != nil {
+			tr.Close()
+			return nil, err
+		}
+		return tr, nil
+	}
+	nd, err := node.Start(cfg, open)
+	cancel()
+	if err != nil {
+		return err
+	}
+	out := json.NewEncoder(os.Stdout)
+	emit := func(l launch.Line) {
+		l.Rank, l.Mono = uint32(nd.Rank()), node.Mono()
+		out.Encode(l)
+	}
+	emit(launch.Line{Ev: "ready"})
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	events := nd.Events()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			emit(launch.Line{Ev: "dead", Dead: uint32(ev.Rank), Left: ev.Left, Detector: uint32(ev.Detector),
+				DetectedUnix: ev.DetectedAt.UnixNano(), DeliveredMono: ev.DeliveredMono})
+		case <-nd.Evicted():
+			emit(launch.Line{Ev: "evicted"})
+			nd.Close()
+			return fmt.Errorf("rank %d was declared dead by the job (paused or cut off for longer than δ): exiting", nd.Rank())
+		case <-sigs:
+			leaveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := nd.Leave(leaveCtx, 100*time.Millisecond)
+			cancel()
+			st := nd.Stats()
+			var rejected uint64
+			for _, v := range st.Transport.Rejected {
+				rejected += v
+			}
+			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected})
+			nd.Close()
+			emit(launch.Line{Ev: "bye"})
+			if err != nil {
+				return fmt.Errorf("leave: %w", err)
+			}
+			return nil
+		}
+	}
+}
+

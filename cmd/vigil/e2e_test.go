@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/launch"
+)
+
+// The multi-process tests run the real binary: N `vigil agent` processes
+// over TCP on loopback, bootstrapped by the local launcher, with failures
+// injected by real signals.
+
+var vigilBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vigil-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	vigilBin = filepath.Join(dir, "vigil")
+	out, err := exec.Command("go", "build", "-o", vigilBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building vigil: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// e2eJob wraps a launched job and keeps every line it printed.
+type e2eJob struct {
+	t      *testing.T
+	job    *launch.Job
+	mu     sync.Mutex
+	lines  []launch.Line
+	killed map[uint32]bool
+	done   chan struct{}
+}
+
+func startJob(t *testing.T, n int, flags ...string) *e2eJob {
+	t.Helper()
+	argv := append([]string{vigilBin, "agent"}, flags...)
+	job, err := launch.Start(n, argv, launch.Options{Stderr: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	early, err := job.WaitReady(ctx)
+	if err != nil {
+		job.Stop(time.Second)
+		t.Fatal(err)
+	}
+	j := &e2eJob{t: t, job: job, lines: early, killed: map[uint32]bool{}, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		for l := range job.Lines {
+			j.mu.Lock()
+			j.lines = append(j.lines, l)
+			j.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { job.Stop(5 * time.Second); <-j.done })
+	return j
+}
+
+// testWriter sends agents' stderr to the test log (shown on failure).
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("agent: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (j *e2eJob) signal(r uint32, sig syscall.Signal) {
+	j.t.Helper()
+	if err := j.job.Signal(r, sig); err != nil {
+		j.t.Fatal(err)
+	}
+}
+
+func (j *e2eJob) kill(r uint32) {
+	j.killed[r] = true
+	j.signal(r, syscall.SIGKILL)
+}
+
+// deadReports returns, for each rank reported dead, the set of reporters.
+func (j *e2eJob) deadReports() map[uint32]map[uint32]launch.Line {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[uint32]map[uint32]launch.Line{}
+	for _, l := range j.lines {
+		if l.Ev != "dead" {
+			continue
+		}
+		if out[l.Dead] == nil {
+			out[l.Dead] = map[uint32]launch.Line{}
+		}
+		out[l.Dead][l.Rank] = l
+	}
+	return out
+}
+
+// checkAccuracy fails on any report of a rank not in gone.
+func (j *e2eJob) checkAccuracy(gone map[uint32]bool) {
+	j.t.Helper()
+	for d, by := range j.deadReports() {
+		if !gone[d] {
+			for r := range by {
+				j.t.Fatalf("rank %d falsely reported live rank %d dead", r, d)
+			}
+		}
+	}
+}
+
+// waitComplete waits until every rank not in gone reported every rank in
+// gone, checking accuracy all along.
+func (j *e2eJob) waitComplete(n int, gone map[uint32]bool, timeout time.Duration) {
+	j.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j.checkAccuracy(gone)
+		rep := j.deadReports()
+		missing := ""
+		for d := range gone {
+			for r := uint32(0); r < uint32(n); r++ {
+				if _, ok := rep[d][r]; !ok && !gone[r] {
+					missing = fmt.Sprintf("rank %d has not reported %d", r, d)
+				}
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			j.t.Fatalf("after %v: %s", timeout, missing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestE2EKillRandomRanks(t *testing.T) {
+	const n = 16
+	j := startJob(t, n, "-h", "10ms", "-delta", "50ms")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	time.Sleep(500 * time.Millisecond)
+	for len(j.killed) < 3 {
+		r := uint32(rng.IntN(n))
+		if !j.killed[r] {
+			t.Logf("kill -9 rank %d", r)
+			j.kill(r)
+			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+		}
+	}
+	j.waitComplete(n, j.killed, 30*time.Second)
+	for d, by := range j.deadReports() {
+		for _, l := range by {
+			if l.Left {
+				t.Fatalf("crash of %d reported as a departure by %d", d, l.Rank)
+			}
+		}
+	}
+}
+
+func TestE2ESigstopLongerThanDeltaIsReported(t *testing.T) {
+	const n = 16
+	delta := 50 * time.Millisecond
+	j := startJob(t, n, "-h", "10ms", "-delta", delta.String())
+	time.Sleep(500 * time.Millisecond)
+	const victim = 7
+	j.signal(victim, syscall.SIGSTOP)
+	time.Sleep(6 * delta)
+	gone := map[uint32]bool{victim: true}
+	j.waitComplete(n, gone, 30*time.Second)
+	// Resumed, the rank learns it was declared dead and stops (fail-stop)
+	// instead of suspecting anyone with stale knowledge.
+	j.signal(victim, syscall.SIGCONT)
+	select {
+	case <-j.job.Procs[victim].Exited():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a rank declared dead kept running after SIGCONT")
+	}
+	time.Sleep(10 * delta)
+	j.checkAccuracy(gone)
+	j.mu.Lock()
+	evicted := false
+	for _, l := range j.lines {
+		evicted = evicted || (l.Ev == "evicted" && l.Rank == victim)
+	}
+	j.mu.Unlock()
+	if !evicted {
+		t.Fatal("the resumed rank did not report its eviction")
+	}
+}
+
+func TestE2ESigstopShorterThanDeltaMinusHIsNotReported(t *testing.T) {
+	const n = 16
+	h, delta := 10*time.Millisecond, 100*time.Millisecond
+	j := startJob(t, n, "-h", h.String(), "-delta", delta.String())
+	time.Sleep(500 * time.Millisecond)
+	for i := 0; i < 10; i++ {
+		victim := uint32(3 + i)
+		j.signal(victim, syscall.SIGSTOP)
+		time.Sleep((delta - h) / 2)
+		j.signal(victim, syscall.SIGCONT)
+		time.Sleep(3 * delta)
+	}
+	time.Sleep(5 * delta)
+	j.checkAccuracy(nil)
+}
+
+// burn keeps every CPU busy until stop is closed.
+func burn(stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := 0; i < runtime.NumCPU(); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			x := uint64(1)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for k := 0; k < 1_000_000; k++ {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+func TestE2ENoFalseSuspicionUnderCPULoad(t *testing.T) {
+	const n = 16
+	dur := 60 * time.Second
+	if testing.Short() {
+		dur = 10 * time.Second
+	}
+	j := startJob(t, n, "-h", "10ms", "-delta", "50ms")
+	stop := make(chan struct{})
+	wg := burn(stop)
+	time.Sleep(dur)
+	close(stop)
+	wg.Wait()
+	j.checkAccuracy(nil)
+	// Collect the agents' own counters of missed heartbeat deadlines.
+	j.job.Stop(5 * time.Second)
+	<-j.done
+	var missed uint64
+	var worst int64
+	j.mu.Lock()
+	for _, l := range j.lines {
+		if l.Ev == "stats" {
+			missed += l.Missed
+			worst = max(worst, l.MaxLateNs)
+		}
+		if l.Ev == "dead" && !l.Left {
+			t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
+		}
+	}
+	j.mu.Unlock()
+	t.Logf("%v with %d CPU burners, 16 ranks, h=10ms δ=50ms: %d missed heartbeat deadlines, worst emitter lateness %.2f ms",
+		dur, runtime.NumCPU(), missed, float64(worst)/1e6)
+}
+
+func TestE2EDemo(t *testing.T) {
+	out, err := exec.Command(vigilBin, "demo").CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("vigil demo: %v", err)
+	}
+	if !strings.Contains(string(out), "OK: every survivor learned every failure") {
+		t.Fatal("demo did not report success")
+	}
+}

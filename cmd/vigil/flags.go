@@ -1,0 +1,71 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vigil-hpc/vigil/node"
+)
+
+// detectorFlags are the node.Config flags shared by run, agent and demo.
+type detectorFlags struct {
+	h, delta, check, grace time.Duration
+	broadcast, transport   string
+	pin                    int
+	realtime               bool
+	verbose                bool
+}
+
+func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
+	fs.DurationVar(&d.h, "h", h, "heartbeat period h")
+	fs.DurationVar(&d.delta, "delta", delta, "suspicion time-out δ (must exceed h)")
+	fs.DurationVar(&d.check, "check", 0, "observer check period (default min(δ/10, h))")
+	fs.DurationVar(&d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
+	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
+	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
+	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
+	fs.BoolVar(&d.realtime, "realtime", false, "ask for SCHED_FIFO for the heartbeat thread")
+	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
+}
+
+// args renders the flags back for child agents.
+func (d *detectorFlags) args() []string {
+	a := []string{
+		"-h", d.h.String(), "-delta", d.delta.String(), "-broadcast", d.broadcast,
+		"-transport", d.transport, "-pin", strconv.Itoa(d.pin),
+		"-check", d.check.String(), "-grace", d.grace.String(),
+	}
+	if d.realtime {
+		a = append(a, "-realtime")
+	}
+	if d.verbose {
+		a = append(a, "-v")
+	}
+	return a
+}
+
+func (d *detectorFlags) config() node.Config {
+	c := node.Config{
+		HeartbeatPeriod: d.h,
+		SuspectTimeout:  d.delta,
+		CheckPeriod:     d.check,
+		StartGrace:      d.grace,
+		Broadcast:       d.broadcast,
+		RealTime:        d.realtime,
+	}
+	if d.pin >= 0 {
+		c.PinEmitter, c.EmitterCPU = true, d.pin
+	}
+	return c
+}
+
+func (d *detectorFlags) validate(size int) error {
+	if d.transport != "tcp" && d.transport != "verbs" {
+		return fmt.Errorf("-transport %q: want tcp or verbs", d.transport)
+	}
+	c := d.config()
+	c.Size = size
+	return c.Validate()
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/vigil-hpc/vigil/launch"
+	"github.com/vigil-hpc/vigil/node"
+)
+
+func runMain(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	n := fs.Int("n", 4, "number of ranks")
+	dur := fs.Duration("t", 0, "stop the job after this long (0: until interrupted)")
+	var df detectorFlags
+	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("-n %d: want ≥ 1", *n)
+	}
+	if err := df.validate(*n); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	job, err := launch.Start(*n, append([]string{self, "agent"}, df.args()...), launch.Options{})
+	if err != nil {
+		return err
+	}
+	defer job.Stop(3 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	_, err = job.WaitReady(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("vigil: %d ranks up (h=%v δ=%v, %s over %s); kill any agent to see it reported\n",
+		*n, df.h, df.delta, df.broadcast, df.transport)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var stop <-chan time.Time
+	if *dur > 0 {
+		stop = time.After(*dur)
+	}
+	for {
+		select {
+		case l, ok := <-job.Lines:
+			if !ok {
+				return nil
+			}
+			if l.Ev == "dead" {
+				what := "crashed"
+				if l.Left {
+					what = "left"
+				}
+				fmt.Printf("rank %d: rank %d %s (detected by %d)\n", l.Rank, l.Dead, what, l.Detector)
+			}
+		case <-sigs:
+			return nil
+		case <-stop:
+			return nil
+		}
+	}
+}

@@ -1,0 +1,182 @@
+// Package launch starts a Vigil job on this machine: N agent processes
+// (`vigil agent`) bootstrapped by the local launcher, whose event lines it
+// collects. `vigil run`, the demo and the multi-process tests use it.
+package launch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bootstrap/local"
+)
+
+// Line is one JSON line an agent prints on its standard output.
+type Line struct {
+	// Ev is "ready", "dead", "stats" or "bye".
+	Ev string `json:"ev"`
+	// Rank is the reporting agent.
+	Rank uint32 `json:"rank"`
+	// Mono is the agent's CLOCK_MONOTONIC (ns) when it printed the line.
+	Mono int64 `json:"mono"`
+
+	// For "dead": the rank gone, whether it left cleanly, who detected it
+	// and when (detector's wall clock), and when this agent learned it.
+	Dead          uint32 `json:"dead,omitempty"`
+	Left          bool   `json:"left,omitempty"`
+	Detector      uint32 `json:"detector,omitempty"`
+	DetectedUnix  int64  `json:"detected_unix,omitempty"`
+	DeliveredMono int64  `json:"delivered_mono,omitempty"`
+
+	// For "stats": missed heartbeat deadlines and the worst lateness.
+	Missed    uint64 `json:"missed,omitempty"`
+	MaxLateNs int64  `json:"max_late_ns,omitempty"`
+	Rejected  uint64 `json:"rejected,omitempty"`
+}
+
+// Proc is one agent process.
+type Proc struct {
+	Rank   uint32
+	Cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+}
+
+// Exited is closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit error, once Exited is closed.
+func (p *Proc) Err() error { return p.err }
+
+// Job is a running set of agents.
+type Job struct {
+	Procs []*Proc
+	// Lines receives every line of every agent. It is closed once every
+	// agent's output has ended. Its buffer is large; a reader must keep up.
+	Lines <-chan Line
+	srv   *local.Server
+	wg    sync.WaitGroup
+}
+
+// Options tunes Start.
+type Options struct {
+	// Stderr receives the agents' standard error (default os.Stderr).
+	Stderr io.Writer
+	// ExtraEnv is added to every agent's environment.
+	ExtraEnv []string
+}
+
+// Start launches n copies of argv (argv[0] is the program) with the local
+// bootstrap in their environment.
+func Start(n int, argv []string, opt Options) (*Job, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("launch: -n %d, want ≥ 1", n)
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("launch: no program")
+	}
+	if opt.Stderr == nil {
+		opt.Stderr = os.Stderr
+	}
+	srv, err := local.NewServer(n)
+	if err != nil {
+		return nil, err
+	}
+	lines := make(chan Line, 64*n+1024)
+	j := &Job{Lines: lines, srv: srv}
+	for r := 0; r < n; r++ {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(append(os.Environ(), opt.ExtraEnv...), srv.Identity(uint32(r)).Env()...)
+		cmd.Stderr = opt.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			j.Stop(0)
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			j.Stop(0)
+			return nil, fmt.Errorf("launch: starting rank %d: %w", r, err)
+		}
+		p := &Proc{Rank: uint32(r), Cmd: cmd, exited: make(chan struct{})}
+		j.Procs = append(j.Procs, p)
+		j.wg.Add(1)
+		go func() {
+			defer j.wg.Done()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var l Line
+				if json.Unmarshal(sc.Bytes(), &l) == nil && l.Ev != "" {
+					lines <- l
+				}
+			}
+			p.err = cmd.Wait()
+			close(p.exited)
+		}()
+	}
+	go func() { j.wg.Wait(); close(lines) }()
+	return j, nil
+}
+
+// Signal sends sig to rank r.
+func (j *Job) Signal(r uint32, sig syscall.Signal) error {
+	if int(r) >= len(j.Procs) {
+		return fmt.Errorf("launch: no rank %d", r)
+	}
+	return j.Procs[r].Cmd.Process.Signal(sig)
+}
+
+// Stop asks every agent to leave (SIGTERM), waits up to grace, then kills
+// what is left and releases the bootstrap.
+func (j *Job) Stop(grace time.Duration) {
+	for _, p := range j.Procs {
+		p.Cmd.Process.Signal(syscall.SIGCONT) // a stopped agent cannot handle SIGTERM
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(grace)
+	for _, p := range j.Procs {
+		select {
+		case <-p.exited:
+		case <-deadline:
+		}
+	}
+	for _, p := range j.Procs {
+		select {
+		case <-p.exited:
+		default:
+			p.Cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+	j.srv.Close()
+}
+
+// WaitReady waits for a "ready" line from every rank, returning the other
+// lines it read meanwhile.
+func (j *Job) WaitReady(ctx context.Context) ([]Line, error) {
+	ready := map[uint32]bool{}
+	var other []Line
+	for len(ready) < len(j.Procs) {
+		select {
+		case l, ok := <-j.Lines:
+			if !ok {
+				return other, fmt.Errorf("launch: agents exited before all were ready (%d of %d)", len(ready), len(j.Procs))
+			}
+			if l.Ev == "ready" {
+				ready[l.Rank] = true
+			} else {
+				other = append(other, l)
+			}
+		case <-ctx.Done():
+			return other, fmt.Errorf("launch: %d of %d agents ready: %w", len(ready), len(j.Procs), ctx.Err())
+		}
+	}
+	return other, nil
+}
