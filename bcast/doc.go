@@ -12,8 +12,13 @@
 //   - HBA, the double hypercube broadcast of seed 000 §2: the alive set
 //     A = {0..N-1} \ D is labelled relative to the source, and two hypercube
 //     broadcasts over 2^k nodes (k = ⌊log2 |A|⌋) cover it.
-//   - BMG, the binomial-graph broadcast of seed 003 Algorithm 1: ±2^k
-//     neighbours, forward once.
+//   - BMG, the binomial-graph broadcast of seed 003 Algorithm 1: ±2^j
+//     neighbours, forward once, binomial spanning-tree messages first. Unlike
+//     the seed (raw ranks mod N), it labels the same alive set A as HBA
+//     relative to the source, so cumulative failures do not erode it.
+//
+// Both tolerate up to k−1 participants (other than the source) failing during
+// a broadcast: every alive participant still receives it exactly once.
 //
 // The cores never read a clock, never block and never touch a socket; the
 // node runtime, the simulator and the tests drive them.

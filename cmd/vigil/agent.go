@@ -108,4 +108,3 @@ func agentMain(args []string) error {
 		}
 	}
 }
-

@@ -1,0 +1,5 @@
+//go:build !race
+
+package bcast
+
+const raceEnabled = false
