@@ -103,12 +103,10 @@ func (s *Set) AliveLabel(r Rank, n int) (int, bool) {
 // AliveAt returns the alive rank with index idx in the complement A of s in
 // {0..n-1}, that is the inverse of AliveLabel. idx must be in [0, n-|s|).
 func (s *Set) AliveAt(idx, n int) Rank {
-	// The answer x satisfies x - CountBelow(x) == idx and x not in s; it is
-	// the smallest x with x+1-CountBelow(x+1) > idx.
-	x := sort.Search(n, func(x int) bool {
-		return x+1-s.CountBelow(Rank(x+1)) > idx
-	})
-	return Rank(x)
+	// D[j] - j counts the alive ranks below D[j]; the answer is idx + j for
+	// the first j with D[j] - j > idx. O(log |D|).
+	j := sort.Search(len(s.r), func(j int) bool { return int(s.r[j])-j > idx })
+	return Rank(idx + j)
 }
 
 // String formats the set as {a,b,c}.

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/local"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
@@ -26,7 +25,7 @@ func agentMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	bs, err := local.Join()
+	bs, err := joinBootstrap()
 	if err != nil {
 		return err
 	}
