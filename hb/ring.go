@@ -20,6 +20,12 @@ type RingConfig struct {
 	// that arrived meanwhile; such a check re-arms SUSP-TIMEOUT to δ instead
 	// of suspecting. It trades a late detection for never a false one.
 	StallGuard int64
+	// Confirm, when > 1, is the number of consecutive checks that must find
+	// SUSP-TIMEOUT expired before T3 fires (default 1, as in the paper).
+	// With a transport whose receive path runs in the observer's process
+	// (TCP), a second check lets a starved receive path store heartbeats
+	// that already arrived; with RDMA the word is already current.
+	Confirm int
 }
 
 // Validate reports the first bad field.
@@ -76,6 +82,7 @@ type Ring struct {
 
 	deadline  int64  // SUSP-TIMEOUT expiry, absolute
 	lastCheck int64  // time of the previous Check, for the stall guard
+	expired   int    // consecutive checks that found SUSP-TIMEOUT expired
 	lastSeq   uint64 // last heartbeat sequence seen from emitter
 	started   bool
 	left      bool
@@ -136,17 +143,23 @@ func (r *Ring) Check(now int64, seq uint64) Output {
 		r.lastSeq = seq
 		r.deadline = now + r.cfg.Delta
 		r.lastCheck = now
+		r.expired = 0
 		return Output{}
 	}
 	stalled := r.cfg.StallGuard > 0 && r.lastCheck != 0 && now-r.lastCheck > r.cfg.StallGuard
 	r.lastCheck = now
 	if stalled {
 		r.deadline = max(r.deadline, now+r.cfg.Delta)
+		r.expired = 0
 		return Output{}
 	}
 	if now < r.deadline {
 		return Output{}
 	}
+	if r.expired++; r.expired < r.cfg.Confirm {
+		return Output{}
+	}
+	r.expired = 0
 	// task T3
 	dead := r.emitter
 	r.D.Add(dead)
@@ -159,6 +172,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	out := Output{Detected: det}
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
+	r.expired = 0
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {
 		out.NewObserverTo, out.SendNewObserver = r.emitter, true

@@ -224,3 +224,19 @@ func TestStallGuard(t *testing.T) {
 		t.Fatal("no suspicion δ after the stall with no heartbeat")
 	}
 }
+
+func TestConfirmChecks(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, Confirm: 2})
+	r.Start(0, 100)
+	r.Check(10, 1)
+	if out := r.Check(110, 1); out.Detected != nil {
+		t.Fatal("suspected on the first expired check")
+	}
+	if out := r.Check(115, 2); out.Detected != nil {
+		t.Fatal("a heartbeat seen by the confirming check did not cancel the suspicion")
+	}
+	r.Check(215, 2)
+	if out := r.Check(220, 2); out.Detected == nil {
+		t.Fatal("no suspicion after two consecutive expired checks")
+	}
+}

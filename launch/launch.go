@@ -39,6 +39,7 @@ type Line struct {
 	Missed    uint64 `json:"missed,omitempty"`
 	MaxLateNs int64  `json:"max_late_ns,omitempty"`
 	Rejected  uint64 `json:"rejected,omitempty"`
+	RealTime  bool   `json:"realtime,omitempty"`
 }
 
 // Proc is one agent process.

@@ -39,6 +39,13 @@ type Config struct {
 	EmitterCPU int
 	// RealTime asks for SCHED_FIFO for the heartbeat thread when permitted.
 	RealTime bool
+	// EmitterHoldsP keeps a Go scheduler P for the heartbeat thread (see
+	// hb.EmitterConfig.HoldP): with RealTime, it is what makes heartbeats
+	// punctual when the CPUs are saturated. Start raises GOMAXPROCS by one
+	// per node that sets it, and Close lowers it back. Use it in processes
+	// that run one node (the agent, the C library); not in tests that run
+	// hundreds of nodes in one process.
+	EmitterHoldsP bool
 
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger

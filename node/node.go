@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,7 +104,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	cfg = cfg.withDefaults()
 	overlay, _ := Overlay(cfg.Broadcast)
 	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout),
-		StallGuard: int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod))})
+		StallGuard: int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)), Confirm: 2})
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +135,15 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Period:   int64(cfg.HeartbeatPeriod),
 		CPU:      cpu,
 		RealTime: cfg.RealTime,
+		HoldP:    cfg.EmitterHoldsP,
 		Send:     n.tr.SendHeartbeat,
 	})
 	if err != nil {
 		n.tr.Close()
 		return nil, err
+	}
+	if cfg.EmitterHoldsP {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
 	n.ring.Start(mono(), int64(cfg.StartGrace))
 	if !n.ring.Alone() {
@@ -232,7 +237,7 @@ func (n *Node) receive(in inbound) {
 		n.onEvicted(in.from, ev)
 		return
 	}
-	if n.ring.Dead().Has(in.from) {
+	if _, zombie := n.deadSeq[in.from]; zombie {
 		// A rank we hold dead is talking: it was declared dead while
 		// paused and resumed. Its word is not to be trusted; tell it.
 		n.evict(in.from, now)
@@ -366,7 +371,9 @@ func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
 			DetectedAt: time.Unix(0, m.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
 		n.byRank[r] = len(n.events)
 		n.events = append(n.events, ev)
-		n.deadSeq[r] = n.slots.Load(r)
+		if !ev.Left { // a departing rank may still be flushing: not a zombie
+			n.deadSeq[r] = n.slots.Load(r)
+		}
 		for _, c := range n.subs {
 			c <- ev // never blocks: each channel holds Size events, and a rank goes once
 		}
@@ -486,6 +493,9 @@ func (n *Node) Close() error {
 		close(n.quit)
 		<-n.done
 		n.em.Close()
+		if n.cfg.EmitterHoldsP {
+			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-1))
+		}
 		err = n.tr.Close()
 		n.mu.Lock()
 		n.closing = true

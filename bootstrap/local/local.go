@@ -39,7 +39,6 @@ type Server struct {
 	addr []string
 	conn []net.Conn
 	have int
-	err  error
 	done chan struct{}
 	wg   sync.WaitGroup
 }

@@ -72,6 +72,9 @@ func agentMain(args []string) error {
 		out.Encode(l)
 	}
 	emit(launch.Line{Ev: "ready"})
+	if df.realtime && !waitRealTime(nd) {
+		logger.Info("SCHED_FIFO refused for the heartbeat thread; running at normal priority")
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -97,7 +100,7 @@ func agentMain(args []string) error {
 			for _, v := range st.Transport.Rejected {
 				rejected += v
 			}
-			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected})
+			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected, RealTime: st.Emitter.RealTime})
 			nd.Close()
 			emit(launch.Line{Ev: "bye"})
 			if err != nil {
@@ -106,4 +109,15 @@ func agentMain(args []string) error {
 			return nil
 		}
 	}
+}
+
+// waitRealTime reports whether the emitter thread got SCHED_FIFO.
+func waitRealTime(nd *node.Node) bool {
+	for i := 0; i < 100; i++ {
+		if st := nd.Stats().Emitter; st.RealTime || st.Sent > 0 {
+			return st.RealTime
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nd.Stats().Emitter.RealTime
 }

@@ -257,25 +257,35 @@ func TestE2ENoFalseSuspicionUnderCPULoad(t *testing.T) {
 	time.Sleep(dur)
 	close(stop)
 	wg.Wait()
-	j.checkAccuracy(nil)
 	// Collect the agents' own counters of missed heartbeat deadlines.
 	j.job.Stop(5 * time.Second)
 	<-j.done
 	var missed uint64
 	var worst int64
+	rt := 0
 	j.mu.Lock()
 	for _, l := range j.lines {
 		if l.Ev == "stats" {
 			missed += l.Missed
 			worst = max(worst, l.MaxLateNs)
-		}
-		if l.Ev == "dead" && !l.Left {
-			t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
+			if l.RealTime {
+				rt++
+			}
 		}
 	}
 	j.mu.Unlock()
-	t.Logf("%v with %d CPU burners, 16 ranks, h=10ms δ=50ms: %d missed heartbeat deadlines, worst emitter lateness %.2f ms",
-		dur, runtime.NumCPU(), missed, float64(worst)/1e6)
+	t.Logf("%v with %d CPU burners, 16 ranks, h=10ms δ=50ms: %d missed heartbeat deadlines, worst emitter lateness %.2f ms, %d emitters with SCHED_FIFO",
+		dur, runtime.NumCPU(), missed, float64(worst)/1e6, rt)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, l := range j.lines {
+		if l.Ev == "dead" && !l.Left {
+			t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
+		}
+		if l.Ev == "evicted" {
+			t.Errorf("rank %d was evicted during a failure-free run", l.Rank)
+		}
+	}
 }
 
 func TestE2EDemo(t *testing.T) {

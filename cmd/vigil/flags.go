@@ -26,7 +26,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
-	fs.BoolVar(&d.realtime, "realtime", false, "ask for SCHED_FIFO for the heartbeat thread")
+	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
 }
 
@@ -37,9 +37,7 @@ func (d *detectorFlags) args() []string {
 		"-transport", d.transport, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(),
 	}
-	if d.realtime {
-		a = append(a, "-realtime")
-	}
+	a = append(a, "-realtime="+strconv.FormatBool(d.realtime))
 	if d.verbose {
 		a = append(a, "-v")
 	}
@@ -54,6 +52,7 @@ func (d *detectorFlags) config() node.Config {
 		StartGrace:      d.grace,
 		Broadcast:       d.broadcast,
 		RealTime:        d.realtime,
+		EmitterHoldsP:   true, // one node per process
 	}
 	if d.pin >= 0 {
 		c.PinEmitter, c.EmitterCPU = true, d.pin

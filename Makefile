@@ -1,0 +1,40 @@
+# Vigil — make targets. The two set-up commands of the README are
+# `make demo` (the main job) and `make test` (the whole suite).
+GO ?= /usr/local/go/bin/go
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+
+.PHONY: all build demo test unit e2e fuzz lint bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/vigil ./cmd/vigil
+
+# The main job: 16 ranks over TCP on this machine, SIGKILL injection, and a
+# timeline checked against Theorem 1 of seed 000.
+demo:
+	scripts/deps.sh core
+	$(GO) build -o bin/vigil ./cmd/vigil
+	bin/vigil demo
+
+# The whole suite (what CI runs).
+test:
+	scripts/test.sh
+
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /cmd/vigil$$)
+
+e2e:
+	$(GO) test -count=1 -p 1 -v ./cmd/vigil/
+
+fuzz:
+	FUZZTIME=60s scripts/test.sh
+
+lint:
+	gofmt -l . ; $(GO) vet ./... ; staticcheck ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,127 @@
+package local
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bootstrap"
+)
+
+func TestExchange(t *testing.T) {
+	srv, err := NewServer(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type res struct {
+		addrs []string
+		err   error
+	}
+	out := make(chan res, 3)
+	for r := uint32(0); r < 3; r++ {
+		go func() {
+			a, err := NewClient(srv.Identity(r)).Exchange(ctx, "addr-"+string(rune('a'+r)))
+			out <- res{a, err}
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		r := <-out
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if strings.Join(r.addrs, ",") != "addr-a,addr-b,addr-c" {
+			t.Fatalf("table %v", r.addrs)
+		}
+	}
+	<-srv.Done()
+}
+
+func TestRefusals(t *testing.T) {
+	srv, err := NewServer(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wrongKey := srv.Identity(0)
+	wrongKey.Key = make([]byte, 32)
+	if _, err := NewClient(wrongKey).Exchange(ctx, "x"); err == nil || !strings.Contains(err.Error(), "wrong job key") {
+		t.Fatalf("wrong key: %v", err)
+	}
+	badRank := srv.Identity(5)
+	if _, err := NewClient(badRank).Exchange(ctx, "x"); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("bad rank: %v", err)
+	}
+	// A rank that joins twice is refused; the first stays waiting.
+	first := make(chan error, 1)
+	go func() { _, err := NewClient(srv.Identity(1)).Exchange(ctx, "x"); first <- err }()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := NewClient(srv.Identity(1)).Exchange(ctx, "y"); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("duplicate rank: %v", err)
+	}
+	if _, err := NewClient(srv.Identity(0)).Exchange(ctx, "z"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdentityFromEnvErrorsNameTheVariable(t *testing.T) {
+	id := bootstrap.Identity{Rank: 1, Size: 4, JobID: 0xabc, Key: make([]byte, 16), Server: "/tmp/x"}
+	for _, kv := range id.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	if got, err := bootstrap.IdentityFromEnv(); err != nil || got.Rank != 1 || got.Size != 4 || got.JobID != 0xabc {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for _, c := range []struct{ k, v string }{
+		{bootstrap.EnvRank, "4"}, {bootstrap.EnvSize, "zero"}, {bootstrap.EnvJobID, "xyz"}, {bootstrap.EnvKey, "00"}, {bootstrap.EnvServer, ""},
+	} {
+		for _, kv := range id.Env() {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		t.Setenv(c.k, c.v)
+		if _, err := bootstrap.IdentityFromEnv(); err == nil || !strings.Contains(err.Error(), c.k) {
+			t.Errorf("%s=%q: %v, want an error naming it", c.k, c.v, err)
+		}
+	}
+}
+
+func FuzzParseTable(f *testing.F) {
+	var ok []byte
+	for _, a := range []string{"127.0.0.1:1", "x"} {
+		ok = binary.LittleEndian.AppendUint32(ok, uint32(len(a)))
+		ok = append(ok, a...)
+	}
+	f.Add(ok, 2)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, 1)
+	f.Fuzz(func(t *testing.T, b []byte, size int) {
+		if size < 0 || size > 1<<16 {
+			return
+		}
+		addrs, err := parseTable(b, size)
+		if err == nil && len(addrs) != size {
+			t.Fatalf("accepted a table of %d for size %d", len(addrs), size)
+		}
+	})
+}
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte{3, 0, 0, 0, 'a', 'b', 'c'})
+	f.Add([]byte{0xff, 0xff, 0xff, 0x7f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := readFrame(strings.NewReader(string(b)))
+		if err == nil && len(got) > len(b) {
+			t.Fatal("frame longer than input")
+		}
+	})
+}

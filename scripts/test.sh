@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Vigil's whole test suite: formatting, vet, staticcheck, unit and property
+# tests with -race, bounded fuzzing of every decoder, and the multi-process
+# tests (real processes over TCP, kill -9, SIGSTOP, CPU burners).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$HOME/go/bin:$PATH
+scripts/deps.sh test
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [[ -n $bad ]]; then echo "gofmt: not formatted: $bad" >&2; exit 1; fi
+echo "== go vet"
+go vet ./...
+echo "== staticcheck"
+staticcheck ./...
+
+# Unit, property and in-process cluster tests under the race detector. The
+# multi-process package runs alone afterwards so that its timing-sensitive
+# failure-free runs do not share the two cores with the rest.
+unit=$(go list ./... | grep -v '/cmd/vigil$')
+echo "== unit tests (-race)"
+go test -race -count=1 -timeout 20m $unit
+
+echo "== fuzzing every decoder (${FUZZTIME:=5s} each)"
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for fz in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
+		go test -run '^$' -fuzz "^${fz}\$" -fuzztime "$FUZZTIME" "$pkg" >/dev/null
+		echo "fuzz $pkg $fz: ok"
+	done
+done
+
+echo "== multi-process tests"
+go test -count=1 -p 1 -timeout 20m -v ./cmd/vigil/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test.go:[0-9]+: [^a]' 
+exit "${PIPESTATUS[0]}"
