@@ -174,20 +174,28 @@ drain:
 		}
 		tick.Stop()
 		var last int64
+		type summary struct {
+			at         int64
+			dead, rank uint32
+			count      int
+		}
+		var sums []summary
 		for _, k := range sc.kills {
-			var lastRank uint32
-			var lastK int64
+			s := summary{dead: k.rank, count: len(learned[k.rank])}
 			for r, at := range learned[k.rank] {
-				if at > lastK {
-					lastK, lastRank = at, r
+				if at > s.at {
+					s.at, s.rank = at, r
 				}
 			}
-			if lastK == 0 {
-				continue
+			if s.at > 0 {
+				sums = append(sums, s)
+				last = max(last, s.at)
 			}
+		}
+		sort.Slice(sums, func(a, b int) bool { return sums[a].at < sums[b].at })
+		for _, s := range sums {
 			fmt.Printf("%s %+9.1f ms  last survivor to learn rank %d: rank %d (%d of %d survivors know)\n",
-				stamp(lastK), ms(lastK-t0), k.rank, lastRank, len(learned[k.rank]), alive-f)
-			last = max(last, lastK)
+				stamp(s.at), ms(s.at-t0), s.dead, s.rank, s.count, alive-f)
 		}
 		firstKill := t0
 		for _, at := range killAt {
