@@ -298,3 +298,35 @@ func TestE2EDemo(t *testing.T) {
 		t.Fatal("demo did not report success")
 	}
 }
+
+func TestE2ERunCommand(t *testing.T) {
+	out, err := exec.Command(vigilBin, "run", "-n", "4", "-t", "2s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("vigil run: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "4 ranks up") {
+		t.Fatalf("vigil run did not report its ranks up:\n%s", out)
+	}
+}
+
+func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"agent"}, nil, "vigil run"},
+		{[]string{"run", "-n", "0"}, nil, "-n 0"},
+		{[]string{"run", "-n", "4", "-h", "50ms", "-delta", "10ms"}, nil, "SuspectTimeout"},
+		{[]string{"run", "-n", "4", "-broadcast", "flood"}, nil, "Broadcast"},
+		{[]string{"run", "-n", "4", "-transport", "carrier-pigeon"}, nil, "-transport"},
+		{[]string{"frobnicate"}, nil, "unknown command"},
+	} {
+		cmd := exec.Command(vigilBin, tc.args...)
+		cmd.Env = append(os.Environ(), tc.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("vigil %v: err %v, output %q; want a failure mentioning %q", tc.args, err, out, tc.want)
+		}
+	}
+}
