@@ -3,7 +3,8 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all build demo test unit e2e fuzz lint bench clean
+.PHONY: all build demo test unit e2e fuzz lint bench clean rxe-test
+
 
 all: build
 
@@ -30,11 +31,17 @@ e2e:
 fuzz:
 	FUZZTIME=60s scripts/test.sh
 
+# ibverbs tests for real: soft-RoCE in a qemu guest (see rxe/README.md).
+rxe-test:
+	rxe/run.sh
+
 lint:
-	gofmt -l . ; $(GO) vet ./... ; staticcheck ./...
+	gofmt -l . ; $(GO) vet ./... ; $(GO) vet -tags pmix ./... ; staticcheck ./... ; staticcheck -tags pmix ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
 
 clean:
 	rm -rf bin out
+
+include mk/capi.mk

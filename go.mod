@@ -2,4 +2,12 @@ module github.com/vigil-hpc/vigil
 
 go 1.26.0
 
-require golang.org/x/sys v0.49.0 // indirect
+require (
+	github.com/Mellanox/rdmamap v1.2.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+)

@@ -13,7 +13,7 @@ pkgs=(gcc make)
 if [[ $what == test ]]; then
 	# cgo headers for the verbs package, mpirun + PMIx for the runtime tests,
 	# qemu + soft-RoCE userspace for the RDMA harness (rxe/run.sh).
-	pkgs+=(iproute2 libibverbs-dev rdma-core ibverbs-providers)
+	pkgs+=(iproute2 libibverbs-dev rdma-core ibverbs-providers pkg-config openmpi-bin libopenmpi-dev libpmix-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -29,5 +29,5 @@ fi
 go mod download
 if [[ $what == test ]] && ! command -v staticcheck >/dev/null; then
 	echo "deps: installing staticcheck"
-	go install honnef.co/go/tools/cmd/staticcheck@2026.2.2
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2 # staticcheck 2026.2.2
 fi

@@ -10,10 +10,12 @@ scripts/deps.sh test
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $bad ]]; then echo "gofmt: not formatted: $bad" >&2; exit 1; fi
-echo "== go vet"
+echo "== go vet (untagged and -tags pmix)"
 go vet ./...
-echo "== staticcheck"
+go vet -tags pmix ./...
+echo "== staticcheck (untagged and -tags pmix)"
 staticcheck ./...
+staticcheck -tags pmix ./...
 
 # Unit, property and in-process cluster tests under the race detector. The
 # multi-process package runs alone afterwards so that its timing-sensitive
@@ -21,6 +23,10 @@ staticcheck ./...
 unit=$(go list ./... | grep -v '/cmd/vigil$')
 echo "== unit tests (-race)"
 go test -race -count=1 -timeout 20m $unit
+echo "== PMIx bootstrap under mpirun (-tags pmix)"
+go test -count=1 -tags pmix -timeout 10m ./bootstrap/pmix/...
+echo "== C ABI: libvigil, C examples, PMPI library"
+make -s libvigil c-examples pmpi >/dev/null
 
 echo "== fuzzing every decoder (${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do
@@ -30,6 +36,9 @@ for pkg in $(go list ./...); do
 		echo "fuzz $pkg $fz: ok"
 	done
 done
+
+echo "== ibverbs on soft-RoCE (rdma_rxe) in a qemu guest"
+rxe/run.sh
 
 echo "== multi-process tests"
 go test -count=1 -p 1 -timeout 20m -v ./cmd/vigil/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test.go:[0-9]+: [^a]' 

@@ -56,11 +56,14 @@ const (
 	EnvNamespace = "PMIX_NAMESPACE"
 )
 
-// Keys this package Puts in the job's PMIx key-value store.
+// Keys this package Puts in the job's PMIx key-value store. The first %d
+// is the number of earlier Joins in this process, so that a process that
+// joins again (after Close) never reads values cached from its earlier
+// incarnation; every rank must join the same number of times.
 const (
-	keySecret = "vigil.secret"  // rank 0: the job key's secret (byte object)
-	keyHost   = "vigil.host"    // every rank: os.Hostname(), the node fallback
-	keyAddr   = "vigil.addr.%d" // every rank: its address for exchange round %d
+	keySecret = "vigil.%d.secret"  // rank 0: the job key's secret (byte object)
+	keyHost   = "vigil.%d.host"    // every rank: os.Hostname(), the node fallback
+	keyAddr   = "vigil.%d.addr.%d" // every rank: its address for exchange round %d
 )
 
 // SecretLen is the length of the secret rank 0 draws.
@@ -95,6 +98,16 @@ func DeriveKey(nspace string, secret []byte) []byte {
 	return k[:]
 }
 
+// Error is a failed PMIx call.
+type Error struct {
+	Op     string // the PMIx call, such as "PMIx_Fence"
+	Status int    // its pmix_status_t
+	Text   string // PMIx_Error_string(Status)
+}
+
+// Error formats the failure as "pmix: Op: Text (Status)".
+func (e *Error) Error() string { return fmt.Sprintf("pmix: %s: %s (%d)", e.Op, e.Text, e.Status) }
+
 // Client is one process's PMIx bootstrap. Its methods are safe for
 // concurrent use; Exchange calls are serialized.
 type Client struct {
@@ -106,6 +119,7 @@ type Client struct {
 	nodes  []string
 
 	mu     sync.Mutex
+	join   int64 // this Join's number, in every key name
 	round  int   // exchanges done, names the next round's key
 	broken error // a fence that did not complete: the store is out of step
 	closed bool
@@ -165,7 +179,7 @@ func (c *Client) Exchange(ctx context.Context, addr string) ([]string, error) {
 	case c.broken != nil:
 		return nil, c.broken
 	}
-	key := fmt.Sprintf(keyAddr, c.round)
+	key := fmt.Sprintf(keyAddr, c.join, c.round)
 	c.round++
 	return c.exchange(ctx, key, addr)
 }

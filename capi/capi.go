@@ -1,0 +1,763 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../csrc
+#define VIGIL_NO_PROTOTYPES
+#include <stdlib.h>
+#include "vigil.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/bootstrap/local"
+	"github.com/vigil-hpc/vigil/bootstrap/pmix"
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/tcp"
+)
+
+// Status codes (vigil.h).
+const (
+	vOK        = C.VIGIL_OK
+	eInvalid   = C.VIGIL_ERR_INVALID
+	eState     = C.VIGIL_ERR_STATE
+	eBootstrap = C.VIGIL_ERR_BOOTSTRAP
+	eNoPMIx    = C.VIGIL_ERR_NO_PMIX
+	eTransport = C.VIGIL_ERR_TRANSPORT
+	eTimeout   = C.VIGIL_ERR_TIMEOUT
+	eEvicted   = C.VIGIL_ERR_EVICTED
+	eCallback  = C.VIGIL_ERR_CALLBACK
+	eInternal  = C.VIGIL_ERR_INTERNAL
+)
+
+const (
+	modeRing     = C.VIGIL_MODE_RING
+	modeSporadic = C.VIGIL_MODE_SPORADIC
+
+	defaultStartTimeout = 60 * time.Second
+	joinTimeout         = 60 * time.Second
+)
+
+// instance is the process's detector, from vigil_init* to vigil_finalize.
+type instance struct {
+	rank         uint32
+	size         int
+	mode         int
+	bs           bootstrap.Bootstrap
+	cfg          node.Config
+	listen       string
+	startTimeout time.Duration
+	log          *slog.Logger
+
+	evl *eventLog
+	cb  atomic.Pointer[callback]
+
+	// Set by vigil_start before started is stored.
+	started atomic.Bool
+	nd      *node.Node // ring mode
+	pr      *prober    // sporadic mode
+	// graceEnd: until then (CLOCK_MONOTONIC ns), a probe that reaches
+	// nobody does not declare death: with a static address table there is
+	// no fence, and peers may not be listening yet (sporadic mode).
+	graceEnd int64
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	cbTid    atomic.Int64 // the callback thread's TID
+}
+
+var (
+	mu  sync.Mutex // serializes init, start and the start of finalize
+	cur atomic.Pointer[instance]
+
+	errMu   sync.Mutex
+	lastErr string
+)
+
+// codedError carries the status code an error maps to.
+type codedError struct {
+	code C.int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+func coded(code C.int, err error) error { return &codedError{code, err} }
+
+// fail records err as the last error and returns its status code (def
+// unless err carries one).
+func fail(def C.int, err error) C.int {
+	code := def
+	var ce *codedError
+	switch {
+	case errors.As(err, &ce):
+		code = ce.code
+	case errors.Is(err, pmix.ErrNotBuilt):
+		code = eNoPMIx
+	case errors.Is(err, context.DeadlineExceeded):
+		code = eTimeout
+	}
+	errMu.Lock()
+	lastErr = "vigil: " + err.Error()
+	errMu.Unlock()
+	return code
+}
+
+func failf(code C.int, format string, args ...any) C.int {
+	return fail(code, fmt.Errorf(format, args...))
+}
+
+// newLogger logs to stderr at the level VIGIL_LOG names (default warn).
+func newLogger() (*slog.Logger, error) {
+	var level slog.Level
+	switch v := strings.ToLower(os.Getenv("VIGIL_LOG")); v {
+	case "", "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	case "info":
+		level = slog.LevelInfo
+	case "debug":
+		level = slog.LevelDebug
+	case "off":
+		return slog.New(slog.DiscardHandler), nil
+	default:
+		return nil, fmt.Errorf("VIGIL_LOG=%q: want error, warn, info, debug or off", v)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("lib", "vigil"), nil
+}
+
+// envSettings reads the detector settings of vigil_init_from_env.
+func envSettings(inst *instance) error {
+	dur := func(name string, dst *time.Duration) error {
+		v := os.Getenv(name)
+		if v == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%s=%q is not a duration such as 10ms", name, v)
+		}
+		*dst = d
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"VIGIL_H", &inst.cfg.HeartbeatPeriod}, {"VIGIL_DELTA", &inst.cfg.SuspectTimeout},
+		{"VIGIL_CHECK", &inst.cfg.CheckPeriod}, {"VIGIL_GRACE", &inst.cfg.StartGrace},
+		{"VIGIL_START_TIMEOUT", &inst.startTimeout}} {
+		if err := dur(f.name, f.dst); err != nil {
+			return err
+		}
+	}
+	switch v := os.Getenv("VIGIL_MODE"); v {
+	case "", "ring":
+		inst.mode = modeRing
+	case "sporadic":
+		inst.mode = modeSporadic
+	default:
+		return fmt.Errorf("VIGIL_MODE=%q: want ring or sporadic", v)
+	}
+	inst.cfg.Broadcast = os.Getenv("VIGIL_BROADCAST")
+	inst.listen = os.Getenv("VIGIL_LISTEN")
+	switch v := os.Getenv("VIGIL_REALTIME"); v {
+	case "", "0":
+	case "1":
+		inst.cfg.RealTime = true
+	default:
+		return fmt.Errorf("VIGIL_REALTIME=%q: want 0 or 1", v)
+	}
+	if v := os.Getenv("VIGIL_PIN_CPU"); v != "" {
+		cpu, err := strconv.Atoi(v)
+		if err != nil || cpu < 0 {
+			return fmt.Errorf("VIGIL_PIN_CPU=%q: want a CPU number", v)
+		}
+		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, cpu
+	}
+	return nil
+}
+
+// joinFromEnv joins the launcher this process was started by (the same
+// choice as `vigil agent`: the local launcher's variables win over PMIx's).
+func joinFromEnv() (bootstrap.Bootstrap, error) {
+	switch {
+	case os.Getenv(bootstrap.EnvServer) != "":
+		return local.Join()
+	case pmix.Detect():
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		defer cancel()
+		c, err := pmix.Join(ctx)
+		if err != nil {
+			if errors.Is(err, pmix.ErrNotBuilt) {
+				return nil, coded(eNoPMIx, fmt.Errorf("started by a PMIx launcher (%s/%s set), but lib%w", pmix.EnvRank, pmix.EnvNamespace, err))
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+	return nil, fmt.Errorf("no launcher found: run under a PMIx launcher such as mpirun (sets %s), under `vigil run` (sets %s), or use vigil_init",
+		pmix.EnvRank, bootstrap.EnvServer)
+}
+
+// finishInit validates the configuration and installs inst.
+func finishInit(inst *instance) C.int {
+	inst.cfg.Rank, inst.cfg.Size, inst.cfg.Logger = ranks.Rank(inst.rank), inst.size, inst.log
+	if inst.startTimeout == 0 {
+		inst.startTimeout = defaultStartTimeout
+	}
+	if inst.listen == "" {
+		inst.listen = tcp.DefaultListenAddr
+	}
+	if err := inst.cfg.Validate(); err != nil {
+		return fail(eInvalid, err)
+	}
+	inst.evl = newEventLog()
+	inst.quit = make(chan struct{})
+	cur.Store(inst)
+	return vOK
+}
+
+// vigil_init_from_env initializes from the launcher's environment (vigil.h).
+//
+//export vigil_init_from_env
+func vigil_init_from_env() C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	if cur.Load() != nil {
+		return failf(eState, "vigil_init_from_env: already initialized (call vigil_finalize first)")
+	}
+	inst := &instance{}
+	var err error
+	if inst.log, err = newLogger(); err != nil {
+		return fail(eInvalid, err)
+	}
+	if err := envSettings(inst); err != nil {
+		return fail(eInvalid, err)
+	}
+	bs, err := joinFromEnv()
+	if err != nil {
+		return fail(eBootstrap, err)
+	}
+	inst.bs, inst.rank, inst.size = bs, bs.Rank(), bs.Size()
+	if rc := finishInit(inst); rc != vOK {
+		bs.Close()
+		return rc
+	}
+	return vOK
+}
+
+// staticIdentity is the identity part of an explicit configuration.
+type staticIdentity struct {
+	rank  uint32
+	size  int
+	jobID uint64
+	key   []byte
+}
+
+func (s *staticIdentity) Rank() uint32  { return s.rank }
+func (s *staticIdentity) Size() int     { return s.size }
+func (s *staticIdentity) JobID() uint64 { return s.jobID }
+func (s *staticIdentity) Key() []byte   { return s.key }
+func (s *staticIdentity) Close() error  { return nil }
+
+// staticBootstrap knows every address in advance (vigil_config.peers).
+type staticBootstrap struct {
+	staticIdentity
+	peers []string
+}
+
+func (s *staticBootstrap) Exchange(context.Context, string) ([]string, error) {
+	return append([]string(nil), s.peers...), nil
+}
+
+// vigil_init initializes from an explicit vigil_config (vigil.h).
+//
+//export vigil_init
+func vigil_init(c *C.vigil_config) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	if cur.Load() != nil {
+		return failf(eState, "vigil_init: already initialized (call vigil_finalize first)")
+	}
+	if c == nil {
+		return failf(eInvalid, "vigil_init: NULL configuration")
+	}
+	if c.struct_size < C.sizeof_vigil_config {
+		return failf(eInvalid, "vigil_init: struct_size %d < sizeof(vigil_config) %d: initialize it with vigil_config_init",
+			c.struct_size, C.sizeof_vigil_config)
+	}
+	id := staticIdentity{rank: uint32(c.rank), size: int(c.size), jobID: uint64(c.job_id)}
+	switch {
+	case id.size < 1:
+		return failf(eInvalid, "vigil_config.size = %d, want >= 1", id.size)
+	case int(id.rank) >= id.size:
+		return failf(eInvalid, "vigil_config.rank = %d, want < size = %d", id.rank, id.size)
+	case id.jobID == 0:
+		return failf(eInvalid, "vigil_config.job_id is 0, want the job's non-zero ID")
+	case c.key == nil || c.key_len < 16:
+		return failf(eInvalid, "vigil_config.key: want at least 16 bytes, have %d", c.key_len)
+	case (c.peers == nil) == (c.allgather == nil):
+		return failf(eInvalid, "vigil_config: set exactly one of peers and allgather")
+	case c.mode != modeRing && c.mode != modeSporadic:
+		return failf(eInvalid, "vigil_config.mode = %d, want VIGIL_MODE_RING or VIGIL_MODE_SPORADIC", c.mode)
+	case c.heartbeat_ns < 0 || c.suspect_ns < 0 || c.check_ns < 0 || c.grace_ns < 0 || c.start_timeout_ms < 0:
+		return failf(eInvalid, "vigil_config: negative duration")
+	}
+	id.key = C.GoBytes(unsafe.Pointer(c.key), C.int(c.key_len))
+	inst := &instance{rank: id.rank, size: id.size, mode: int(c.mode)}
+	var err error
+	if inst.log, err = newLogger(); err != nil {
+		return fail(eInvalid, err)
+	}
+	if c.listen_addr != nil {
+		inst.listen = C.GoString(c.listen_addr)
+	}
+	if c.peers != nil {
+		cp := unsafe.Slice((**C.char)(unsafe.Pointer(c.peers)), id.size)
+		sb := &staticBootstrap{staticIdentity: id, peers: make([]string, id.size)}
+		for r, p := range cp {
+			if p == nil || *p == 0 {
+				return failf(eInvalid, "vigil_config.peers[%d] is empty", r)
+			}
+			sb.peers[r] = C.GoString(p)
+		}
+		if inst.listen == "" {
+			inst.listen = sb.peers[id.rank]
+		}
+		inst.bs = sb
+	} else {
+		inst.bs = &allgatherBootstrap{staticIdentity: id, fn: c.allgather, user: c.allgather_user}
+	}
+	inst.cfg = node.Config{
+		HeartbeatPeriod: time.Duration(c.heartbeat_ns),
+		SuspectTimeout:  time.Duration(c.suspect_ns),
+		CheckPeriod:     time.Duration(c.check_ns),
+		StartGrace:      time.Duration(c.grace_ns),
+		RealTime:        c.realtime != 0,
+	}
+	if c.broadcast != nil {
+		inst.cfg.Broadcast = C.GoString(c.broadcast)
+	}
+	if c.pin_cpu >= 0 {
+		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, int(c.pin_cpu)
+	}
+	inst.startTimeout = time.Duration(c.start_timeout_ms) * time.Millisecond
+	return finishInit(inst)
+}
+
+// get returns the current instance, or fails with VIGIL_ERR_STATE.
+func get(fn string, mustStart bool) (*instance, C.int) {
+	inst := cur.Load()
+	if inst == nil {
+		return nil, failf(eState, "%s: not initialized (call vigil_init or vigil_init_from_env)", fn)
+	}
+	if mustStart && !inst.started.Load() {
+		return nil, failf(eState, "%s: not started (call vigil_start)", fn)
+	}
+	return inst, vOK
+}
+
+// vigil_rank returns this process's rank (vigil.h).
+//
+//export vigil_rank
+func vigil_rank() C.int {
+	inst, rc := get("vigil_rank", false)
+	if inst == nil {
+		return rc
+	}
+	return C.int(inst.rank)
+}
+
+// vigil_size returns the job size (vigil.h).
+//
+//export vigil_size
+func vigil_size() C.int {
+	inst, rc := get("vigil_size", false)
+	if inst == nil {
+		return rc
+	}
+	return C.int(inst.size)
+}
+
+// vigil_start opens the transport, exchanges addresses and starts the detector (vigil.h).
+//
+//export vigil_start
+func vigil_start() C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	inst, rc := get("vigil_start", false)
+	if inst == nil {
+		return rc
+	}
+	if inst.started.Load() {
+		return failf(eState, "vigil_start: already started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), inst.startTimeout)
+	defer cancel()
+	exchange := func(addr string) ([]string, error) {
+		addrs, err := inst.bs.Exchange(ctx, addr)
+		if err != nil {
+			return nil, coded(eBootstrap, fmt.Errorf("address exchange: %w", err))
+		}
+		if len(addrs) != inst.size {
+			return nil, coded(eBootstrap, fmt.Errorf("address exchange gave %d addresses for %d ranks", len(addrs), inst.size))
+		}
+		return addrs, nil
+	}
+	switch inst.mode {
+	case modeRing:
+		open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
+			tr, err := tcp.Listen(tcp.Config{Self: inst.rank, N: inst.size, JobID: inst.bs.JobID(), Key: inst.bs.Key(),
+				ListenAddr: inst.listen, Slots: slots, Handler: h, Logger: inst.log})
+			if err != nil {
+				inst.exchangeAnyway(ctx)
+				return nil, coded(eTransport, err)
+			}
+			addrs, err := exchange(tr.Addr())
+			if err == nil {
+				if err = tr.SetPeers(addrs); err != nil {
+					err = coded(eBootstrap, err)
+				}
+			}
+			if err != nil {
+				tr.Close()
+				return nil, err
+			}
+			return tr, nil
+		}
+		nd, err := node.Start(inst.cfg, open)
+		if err != nil {
+			return fail(eInternal, err)
+		}
+		inst.nd = nd
+		inst.wg.Add(1)
+		go inst.pump()
+	case modeSporadic:
+		pr, err := listenProber(inst.listen, inst.rank, inst.bs.JobID(), inst.bs.Key())
+		if err != nil {
+			inst.exchangeAnyway(ctx)
+			return fail(eTransport, err)
+		}
+		if pr.peers, err = exchange(pr.addr()); err != nil {
+			pr.close()
+			return fail(eBootstrap, err)
+		}
+		inst.pr = pr
+		if _, static := inst.bs.(*staticBootstrap); static {
+			h, delta, grace := inst.cfg.HeartbeatPeriod, inst.cfg.SuspectTimeout, inst.cfg.StartGrace
+			if h == 0 {
+				h = node.DefaultHeartbeatPeriod
+			}
+			if delta == 0 {
+				delta = 5 * h
+			}
+			if grace == 0 {
+				grace = node.DefaultStartGrace + delta
+			}
+			inst.graceEnd = node.Mono() + int64(grace)
+		}
+	}
+	inst.wg.Add(1)
+	go inst.dispatch()
+	inst.started.Store(true)
+	return vOK
+}
+
+// exchangeAnyway takes part in a collective exchange (an allgather) with
+// an empty address after a local failure, so that the other ranks fail
+// instead of waiting for this one forever.
+func (inst *instance) exchangeAnyway(ctx context.Context) {
+	if ag, ok := inst.bs.(*allgatherBootstrap); ok {
+		ag.Exchange(ctx, "")
+	}
+}
+
+// pump copies the node's events into the event log (ring mode).
+func (inst *instance) pump() {
+	defer inst.wg.Done()
+	evs, evicted := inst.nd.Events(), inst.nd.Evicted()
+	for {
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				return
+			}
+			kind := eventFailed
+			if ev.Left {
+				kind = eventLeft
+			}
+			inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
+				detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
+		case <-evicted:
+			evicted = nil
+			inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
+			inst.evl.add(event{kind: eventEvicted, rank: inst.rank, detector: inst.rank,
+				detectedUnix: time.Now().UnixNano(), deliveredMono: node.Mono()})
+		case <-inst.quit:
+			return
+		}
+	}
+}
+
+// dispatch runs the failure callback on its own locked OS thread.
+func (inst *instance) dispatch() {
+	defer inst.wg.Done()
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	inst.cbTid.Store(int64(syscall.Gettid()))
+	cev := (*C.vigil_event)(C.malloc(C.sizeof_vigil_event))
+	defer C.free(unsafe.Pointer(cev))
+	next := 0
+	for {
+		if cb := inst.cb.Load(); cb != nil {
+			if e, ok := inst.evl.at(next); ok {
+				next++
+				*cev = e.c()
+				cb.call(cev)
+				continue
+			}
+		}
+		select {
+		case <-inst.evl.notify:
+		case <-inst.quit:
+			return
+		}
+	}
+}
+
+// vigil_set_failure_callback sets or clears the failure callback (vigil.h).
+//
+//export vigil_set_failure_callback
+func vigil_set_failure_callback(fn C.vigil_failure_fn, user unsafe.Pointer) C.int {
+	inst, rc := get("vigil_set_failure_callback", false)
+	if inst == nil {
+		return rc
+	}
+	if fn == nil {
+		inst.cb.Store(nil)
+	} else {
+		inst.cb.Store(&callback{fn: fn, user: user})
+	}
+	inst.evl.wake()
+	return vOK
+}
+
+// vigil_poll returns the next event not yet polled, without blocking (vigil.h).
+//
+//export vigil_poll
+func vigil_poll(ev *C.vigil_event) C.int {
+	inst, rc := get("vigil_poll", false)
+	if inst == nil {
+		return rc
+	}
+	if ev == nil {
+		return failf(eInvalid, "vigil_poll: NULL event")
+	}
+	e, ok := inst.evl.poll()
+	if !ok {
+		return 0
+	}
+	*ev = e.c()
+	return 1
+}
+
+// vigil_dead_set copies the dead or departed ranks (vigil.h).
+//
+//export vigil_dead_set
+func vigil_dead_set(buf *C.uint32_t, n C.size_t) C.long {
+	inst, rc := get("vigil_dead_set", false)
+	if inst == nil {
+		return C.long(rc)
+	}
+	if buf == nil && n > 0 {
+		return C.long(failf(eInvalid, "vigil_dead_set: NULL buffer of length %d", n))
+	}
+	d := inst.evl.dead()
+	if n > 0 {
+		out := unsafe.Slice((*uint32)(unsafe.Pointer(buf)), int(n))
+		copy(out, d)
+	}
+	return C.long(len(d))
+}
+
+// vigil_is_dead reports whether a rank is known gone (vigil.h).
+//
+//export vigil_is_dead
+func vigil_is_dead(r C.uint32_t) C.int {
+	inst, rc := get("vigil_is_dead", false)
+	if inst == nil {
+		return rc
+	}
+	if int(r) >= inst.size {
+		return failf(eInvalid, "vigil_is_dead: rank %d out of range (size %d)", r, inst.size)
+	}
+	if inst.evl.isDead(uint32(r)) {
+		return 1
+	}
+	return 0
+}
+
+// vigil_probe checks a rank with a ping-pong, in sporadic mode (vigil.h).
+//
+//export vigil_probe
+func vigil_probe(r C.uint32_t, timeoutNs C.int64_t) C.int {
+	inst, rc := get("vigil_probe", true)
+	if inst == nil {
+		return rc
+	}
+	switch {
+	case inst.mode != modeSporadic:
+		return failf(eState, "vigil_probe: only in sporadic mode (ring mode detects by itself: use vigil_is_dead)")
+	case int(r) >= inst.size:
+		return failf(eInvalid, "vigil_probe: rank %d out of range (size %d)", r, inst.size)
+	case timeoutNs <= 0:
+		return failf(eInvalid, "vigil_probe: timeout %d ns, want > 0", timeoutNs)
+	case uint32(r) == inst.rank:
+		return 0
+	case inst.evl.isDead(uint32(r)):
+		return 1
+	}
+	select {
+	case <-inst.quit:
+		return failf(eState, "vigil_probe: finalized")
+	default:
+	}
+	err := inst.pr.probe(uint32(r), time.Duration(timeoutNs))
+	if err == nil {
+		return 0
+	}
+	if node.Mono() < inst.graceEnd {
+		inst.log.Info("probe failed during the start-up grace: not declared dead", "rank", uint32(r), "err", err)
+		return 0
+	}
+	inst.log.Info("probe failed: rank declared dead", "rank", uint32(r), "err", err)
+	inst.evl.add(event{kind: eventFailed, rank: uint32(r), detector: inst.rank,
+		detectedUnix: time.Now().UnixNano(), deliveredMono: node.Mono()})
+	return 1
+}
+
+// vigil_leave departs cleanly (vigil.h).
+//
+//export vigil_leave
+func vigil_leave(timeoutMs C.int) C.int {
+	inst, rc := get("vigil_leave", true)
+	if inst == nil {
+		return rc
+	}
+	if timeoutMs < 0 {
+		return failf(eInvalid, "vigil_leave: timeout %d ms, want >= 0", timeoutMs)
+	}
+	if inst.mode == modeSporadic {
+		inst.pr.close() // probes of this rank now find nobody
+		return vOK
+	}
+	select {
+	case <-inst.nd.Evicted():
+		return failf(eEvicted, "vigil_leave: this rank was already declared dead by the job")
+	default:
+	}
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := inst.nd.Leave(ctx, min(100*time.Millisecond, timeout)); err != nil {
+		if errors.Is(err, transport.ErrClosed) {
+			return fail(eState, fmt.Errorf("vigil_leave: %w", err))
+		}
+		return fail(eTransport, fmt.Errorf("vigil_leave: %w", err))
+	}
+	return vOK
+}
+
+// vigil_finalize stops the detector and releases the bootstrap (vigil.h).
+//
+//export vigil_finalize
+func vigil_finalize() C.int {
+	if inst := cur.Load(); inst != nil && inst.cbTid.Load() == int64(syscall.Gettid()) {
+		return failf(eCallback, "vigil_finalize: called from the failure callback")
+	}
+	mu.Lock()
+	inst := cur.Swap(nil)
+	mu.Unlock()
+	if inst == nil {
+		return failf(eState, "vigil_finalize: not initialized")
+	}
+	close(inst.quit)
+	if inst.started.Load() {
+		if inst.nd != nil {
+			inst.nd.Close()
+		}
+		if inst.pr != nil {
+			inst.pr.close()
+		}
+	}
+	inst.wg.Wait()
+	if err := inst.bs.Close(); err != nil {
+		return fail(eBootstrap, err)
+	}
+	return vOK
+}
+
+var (
+	strerrors     = map[C.int]*C.char{}
+	strerrUnknown *C.char
+	strerrorsOnce sync.Once
+)
+
+// vigil_strerror returns a static description of a status code (vigil.h).
+//
+//export vigil_strerror
+func vigil_strerror(code C.int) *C.char {
+	strerrorsOnce.Do(func() {
+		for c, s := range map[C.int]string{
+			vOK:        "success",
+			eInvalid:   "invalid argument or configuration",
+			eState:     "call out of order (not initialized, not started, already started, or wrong mode)",
+			eBootstrap: "launcher bootstrap or address exchange failed",
+			eNoPMIx:    "libvigil built without PMIx support",
+			eTransport: "transport failure (listen, connect or send)",
+			eTimeout:   "timed out",
+			eEvicted:   "this process was declared dead by the job",
+			eCallback:  "not allowed from the failure callback",
+			eInternal:  "internal error",
+		} {
+			strerrors[c] = C.CString(s) // never freed: static for the caller
+		}
+		strerrUnknown = C.CString("unknown status code")
+	})
+	if s, ok := strerrors[code]; ok {
+		return s
+	}
+	return strerrUnknown
+}
+
+// vigil_last_error copies the latest failure's message (vigil.h).
+//
+//export vigil_last_error
+func vigil_last_error(buf *C.char, n C.size_t) C.size_t {
+	errMu.Lock()
+	s := lastErr
+	errMu.Unlock()
+	if buf != nil && n > 0 {
+		out := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+		k := copy(out[:n-1], s)
+		out[k] = 0
+	}
+	return C.size_t(len(s))
+}

@@ -1,0 +1,263 @@
+/*
+ * apicheck.c — checks libvigil's C contract in one process: status codes
+ * of out-of-order and invalid calls, vigil_strerror / vigil_last_error,
+ * explicit initialization with a static table and with an allgather
+ * function, the callback thread, polling, the dead set, sporadic probes,
+ * re-initialization after vigil_finalize.
+ *
+ * Jobs of one real rank: the other ranks' addresses point at a closed port
+ * (127.0.0.1:1), so they are detected dead. Exit status 0 iff every check
+ * passed; the last line is "apicheck: N checks, F failures".
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vigil.h"
+
+static int checks, failures;
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		checks++;                                                      \
+		if (!(cond)) {                                                 \
+			failures++;                                            \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			printf(__VA_ARGS__);                                   \
+			printf("\n");                                          \
+		}                                                              \
+	} while (0)
+
+#define EQ(got, want) CHECK((got) == (want), "got %ld, want %ld", (long)(got), (long)(want))
+
+static const uint8_t key[32] = "0123456789abcdef0123456789abcdef";
+static pthread_t main_thread;
+
+/* State shared with the callback. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int cb_count, cb_on_main, cb_finalize_rc;
+static vigil_event cb_last;
+
+static void on_failure(const vigil_event *ev, void *user)
+{
+	pthread_mutex_lock(&mu);
+	cb_count++;
+	cb_last = *ev;
+	cb_on_main |= pthread_equal(pthread_self(), main_thread);
+	cb_finalize_rc = vigil_finalize(); /* must be refused here */
+	*(int *)user += 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+/* wait_callbacks waits up to ms for cb_count >= n. */
+static int wait_callbacks(int n, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&mu);
+	while (cb_count < n && pthread_cond_timedwait(&cv, &mu, &ts) == 0)
+		;
+	int got = cb_count;
+	pthread_mutex_unlock(&mu);
+	return got;
+}
+
+/* A fake allgather for a 2-rank job of which only rank 0 exists: rank 1's
+ * address is a closed port. */
+static int ag_calls, ag_on_main;
+static int fake_allgather(const void *send, void *recv, size_t len, void *user)
+{
+	(void)user;
+	ag_calls++;
+	ag_on_main = pthread_equal(pthread_self(), main_thread);
+	memcpy(recv, send, len);
+	memset((char *)recv + len, 0, len);
+	strcpy((char *)recv + len, "127.0.0.1:1");
+	return 0;
+}
+
+static void base_config(vigil_config *cfg, uint32_t size)
+{
+	vigil_config_init(cfg);
+	cfg->rank = 0;
+	cfg->size = size;
+	cfg->job_id = 0x1234;
+	cfg->key = key;
+	cfg->key_len = sizeof key;
+	cfg->heartbeat_ns = 10000000;  /* 10 ms */
+	cfg->suspect_ns = 100000000;   /* 100 ms */
+	cfg->grace_ns = 300000000;     /* 300 ms */
+}
+
+int main(void)
+{
+	vigil_config cfg;
+	vigil_event ev;
+	char msg[512];
+	uint32_t dead[8];
+	int user_count = 0;
+	const char *one[] = {"127.0.0.1:0"};
+	const char *two[] = {"127.0.0.1:0", "127.0.0.1:1"};
+
+	main_thread = pthread_self();
+	unsetenv("PMIX_RANK");
+	unsetenv("PMIX_NAMESPACE");
+	unsetenv("VIGIL_BOOTSTRAP");
+
+	/* Out of order: nothing initialized. */
+	EQ(vigil_rank(), VIGIL_ERR_STATE);
+	EQ(vigil_size(), VIGIL_ERR_STATE);
+	EQ(vigil_start(), VIGIL_ERR_STATE);
+	EQ(vigil_poll(&ev), VIGIL_ERR_STATE);
+	EQ(vigil_dead_set(dead, 8), VIGIL_ERR_STATE);
+	EQ(vigil_is_dead(0), VIGIL_ERR_STATE);
+	EQ(vigil_probe(0, 1000000), VIGIL_ERR_STATE);
+	EQ(vigil_leave(0), VIGIL_ERR_STATE);
+	EQ(vigil_set_failure_callback(on_failure, NULL), VIGIL_ERR_STATE);
+	EQ(vigil_finalize(), VIGIL_ERR_STATE);
+	size_t n = vigil_last_error(msg, sizeof msg);
+	CHECK(n > 0 && strstr(msg, "not initialized") != NULL, "last error %s", msg);
+	CHECK(vigil_last_error(msg, 4) == n && strlen(msg) == 3, "truncation: %s", msg);
+
+	/* strerror. */
+	const char *unknown = vigil_strerror(12345);
+	CHECK(unknown != NULL && strstr(unknown, "unknown") != NULL, "strerror(12345) = %s", unknown);
+	for (int c = VIGIL_OK; c >= VIGIL_ERR_INTERNAL; c--) {
+		const char *s = vigil_strerror(c);
+		CHECK(s != NULL && s != unknown && strcmp(s, unknown) != 0, "strerror(%d)", c);
+	}
+
+	/* No launcher in the environment. */
+	EQ(vigil_init_from_env(), VIGIL_ERR_BOOTSTRAP);
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "no launcher") != NULL, "last error %s", msg);
+
+	/* Invalid configurations. */
+	EQ(vigil_init(NULL), VIGIL_ERR_INVALID);
+	memset(&cfg, 0, sizeof cfg);
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* struct_size not set */
+	base_config(&cfg, 1);
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* neither peers nor allgather */
+	cfg.peers = one;
+	cfg.allgather = fake_allgather;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* both */
+	cfg.allgather = NULL;
+	cfg.key_len = 8;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* short key */
+	cfg.key_len = sizeof key;
+	cfg.job_id = 0;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* job 0 */
+	cfg.job_id = 0x1234;
+	cfg.rank = 1;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* rank >= size */
+	cfg.rank = 0;
+	cfg.suspect_ns = cfg.heartbeat_ns;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* delta <= h */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "SuspectTimeout") != NULL, "last error %s", msg);
+	cfg.suspect_ns = 100000000;
+	cfg.broadcast = "flood";
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* unknown overlay */
+	cfg.broadcast = NULL;
+	cfg.mode = 7;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* unknown mode */
+	cfg.mode = VIGIL_MODE_RING;
+
+	/* A job of one: static table. */
+	EQ(vigil_init(&cfg), VIGIL_OK);
+	EQ(vigil_init(&cfg), VIGIL_ERR_STATE);
+	EQ(vigil_rank(), 0);
+	EQ(vigil_size(), 1);
+	EQ(vigil_leave(0), VIGIL_ERR_STATE); /* not started */
+	EQ(vigil_start(), VIGIL_OK);
+	EQ(vigil_start(), VIGIL_ERR_STATE);
+	EQ(vigil_poll(&ev), 0);
+	EQ(vigil_poll(NULL), VIGIL_ERR_INVALID);
+	EQ(vigil_dead_set(dead, 8), 0);
+	EQ(vigil_dead_set(NULL, 0), 0);
+	EQ(vigil_is_dead(0), 0);
+	EQ(vigil_is_dead(5), VIGIL_ERR_INVALID);
+	EQ(vigil_probe(0, 1000000), VIGIL_ERR_STATE); /* ring mode */
+	EQ(vigil_leave(500), VIGIL_OK);
+	EQ(vigil_finalize(), VIGIL_OK);
+	EQ(vigil_finalize(), VIGIL_ERR_STATE);
+
+	/* Ring, two ranks through an allgather; rank 1 never exists and is
+	 * detected after the grace period. */
+	base_config(&cfg, 2);
+	cfg.allgather = fake_allgather;
+	EQ(vigil_init(&cfg), VIGIL_OK);
+	EQ(vigil_set_failure_callback(on_failure, &user_count), VIGIL_OK);
+	EQ(vigil_start(), VIGIL_OK);
+	EQ(ag_calls, 1);
+	CHECK(ag_on_main, "the allgather ran on another thread than vigil_start's");
+	EQ(wait_callbacks(1, 10000), 1);
+	pthread_mutex_lock(&mu);
+	EQ(cb_last.kind, VIGIL_EVENT_FAILED);
+	EQ(cb_last.rank, 1);
+	EQ(cb_last.detector, 0);
+	CHECK(cb_last.delivered_mono_ns > 0 && cb_last.detected_unix_ns > 0, "event times %lld %lld",
+	      (long long)cb_last.delivered_mono_ns, (long long)cb_last.detected_unix_ns);
+	CHECK(!cb_on_main, "the callback ran on the main thread");
+	EQ(cb_finalize_rc, VIGIL_ERR_CALLBACK);
+	EQ(user_count, 1);
+	pthread_mutex_unlock(&mu);
+	EQ(vigil_poll(&ev), 1);
+	EQ(ev.rank, 1);
+	EQ(ev.kind, VIGIL_EVENT_FAILED);
+	EQ(vigil_poll(&ev), 0);
+	EQ(vigil_dead_set(dead, 8), 1);
+	EQ(dead[0], 1);
+	EQ(vigil_is_dead(1), 1);
+	EQ(vigil_leave(200), VIGIL_OK); /* alone now: departs at once */
+	EQ(vigil_finalize(), VIGIL_OK);
+
+	/* Sporadic, two ranks: no detection until probed. */
+	base_config(&cfg, 2);
+	cfg.mode = VIGIL_MODE_SPORADIC;
+	cfg.peers = two;
+	ag_calls = 0;
+	EQ(vigil_init(&cfg), VIGIL_OK);
+	EQ(vigil_probe(1, 1000000), VIGIL_ERR_STATE); /* not started */
+	EQ(vigil_set_failure_callback(on_failure, &user_count), VIGIL_OK);
+	EQ(vigil_start(), VIGIL_OK);
+	/* Static table: no fence, so during the 300 ms start-up grace an
+	 * unreachable rank is not declared dead. */
+	EQ(vigil_probe(1, 50000000), 0);
+	usleep(400000);
+	EQ(vigil_is_dead(1), 0);
+	EQ(vigil_poll(&ev), 0);
+	EQ(vigil_probe(0, 100000000), 0);  /* self */
+	EQ(vigil_probe(1, 0), VIGIL_ERR_INVALID);
+	EQ(vigil_probe(9, 100000000), VIGIL_ERR_INVALID);
+	EQ(vigil_probe(1, 200000000), 1);  /* closed port */
+	EQ(vigil_probe(1, 200000000), 1);  /* known dead: at once */
+	EQ(wait_callbacks(2, 5000), 2);
+	pthread_mutex_lock(&mu);
+	EQ(cb_last.rank, 1);
+	EQ(cb_last.detector, 0);
+	EQ(cb_last.kind, VIGIL_EVENT_FAILED);
+	pthread_mutex_unlock(&mu);
+	EQ(vigil_poll(&ev), 1);
+	EQ(ev.rank, 1);
+	EQ(vigil_dead_set(dead, 8), 1);
+	EQ(vigil_set_failure_callback(NULL, NULL), VIGIL_OK);
+	EQ(vigil_leave(0), VIGIL_OK);
+	EQ(vigil_finalize(), VIGIL_OK);
+	EQ(wait_callbacks(3, 100), 2); /* exactly one callback per event */
+
+	printf("apicheck: %d checks, %d failures\n", checks, failures);
+	return failures != 0;
+}

@@ -1,0 +1,237 @@
+/*
+ * vigil.h — C interface of Vigil, an RDMA-native failure detector for HPC
+ * runtimes (libvigil.so / libvigil.a, built from the Go package ./capi).
+ *
+ * One detector per process. A process initializes it (vigil_init_from_env
+ * under a launcher, or vigil_init with an explicit configuration), starts it
+ * (vigil_start, which exchanges addresses with every other rank and returns
+ * once the detector runs), learns of failed or departed ranks through a
+ * callback (vigil_set_failure_callback) or by polling (vigil_poll,
+ * vigil_dead_set), and stops with vigil_leave (a clean departure, reported
+ * to the others as "left" rather than "failed") and vigil_finalize.
+ *
+ * Modes. VIGIL_MODE_RING (the default) runs Vigil's observation ring:
+ * every rank heartbeats its observer every h ns from a dedicated thread, an
+ * observer that misses heartbeats for delta ns declares its emitter dead and
+ * the news is broadcast, so every live rank reports every failure. In
+ * VIGIL_MODE_SPORADIC no heartbeats are sent at all: a rank checks a peer
+ * only when asked to (vigil_probe, a ping-pong with a time-out, seed 004's
+ * "sporadic" detector) and only that rank learns the result.
+ *
+ * Threads.
+ *   - Every function may be called from any thread; calls are serialized
+ *     internally where needed. vigil_poll, vigil_dead_set, vigil_is_dead,
+ *     vigil_rank, vigil_size and vigil_strerror never block on the network.
+ *   - vigil_start, when the configuration has an allgather function, calls
+ *     it exactly once, on the thread that called vigil_start, before
+ *     returning (so an MPI_Allgather is legal there even under
+ *     MPI_THREAD_SINGLE or MPI_THREAD_FUNNELED if vigil_start runs on the
+ *     main thread).
+ *   - The library creates its own threads (it contains the Go runtime): the
+ *     heartbeat thread, network threads, and one callback thread. The
+ *     failure callback is always called on that dedicated callback thread,
+ *     never on the heartbeat thread and never on a thread of the caller.
+ *     Callbacks are serialized and come in delivery order; a slow callback
+ *     delays later callbacks only, never heartbeats or detection.
+ *   - Inside the callback, any function may be called except
+ *     vigil_finalize (it returns VIGIL_ERR_CALLBACK: finalizing waits for
+ *     the callback thread to finish).
+ *   - No library thread ever calls back into MPI or into the application
+ *     except through the failure callback.
+ *
+ * Memory. The library never keeps pointers passed to it after the call
+ * returns, except `user` pointers and the allgather function, which are
+ * kept until vigil_finalize.
+ */
+#ifndef VIGIL_H
+#define VIGIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VIGIL_ABI_VERSION 1
+
+/* Status codes: 0 is success, failures are negative. vigil_strerror names
+ * them; vigil_last_error describes the latest failure in detail. */
+enum {
+	VIGIL_OK = 0,
+	VIGIL_ERR_INVALID = -1,   /* a bad argument or configuration field */
+	VIGIL_ERR_STATE = -2,     /* out of order: not initialized, not started,
+	                             already started, wrong mode */
+	VIGIL_ERR_BOOTSTRAP = -3, /* no launcher, or the rank/address exchange failed */
+	VIGIL_ERR_NO_PMIX = -4,   /* started by PMIx, but libvigil was built
+	                             without PMIx support */
+	VIGIL_ERR_TRANSPORT = -5, /* listening or connecting failed */
+	VIGIL_ERR_TIMEOUT = -6,   /* an operation did not finish in time */
+	VIGIL_ERR_EVICTED = -7,   /* the job declared this process dead */
+	VIGIL_ERR_CALLBACK = -8,  /* not allowed from the failure callback */
+	VIGIL_ERR_INTERNAL = -9
+};
+
+/* Detector modes (vigil_config.mode, or VIGIL_MODE=ring|sporadic). */
+enum {
+	VIGIL_MODE_RING = 0,
+	VIGIL_MODE_SPORADIC = 1
+};
+
+/* Event kinds. */
+enum {
+	VIGIL_EVENT_FAILED = 1,  /* rank crashed (or stopped heartbeating for > delta) */
+	VIGIL_EVENT_LEFT = 2,    /* rank called vigil_leave */
+	VIGIL_EVENT_EVICTED = 3  /* this process was declared dead by the others
+	                            (paused or cut off longer than delta); rank is
+	                            this process's own rank. The detector stops. */
+};
+
+/* One event: a rank is gone. Each rank is reported at most once. */
+typedef struct vigil_event {
+	int kind;                  /* VIGIL_EVENT_* */
+	uint32_t rank;             /* the rank gone */
+	uint32_t detector;         /* the rank that detected it */
+	int64_t detected_unix_ns;  /* detector's wall clock at detection */
+	int64_t delivered_mono_ns; /* this process's CLOCK_MONOTONIC when it learned it */
+} vigil_event;
+
+/* The failure callback: ev is valid only during the call. */
+typedef void (*vigil_failure_fn)(const vigil_event *ev, void *user);
+
+/* A fixed-size allgather: every rank contributes len bytes from send, and
+ * recv (size * len bytes) receives rank r's bytes at offset r * len.
+ * Return 0 on success, anything else on failure. With MPI:
+ *   MPI_Allgather(send, len, MPI_BYTE, recv, len, MPI_BYTE, comm). */
+typedef int (*vigil_allgather_fn)(const void *send, void *recv, size_t len, void *user);
+
+/* Bytes each rank contributes to an allgather exchange: its address,
+ * NUL-padded. */
+#define VIGIL_ADDR_MAX 256
+
+/* Explicit configuration. Initialize with vigil_config_init, then set the
+ * fields; zero durations take the defaults. */
+typedef struct vigil_config {
+	size_t struct_size;     /* sizeof(vigil_config): set by vigil_config_init */
+	uint32_t rank, size;    /* this process's rank, and the number of ranks */
+	int mode;               /* VIGIL_MODE_RING (default) or VIGIL_MODE_SPORADIC */
+	int64_t heartbeat_ns;   /* h: heartbeat period (default 10 ms) */
+	int64_t suspect_ns;     /* delta: suspicion time-out (default 5 h); must
+	                           exceed h plus the worst delay of the platform */
+	int64_t check_ns;       /* observer check period (default min(delta/10, h)) */
+	int64_t grace_ns;       /* start-up grace (default 2 s + delta) */
+	uint64_t job_id;        /* non-zero, identical on every rank */
+	const uint8_t *key;     /* the job's shared secret, >= 16 bytes, */
+	size_t key_len;         /*   identical on every rank */
+	const char *listen_addr;/* "ip:port" to listen on (default 127.0.0.1:0;
+	                           use a routable address across nodes) */
+	/* Address exchange: exactly one of the two. */
+	const char *const *peers;      /* every rank's "ip:port", indexed by rank
+	                                  (listen_addr defaults to peers[rank]) */
+	vigil_allgather_fn allgather;  /* or an allgather (see above) */
+	void *allgather_user;
+	const char *broadcast;  /* "hba" (default) or "bmg" */
+	int realtime;           /* 1: ask SCHED_FIFO for the heartbeat thread */
+	int pin_cpu;            /* pin the heartbeat thread to this CPU; -1: no */
+	int start_timeout_ms;   /* bound on vigil_start's exchange (default 60000) */
+} vigil_config;
+
+/* vigil_config_init zeroes cfg and sets struct_size and pin_cpu = -1. */
+static inline void vigil_config_init(vigil_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->struct_size = sizeof *cfg;
+	cfg->pin_cpu = -1;
+}
+
+#ifndef VIGIL_NO_PROTOTYPES
+
+/* vigil_init_from_env initializes from the launcher's environment: the
+ * local launcher (`vigil run`, VIGIL_BOOTSTRAP set) or PMIx (PMIX_RANK or
+ * PMIX_NAMESPACE set: mpirun, srun, prterun). Under PMIx every rank of the
+ * job must call it (it fences once). Detector settings come from:
+ *   VIGIL_MODE      ring | sporadic          (default ring)
+ *   VIGIL_H         heartbeat period, e.g. 10ms
+ *   VIGIL_DELTA     suspicion time-out, e.g. 50ms
+ *   VIGIL_CHECK, VIGIL_GRACE                 (Go durations: 500us, 2s, ...)
+ *   VIGIL_BROADCAST hba | bmg
+ *   VIGIL_LISTEN    ip:port to listen on     (default 127.0.0.1:0)
+ *   VIGIL_REALTIME  1 to ask for SCHED_FIFO; VIGIL_PIN_CPU n
+ *   VIGIL_LOG       error | warn (default) | info | debug | off  (stderr)
+ * Returns VIGIL_OK, VIGIL_ERR_BOOTSTRAP (no launcher; see
+ * vigil_last_error), VIGIL_ERR_NO_PMIX, VIGIL_ERR_INVALID or VIGIL_ERR_STATE
+ * (already initialized). */
+int vigil_init_from_env(void);
+
+/* vigil_init initializes with an explicit configuration (copied). */
+int vigil_init(const vigil_config *cfg);
+
+/* vigil_rank and vigil_size return this process's rank and the job size
+ * once initialized, or VIGIL_ERR_STATE. */
+int vigil_rank(void);
+int vigil_size(void);
+
+/* vigil_start opens the transport, exchanges addresses with every rank (a
+ * collective: every rank must call it) and starts the detector. */
+int vigil_start(void);
+
+/* vigil_set_failure_callback sets (fn != NULL) or clears (fn == NULL) the
+ * failure callback. Every event is given to the callback exactly once, past
+ * ones first: events that happen while no callback is set wait for the next
+ * one. May be called before or after vigil_start. */
+int vigil_set_failure_callback(vigil_failure_fn fn, void *user);
+
+/* vigil_poll stores the next event not yet polled in *ev and returns 1, or
+ * returns 0 when there is none; it never blocks. Polling and the callback
+ * are independent: each sees every event. An eviction is reported once,
+ * after the failures learned before it. */
+int vigil_poll(vigil_event *ev);
+
+/* vigil_dead_set writes up to len dead or departed ranks, in increasing
+ * order, to buf and returns how many there are in all (which may exceed
+ * len), or a negative status. */
+long vigil_dead_set(uint32_t *buf, size_t len);
+
+/* vigil_is_dead returns 1 if rank is known dead or departed, 0 if not, or a
+ * negative status. */
+int vigil_is_dead(uint32_t rank);
+
+/* vigil_probe checks rank now with a ping-pong (sporadic mode only): it
+ * returns 0 if rank answered within timeout_ns, 1 if it did not (it is then
+ * reported dead, locally: to this process's callback and vigil_poll), or a
+ * negative status (VIGIL_ERR_STATE in ring mode). A rank already known dead
+ * returns 1 at once. Blocks the calling thread up to timeout_ns. With a
+ * static address table (vigil_config.peers) there is no start-up fence:
+ * during the start-up grace (grace_ns, default 2 s + delta) a rank that
+ * cannot be reached is not declared dead, and vigil_probe returns 0. */
+int vigil_probe(uint32_t rank, int64_t timeout_ns);
+
+/* vigil_leave departs cleanly: heartbeats stop and the others report this
+ * rank as VIGIL_EVENT_LEFT. Waits up to timeout_ms for the departure to be
+ * sent. Call vigil_finalize afterwards. */
+int vigil_leave(int timeout_ms);
+
+/* vigil_finalize stops the detector and all its threads (after the callback
+ * in progress, if any, returns) and releases the bootstrap (PMIx_Finalize).
+ * Returns VIGIL_ERR_CALLBACK from within the failure callback. After it, the
+ * library may be initialized again (under PMIx, every rank must then
+ * re-initialize, and whether PMIx itself supports PMIx_Init after
+ * PMIx_Finalize depends on the PMIx library). */
+int vigil_finalize(void);
+
+/* vigil_strerror returns a static description of a status code. */
+const char *vigil_strerror(int code);
+
+/* vigil_last_error copies the detailed message of the latest failure in
+ * this process (any thread) into buf (NUL-terminated, truncated to len) and
+ * returns its full length. */
+size_t vigil_last_error(char *buf, size_t len);
+
+#endif /* VIGIL_NO_PROTOTYPES */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VIGIL_H */
