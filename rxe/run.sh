@@ -1,0 +1,358 @@
+#!/usr/bin/env bash
+# rxe/run.sh: run Vigil's ibverbs tests for real on soft-RoCE (rdma_rxe) in a
+# qemu guest under TCG emulation. Needs no KVM, no RDMA hardware and no host
+# kernel module: the guest runs Debian's generic kernel, whose rdma_rxe gives
+# a real verbs device (rxe0 on a veth pair) to real libibverbs.
+#
+# What it does, on a Debian 12 machine (root for the first run's apt-get):
+#   1. installs the Debian packages it needs, only those missing;
+#   2. fetches the current generic kernel package (apt-get download; the name
+#      is resolved from linux-image-amd64, never pinned) into .rxe/;
+#   3. builds the test binaries statically with cgo (go test -c ./verbs, the
+#      C loop rxe/hbwrite.c);
+#   4. builds an initramfs: busybox, the rxe modules, rdma/ip/perftest tools
+#      with their libraries, rxe/init.sh as /init;
+#   5. boots qemu (-accel tcg) under timeout and parses the serial console:
+#      one "RXE-RESULT name=... status=pass|fail dur_ms=..." line per test.
+# It exits non-zero on any failed, skipped or missing result.
+#
+# Usage: rxe/run.sh                 (from anywhere; state lives in <repo>/.rxe)
+# Environment:
+#   RXE_RUN=REGEX        Go -test.run (default .)
+#   RXE_BENCH=REGEX      Go -test.bench (default .; "none" runs no benchmark)
+#   RXE_BENCHTIME=D      Go -test.benchtime (default 1s)
+#   RXE_ONLY=a,b         run only these manifest entries (smoke-devinfo,
+#                        smoke-write-lat, verbs, verbs-bench, c-hbwrite;
+#                        default all)
+#   RXE_BENCHCOUNT=N     runs of each benchmark and of the C loop (default 3)
+#   RXE_GOFLAGS=f1,f2    extra Go test flags, comma-separated
+#                        (e.g. -test.cpu=1,-test.count=3)
+#   RXE_GOENV=A=1,B=2    extra environment for Go test binaries
+#   RXE_TIMEOUT=SEC      wall-clock limit for the guest (default 420)
+#   RXE_VERBOSE=1        echo the whole serial console, not only RXE- lines
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+CACHE=${RXE_CACHE:-$ROOT/.rxe}
+RUN=${RXE_RUN:-.}
+BENCH=${RXE_BENCH:-.}
+BENCHTIME=${RXE_BENCHTIME:-1s}
+BENCHCOUNT=${RXE_BENCHCOUNT:-3}
+ONLY=${RXE_ONLY:-all}
+TIMEOUT=${RXE_TIMEOUT:-420}
+VERBOSE=${RXE_VERBOSE:-0}
+GOFLAGS_EXTRA=${RXE_GOFLAGS:-}
+GOENV_EXTRA=${RXE_GOENV:-}
+[[ $RUN$BENCH$BENCHTIME$BENCHCOUNT$ONLY$GOFLAGS_EXTRA$GOENV_EXTRA == *[[:space:]]* ]] && {
+	echo "rxe: RXE_* parameters go on the kernel command line: no spaces" >&2
+	exit 2
+}
+
+PKGS=(qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers
+	libibverbs-dev perftest iproute2 cpio gcc libc6-dev gzip xz-utils)
+export PATH=/usr/local/go/bin:$PATH
+
+# Kernel modules in load order. crc32_generic is not in modules.dep, but rxe
+# needs it ("failed to init crc32 algorithm err:-2" without it).
+MODULES=(crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe veth)
+
+# Static cgo link of a libibverbs program: the rxe provider is linked in whole
+# (it registers itself from a constructor), so no provider .so or driver file
+# is needed in the guest.
+STATIC_EXTLDFLAGS='-static -Wl,--whole-archive -lrxe-rdmav34 -Wl,--no-whole-archive -libverbs -lnl-route-3 -lnl-3 -lpthread'
+
+T_START=$(date +%s%N)
+log() { printf 'rxe: %s\n' "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+elapsed() { echo $((($(date +%s%N) - T_START) / 1000000)); }
+
+ensure_packages() {
+	local need=() p
+	for p in "${PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+	done
+	((${#need[@]} == 0)) && return 0
+	[[ $(id -u) == 0 ]] || die "missing packages (${need[*]}): run as root or apt-get install them"
+	log "installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${need[@]}" >/dev/null
+}
+
+# resolve_kernel prints the generic kernel package linux-image-amd64 depends on.
+resolve_kernel() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '/Depends: linux-image-[0-9].*-amd64$/ { print $2; exit }'
+}
+
+# fetch_kernel sets KDIR (the kernel and the modules this harness loads,
+# extracted from the package) and KVER. The .deb stays in the cache.
+fetch_kernel() {
+	local name deb
+	name=$(resolve_kernel)
+	if [[ -z $name ]] && [[ $(id -u) == 0 ]]; then
+		apt-get update -qq
+		name=$(resolve_kernel)
+	fi
+	if [[ -z $name ]]; then
+		# Offline and no package lists: use what the cache has.
+		name=$(find "$CACHE" -maxdepth 1 -name 'linux-image-*-amd64_*.deb' -printf '%f\n' 2>/dev/null |
+			sed 's/_.*//' | sort -V | tail -1)
+		[[ -n $name ]] || die "cannot resolve the kernel package from linux-image-amd64 (apt-get update?)"
+		log "using cached $name"
+	fi
+	[[ $name == *-cloud-amd64 ]] && die "$name: the cloud flavour has no CONFIG_RDMA_RXE"
+	KDIR=$CACHE/$name
+	KVER=${name#linux-image-}
+	deb=$(find "$CACHE" -maxdepth 1 -name "${name}_*_amd64.deb" | sort -V | tail -1)
+	if [[ -z $deb ]]; then
+		log "downloading $name"
+		local tmp
+		tmp=$(mktemp -d "$CACHE/dl.XXXXXX")
+		chmod 777 "$tmp" # apt's _apt sandbox user writes there
+		if ! (cd "$tmp" && apt-get download -qq "$name"); then
+			[[ $(id -u) == 0 ]] && apt-get update -qq
+			(cd "$tmp" && apt-get download -qq "$name") || die "apt-get download $name failed"
+		fi
+		mv "$tmp"/*.deb "$CACHE"/
+		rmdir "$tmp"
+		deb=$(find "$CACHE" -maxdepth 1 -name "${name}_*_amd64.deb" | sort -V | tail -1)
+		rm -rf "$KDIR"
+	fi
+	local m need=0
+	[[ -f $KDIR/boot/vmlinuz-$KVER ]] || need=1
+	for m in "${MODULES[@]}"; do
+		[[ -n $(find "$KDIR/lib/modules" \( -name "$m.ko" -o -name "$m.ko.xz" \) 2>/dev/null) ]] || need=1
+	done
+	if ((need)); then
+		local pats=("./boot/vmlinuz-$KVER" "./boot/config-$KVER")
+		for m in "${MODULES[@]}"; do pats+=("*/$m.ko" "*/$m.ko.xz"); done
+		rm -rf "$KDIR.tmp"
+		mkdir -p "$KDIR.tmp"
+		# Missing patterns (.ko vs .ko.xz) are fine: tar lists them and goes on.
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$KDIR.tmp" --wildcards "${pats[@]}" 2>/dev/null || true
+		rm -rf "$KDIR"
+		mv "$KDIR.tmp" "$KDIR"
+	fi
+	[[ -f $KDIR/boot/vmlinuz-$KVER ]] || die "no vmlinuz-$KVER in $deb"
+	grep -q '^CONFIG_RDMA_RXE=m' "$KDIR/boot/config-$KVER" || die "$KVER: CONFIG_RDMA_RXE is not a module"
+}
+
+# copy_with_libs STAGE FILE...: copy programs to the same path in STAGE with
+# every shared library ldd names (merged-usr layout).
+copy_with_libs() {
+	local stage=$1 f lib
+	shift
+	for f in "$@"; do
+		install -D -m 755 "$f" "$stage/usr/${f#/usr/}"
+		ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | while read -r lib; do
+			local dst=$stage/usr/${lib#/usr/}
+			[[ -e $dst ]] || install -D -m 755 "$(readlink -f "$lib")" "$dst"
+		done
+	done
+}
+
+build_go_tests() {
+	local out=$1
+	log "building verbs.test (static, cgo)"
+	# The static link warns about getaddrinfo in libnl: shown only on failure.
+	if ! (cd "$ROOT" && CGO_ENABLED=1 go test -c -o "$out/verbs.test" \
+		-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./verbs) >"$CACHE/build.log" 2>&1; then
+		cat "$CACHE/build.log" >&2
+		die "go test -c ./verbs failed"
+	fi
+}
+
+build_c_loop() {
+	local out=$1
+	[[ -f $HERE/hbwrite.c ]] || return 0
+	log "building hbwrite (static C loop)"
+	# shellcheck disable=SC2086
+	if ! gcc -O2 -Wall -Werror -o "$out/hbwrite" "$HERE/hbwrite.c" $STATIC_EXTLDFLAGS >"$CACHE/build-c.log" 2>&1; then
+		cat "$CACHE/build-c.log" >&2
+		die "gcc hbwrite.c failed"
+	fi
+}
+
+find_module() {
+	local m=$1 f
+	f=$(find "$KDIR/lib/modules" \( -name "$m.ko" -o -name "$m.ko.xz" \) | head -1)
+	[[ -n $f ]] || die "module $m not found in $KVER"
+	echo "$f"
+}
+
+build_initramfs() {
+	local stage=$CACHE/stage bins=$CACHE/bin m f deps d seen=" "
+	rm -rf "$stage"
+	mkdir -p "$stage"/{usr/bin,usr/sbin,usr/lib64,usr/lib/x86_64-linux-gnu,proc,sys,dev,tmp,etc/rxe,tests}
+	# merged-usr
+	ln -s usr/bin "$stage/bin"
+	ln -s usr/sbin "$stage/sbin"
+	ln -s usr/lib "$stage/lib"
+	ln -s usr/lib64 "$stage/lib64"
+
+	install -m 755 /usr/bin/busybox "$stage/usr/bin/busybox"
+	for a in $(/usr/bin/busybox --list); do
+		[[ -e $stage/usr/bin/$a ]] || ln -s busybox "$stage/usr/bin/$a"
+	done
+
+	# Modules in order; check each one's depends= against what came before.
+	mkdir -p "$stage/usr/lib/modules/rxe"
+	: >"$stage/etc/rxe/modules"
+	for m in "${MODULES[@]}"; do
+		f=$(find_module "$m")
+		deps=$(grep -a -o 'depends=[^[:cntrl:]]*' "$f" | head -1 | cut -d= -f2 | tr ',' ' ')
+		for d in $deps; do
+			[[ $seen == *" $d "* ]] || die "module order: $m needs $d first"
+		done
+		seen+="$m "
+		if [[ $f == *.xz ]]; then
+			xz -dc "$f" >"$stage/usr/lib/modules/rxe/$m.ko"
+		else
+			cp "$f" "$stage/usr/lib/modules/rxe/$m.ko"
+		fi
+		echo "$m.ko" >>"$stage/etc/rxe/modules"
+	done
+
+	# Tools (dynamic) with their libraries, and the rxe provider for them.
+	rm -f "$stage/usr/bin/ip" "$stage/usr/sbin/ip"
+	copy_with_libs "$stage" /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ib_write_lat
+	copy_with_libs "$stage" /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+	install -D -m 644 /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/rxe.driver"
+
+	install -m 755 "$HERE/init.sh" "$stage/init"
+	install -m 755 "$HERE/smoke.sh" "$stage/tests/smoke.sh"
+	{
+		echo "# kind name path args"
+		echo "sh smoke-devinfo /tests/smoke.sh devinfo"
+		echo "sh smoke-write-lat /tests/smoke.sh write-lat"
+		if [[ -x $bins/verbs.test ]]; then
+			echo "go verbs /tests/verbs.test"
+			echo "gobench verbs-bench /tests/verbs.test verbs"
+		fi
+		[[ -x $bins/hbwrite ]] && echo "bin c-hbwrite /tests/hbwrite rxe0 BENCHSECS BENCHCOUNT"
+	} >"$stage/etc/rxe/tests"
+	for f in "$bins"/*; do [[ -f $f ]] && install -m 755 "$f" "$stage/tests/"; done
+
+	(cd "$stage" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) | gzip -1 >"$CACHE/initrd.gz"
+	log "initramfs $(du -h "$CACHE/initrd.gz" | cut -f1)"
+}
+
+# expected_results prints the result names a full run must contain.
+expected_results() {
+	local bins=$CACHE/bin
+	sel() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
+	sel smoke-devinfo && echo smoke-devinfo
+	sel smoke-write-lat && echo smoke-write-lat
+	if sel verbs && [[ -x $bins/verbs.test ]]; then
+		echo verbs
+		"$bins/verbs.test" -test.list "$RUN" 2>/dev/null | grep '^Test' | sed 's|^|verbs/|'
+	fi
+	if sel verbs-bench && [[ -x $bins/verbs.test && $BENCH != none ]]; then echo verbs-bench; fi
+	if sel c-hbwrite && [[ -x $bins/hbwrite ]]; then echo c-hbwrite; fi
+	return 0
+}
+
+expected_benches() {
+	local bins=$CACHE/bin
+	[[ $BENCH == none ]] && return 0
+	if [[ $ONLY == all || ",$ONLY," == *",verbs-bench,"* ]] && [[ -x $bins/verbs.test ]]; then
+		"$bins/verbs.test" -test.list "$BENCH" 2>/dev/null | grep '^Benchmark' | sed 's|^|verbs/|'
+	fi
+	return 0
+}
+
+boot() {
+	local log=$CACHE/console.log
+	local append="console=ttyS0 panic=-1 quiet vigil.run=$RUN vigil.bench=$BENCH vigil.benchtime=$BENCHTIME vigil.benchcount=$BENCHCOUNT vigil.only=$ONLY"
+	[[ -n $GOFLAGS_EXTRA ]] && append+=" vigil.goflags=$GOFLAGS_EXTRA"
+	[[ -n $GOENV_EXTRA ]] && append+=" vigil.goenv=$GOENV_EXTRA"
+	log "booting qemu (tcg, -smp 2, -m 1024, timeout ${TIMEOUT}s)"
+	local filter=(grep --line-buffered -E '^(RXE-|\[verbs\] (--- FAIL|FAIL|panic))')
+	[[ $VERBOSE == 1 ]] && filter=(cat)
+	set +e
+	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg -cpu max \
+		-m 1024 -smp 2 -nographic -no-reboot -nic none -monitor none -serial stdio \
+		-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$CACHE/initrd.gz" -append "$append" \
+		</dev/null 2>&1 | tr -d '\r' | tee "$log" | "${filter[@]}"
+	QEMU_RC=${PIPESTATUS[0]}
+	set -e
+}
+
+report() {
+	local log=$CACHE/console.log fail=0 name st
+	declare -A got=()
+	while read -r name st; do got[$name]=$st; done < <(
+		sed -n 's/^RXE-RESULT name=\([^ ]*\) status=\([a-z]*\) .*/\1 \2/p' "$log")
+	echo
+	echo "== rxe results (console log: $log)"
+	grep -E '^RXE-(RESULT|BENCH|FATAL)' "$log" || true
+	for name in "${!got[@]}"; do
+		[[ ${got[$name]} == pass ]] || {
+			echo "rxe: FAIL $name status=${got[$name]}"
+			fail=1
+		}
+	done
+	while read -r name; do
+		[[ -z $name ]] && continue
+		[[ -n ${got[$name]+x} ]] || {
+			echo "rxe: FAIL $name: no result"
+			fail=1
+		}
+	done < <(expected_results)
+	while read -r name; do
+		[[ -z $name ]] && continue
+		grep -q "^RXE-BENCH name=$name " "$log" || {
+			echo "rxe: FAIL $name: no benchmark result"
+			fail=1
+		}
+	done < <(expected_benches)
+	grep -q '^RXE-FATAL' "$log" && fail=1
+	grep -q '^RXE-DONE' "$log" || {
+		echo "rxe: FAIL guest did not finish (qemu exit $QEMU_RC; timeout is ${TIMEOUT}s)"
+		fail=1
+	}
+	# Go benchmark against the same loop in C, both in this guest: the best
+	# of each one's runs (the host may be busy: the minimum is the least
+	# disturbed run).
+	local gons gcns cns
+	best() { sed -n "s/^RXE-BENCH name=$1 .*ns_op=\([0-9.]*\).*/\1/p" "$log" | sort -g | head -1; }
+	gons=$(best 'verbs\/BenchmarkRDMAWriteHeartbeat')
+	gcns=$(best 'verbs\/BenchmarkRDMAWriteHeartbeatInC')
+	cns=$(best 'c\/hbwrite')
+	if [[ -n $gons && -n $cns ]]; then
+		awk -v g="$gons" -v gc="${gcns:-0}" -v c="$cns" 'BEGIN {
+			printf "RXE-RATIO best go_ns_op=%s c_ns_op=%s go_over_c=%.2f", g, c, g / c
+			if (gc > 0) printf " go_loop_in_c_ns_op=%s go_loop_in_c_over_c=%.2f", gc, gc / c
+			printf "\n" }'
+	fi
+	local n_pass n_all
+	n_all=${#got[@]}
+	n_pass=0
+	for name in "${!got[@]}"; do [[ ${got[$name]} == pass ]] && n_pass=$((n_pass + 1)); done
+	echo "rxe: $n_pass passed, $((n_all - n_pass)) failed; end to end $(($(elapsed) / 1000)) s"
+	return $fail
+}
+
+main() {
+	mkdir -p "$CACHE"
+	ensure_packages
+	fetch_kernel
+	log "kernel $KVER"
+	rm -rf "$CACHE/bin"
+	mkdir -p "$CACHE/bin"
+	if [[ $ONLY == all || ",$ONLY," == *",verbs,"* || ",$ONLY," == *",verbs-bench,"* ]]; then
+		build_go_tests "$CACHE/bin"
+	fi
+	if [[ $ONLY == all || ",$ONLY," == *",c-hbwrite,"* ]]; then build_c_loop "$CACHE/bin"; fi
+	build_initramfs
+	log "prepared in $(($(elapsed) / 1000)) s"
+	boot
+	report
+}
+
+main "$@"

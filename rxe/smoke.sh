@@ -1,0 +1,53 @@
+#!/bin/sh
+# Smoke tests run in the rxe guest by rxe/init.sh; they prove the recipe with
+# stock rdma-core tools before any Vigil code runs.
+#   smoke.sh devinfo     ibv_devinfo sees rxe0 with port 1 ACTIVE
+#   smoke.sh write-lat   perftest ib_write_lat loopback on rxe0 (8-byte writes)
+set -u
+DEV=${VIGIL_RXE_DEV:-rxe0}
+
+# gid_index prints the index of the first RoCE v2 GID holding an IPv4-mapped
+# address on port 1.
+gid_index() {
+	d=/sys/class/infiniband/$DEV/ports/1
+	for g in "$d"/gids/*; do
+		i=${g##*/}
+		case "$(cat "$g" 2>/dev/null)" in
+		0000:0000:0000:0000:0000:ffff:*)
+			[ "$(cat "$d/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return 0; }
+			;;
+		esac
+	done
+	return 1
+}
+
+case "${1:-}" in
+devinfo)
+	ibv_devinfo -d "$DEV" -v || exit 1
+	ibv_devinfo -d "$DEV" | grep -q PORT_ACTIVE || { echo "port not active"; exit 1; }
+	gid_index >/dev/null || { echo "no RoCE v2 IPv4 GID"; exit 1; }
+	echo "RXE-INFO smoke gid_index=$(gid_index)"
+	;;
+write-lat)
+	gi=$(gid_index) || { echo "no RoCE v2 IPv4 GID"; exit 1; }
+	args="-d $DEV -x $gi -s 8 -n 1000 -F"
+	ib_write_lat $args >/tmp/lat-server.log 2>&1 &
+	srv=$!
+	ok=0
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		if ib_write_lat $args 127.0.0.1 >/tmp/lat-client.log 2>&1; then ok=1; break; fi
+		grep -q -i 'connect' /tmp/lat-client.log || break
+	done
+	wait $srv
+	src=$?
+	cat /tmp/lat-client.log
+	[ $ok = 1 ] && [ $src = 0 ] || { echo "server:"; cat /tmp/lat-server.log; exit 1; }
+	# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
+	awk '$1 == 8 && NF >= 9 { printf "RXE-BENCH name=perftest/ib_write_lat_8B iters=%s lat_typical_us=%s lat_avg_us=%s lat_p99_us=%s\n", $2, $5, $6, $8 }' /tmp/lat-client.log
+	;;
+*)
+	echo "usage: smoke.sh devinfo|write-lat"
+	exit 2
+	;;
+esac
