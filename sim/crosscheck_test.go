@@ -1,0 +1,176 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/mem"
+)
+
+// outcome is what a failure script leaves behind, in the terms both the
+// simulator and the real runtime can report.
+type outcome struct {
+	detector  map[ranks.Rank]ranks.Rank // dead rank -> the rank that detected it
+	dead      map[ranks.Rank][]ranks.Rank
+	emitter   map[ranks.Rank]ranks.Rank
+	observer  map[ranks.Rank]ranks.Rank
+	started   uint64 // broadcasts started
+	forwarded uint64 // broadcast messages sent by non-sources
+	sent      uint64 // every message sent (broadcasts and NEWOBSERVER)
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("detectors %v\nemitters %v\nobservers %v\nstarted %d forwarded %d sent %d",
+		o.detector, o.emitter, o.observer, o.started, o.forwarded, o.sent)
+}
+
+// TestCrossCheckRuntime runs the same failure script on the simulator and
+// on real node.Node instances over the in-memory transport, and compares who
+// detected each failure, what every rank knows, the final ring and the
+// number of messages.
+func TestCrossCheckRuntime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real 16-rank cluster for several seconds")
+	}
+	const n = 16
+	h, delta, check := 50*time.Millisecond, 1500*time.Millisecond, 100*time.Millisecond
+	phases := [][]ranks.Rank{{5}, {9, 10}, {0}}
+
+	// Simulator.
+	var script Script
+	for i, ph := range phases {
+		for _, r := range ph {
+			script = append(script, Failure{At: int64(i) * int64(6*delta), Rank: r})
+		}
+	}
+	sim := outcome{detector: map[ranks.Rank]ranks.Rank{}, dead: map[ranks.Rank][]ranks.Rank{},
+		emitter: map[ranks.Rank]ranks.Rank{}, observer: map[ranks.Rank]ranks.Rank{}}
+	cfg := DetectorConfig{N: n, H: int64(h), Delta: int64(delta), Check: int64(check), Net: OnePort{T: int64(2 * time.Millisecond)},
+		Failures: script, Trace: func(e TraceEvent) {
+			if e.Kind == TraceDetect {
+				sim.detector[e.Rank] = e.Node
+			}
+		}}
+	d, err := NewDetector(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := d.Run()
+	if res.Stabilized < 0 {
+		t.Fatalf("simulation did not stabilize: %+v", res)
+	}
+	for i := range n {
+		r, alive := d.Ring(ranks.Rank(i))
+		if alive {
+			sim.dead[ranks.Rank(i)] = slices.Clone(r.Dead().Members())
+			sim.emitter[ranks.Rank(i)], sim.observer[ranks.Rank(i)] = r.Emitter(), r.Observer()
+		}
+	}
+	sim.started, sim.forwarded = uint64(res.Detections), res.BcastForwarded
+	sim.sent = res.BcastMsgs + res.NewObserverMsgs
+
+	// Real runtime.
+	nw := mem.NewNetwork(n)
+	defer nw.Close()
+	nodes := make([]*node.Node, n)
+	for i := range n {
+		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: delta,
+			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba"},
+			func(s *hb.Slots, hd transport.Handler) (transport.Transport, error) {
+				return nw.Endpoint(ranks.Rank(i), s, hd), nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		defer nd.Close()
+	}
+	killed := map[ranks.Rank]bool{}
+	time.Sleep(500 * time.Millisecond)
+	for _, ph := range phases {
+		for _, r := range ph {
+			killed[r] = true
+			nw.Kill(r)
+			nodes[r].Close()
+		}
+		waitStable(t, nodes, killed, 30*time.Second)
+	}
+	real := outcome{detector: map[ranks.Rank]ranks.Rank{}, dead: map[ranks.Rank][]ranks.Rank{},
+		emitter: map[ranks.Rank]ranks.Rank{}, observer: map[ranks.Rank]ranks.Rank{}}
+	for i, nd := range nodes {
+		st := nd.Stats()
+		real.started += st.BcastsStarted
+		real.forwarded += st.BcastsForwarded
+		real.sent += st.Transport.MsgsSent + st.Transport.MsgsDropped
+		if killed[ranks.Rank(i)] {
+			continue
+		}
+		s, err := nd.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		real.dead[ranks.Rank(i)], real.emitter[ranks.Rank(i)], real.observer[ranks.Rank(i)] = s.Dead, s.Emitter, s.Observer
+		for r := range killed {
+			ev, ok := nd.Known(r)
+			if !ok {
+				t.Fatalf("rank %d does not know %d died", i, r)
+			}
+			if old, seen := real.detector[r]; seen && old != ev.Detector {
+				t.Fatalf("ranks disagree on who detected %d: %d and %d", r, old, ev.Detector)
+			}
+			real.detector[r] = ev.Detector
+		}
+	}
+	if fmt.Sprint(sim) != fmt.Sprint(real) || fmt.Sprint(sim.dead) != fmt.Sprint(real.dead) {
+		t.Fatalf("simulator and runtime differ:\nsimulator:\n%v\n%v\nruntime:\n%v\n%v", sim, sim.dead, real, real.dead)
+	}
+	t.Logf("both: %v", sim)
+}
+
+// waitStable waits until every alive node knows exactly the killed ranks and
+// the ring is reconnected around them.
+func waitStable(t *testing.T, nodes []*node.Node, killed map[ranks.Rank]bool, timeout time.Duration) {
+	t.Helper()
+	n := len(nodes)
+	deadline := time.Now().Add(timeout)
+	for {
+		bad := ""
+		for i, nd := range nodes {
+			if killed[ranks.Rank(i)] {
+				continue
+			}
+			st, err := nd.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Dead) != len(killed) {
+				bad = fmt.Sprintf("rank %d knows %v", i, st.Dead)
+				break
+			}
+			pred, succ := (i+n-1)%n, (i+1)%n
+			for killed[ranks.Rank(pred)] {
+				pred = (pred + n - 1) % n
+			}
+			for killed[ranks.Rank(succ)] {
+				succ = (succ + 1) % n
+			}
+			if st.Emitter != ranks.Rank(pred) || st.Observer != ranks.Rank(succ) {
+				bad = fmt.Sprintf("rank %d: emitter %d observer %d", i, st.Emitter, st.Observer)
+				break
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runtime not stable after %v: %s", timeout, bad)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
