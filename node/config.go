@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/era"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -49,6 +50,13 @@ type Config struct {
 
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
+
+	// AgreeTree is the tree of the agreements (default era.Binary(Size),
+	// the paper's binary tree); every rank must use the same one.
+	AgreeTree era.Tree
+	// AgreeOps are extra agreement operations, selected by OpCustom+i;
+	// every rank must configure the same list.
+	AgreeOps []era.Op
 }
 
 // Defaults.
@@ -101,6 +109,14 @@ func (c Config) Validate() error {
 	}
 	if _, err := Overlay(c.Broadcast); err != nil {
 		return err
+	}
+	for i, op := range c.AgreeOps {
+		if op == nil {
+			return fmt.Errorf("node: Config.AgreeOps[%d] is nil", i)
+		}
+	}
+	if len(c.AgreeOps) > 255-int(OpCustom) {
+		return fmt.Errorf("node: Config.AgreeOps has %d operations, at most %d", len(c.AgreeOps), 255-int(OpCustom))
 	}
 	return nil
 }

@@ -65,8 +65,9 @@ type Node struct {
 	em    *hb.Emitter
 
 	// Owned by the event loop.
-	ring *hb.Ring
-	bc   *bcast.Broadcaster
+	ring  *hb.Ring
+	bc    *bcast.Broadcaster
+	agree *agreeState // agreements (agree.go)
 
 	// Fail-stop enforcement: the slot word of each rank in D_i when it
 	// joined D_i, and when we last told it so.
@@ -114,6 +115,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		slots:  hb.NewSlots(cfg.Size),
 		ring:   ring,
 		bc:     bcast.NewBroadcaster(cfg.Rank, cfg.Size, overlay),
+		agree:  newAgreeState(&cfg),
 		inbox:  make(chan inbound, 1024),
 		reqs:   make(chan func()),
 		quit:   make(chan struct{}),
@@ -284,6 +286,8 @@ func (n *Node) receive(in inbound) {
 		n.deliver(m.Message, fresh)
 		n.forwarded.Add(uint64(len(fwd)))
 		n.sendAll(fwd, m)
+	case *wire.Agree:
+		n.agreeRecv(in.from, m)
 	default:
 		n.bad.Add(1)
 	}
@@ -360,6 +364,7 @@ func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
 	if len(fresh) == 0 {
 		return
 	}
+	defer n.agreeDead(fresh) // after the events are recorded
 	nowMono, now := mono(), time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -28,7 +28,8 @@
 //
 // # Messages
 //
-// Protocol messages (NewObserver, Leave, Bcast) start with a type byte;
+// Protocol messages (NewObserver, Leave, Bcast, Evicted, and Agree, which
+// carries the agreement messages of package era) start with a type byte;
 // see AppendMessage and DecodeMessage. Decoders reject malformed input with
 // an *Error naming the field, never panic, and allocate at most in
 // proportion to the input length.

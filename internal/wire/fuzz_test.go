@@ -93,6 +93,10 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add(AppendMessage(nil, msg), 256000)
 	}
 	f.Add([]byte{3, 1, 2, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, 0)
+	for _, a := range agreeSamples() {
+		f.Add(AppendMessage(nil, a), 0)
+		f.Add(AppendMessage(nil, a), 64)
+	}
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		got, err := DecodeMessage(b, n)
 		if err != nil {

@@ -21,7 +21,7 @@ const (
 )
 
 // Message is a protocol message carried in a Msg frame: *NewObserver,
-// *Leave or *Bcast.
+// *Leave, *Bcast, *Evicted or *Agree.
 type Message interface {
 	// Type returns the message's type byte.
 	Type() MsgType
@@ -123,7 +123,7 @@ func PeekType(b []byte) (MsgType, error) {
 		return 0, errf(ReasonTruncated, "message.type", "empty message")
 	}
 	t := MsgType(b[0])
-	if t < TypeNewObserver || t > TypeEvicted {
+	if t < TypeNewObserver || t > TypeAgree {
 		return 0, errf(ReasonBadType, "message.type", "unknown message type %d", b[0])
 	}
 	return t, nil
@@ -247,6 +247,10 @@ func DecodeMessage(b []byte, n int) (Message, error) {
 		m = d.bcast()
 	case TypeEvicted:
 		m = &Evicted{Rank: d.rank("evicted.rank")}
+	case TypeAgree:
+		if a := d.agree(); a != nil {
+			m = a
+		}
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(ReasonBadPayload, "message", "%d trailing bytes", len(d.b))
