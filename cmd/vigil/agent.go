@@ -22,6 +22,8 @@ func agentMain(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	var df detectorFlags
 	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
+	var af agreeFlags // agree.go
+	af.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +74,10 @@ func agentMain(args []string) error {
 		out.Encode(l)
 	}
 	emit(launch.Line{Ev: "ready"})
+	if err := af.start(nd, logger); err != nil {
+		nd.Close()
+		return err
+	}
 	if df.realtime && !waitRealTime(nd) {
 		logger.Info("SCHED_FIFO refused for the heartbeat thread; running at normal priority")
 	}
