@@ -137,6 +137,27 @@ typedef struct vigil_config {
 	int start_timeout_ms;   /* bound on vigil_start's exchange (default 60000) */
 } vigil_config;
 
+/* Agreement operations (vigil_agree). BAND and BOR combine byte strings
+ * bitwise (VIGIL_OP_BAND is MPI_Comm_agree's operation); MIN and MAX
+ * combine one uint64_t (len 8, host byte order). */
+enum {
+	VIGIL_OP_BAND = 0,
+	VIGIL_OP_BOR = 1,
+	VIGIL_OP_MIN = 2,
+	VIGIL_OP_MAX = 3
+};
+
+/* What vigil_agree decided besides the value. */
+typedef struct vigil_agreement {
+	uint64_t seq;  /* the agreement's number: the same at every rank */
+	int unacked;   /* 1 if some rank of the dead set had not been
+	                  acknowledged by every contributor before the
+	                  agreement (ULFM's MPI_ERR_PROC_FAILED of
+	                  MPIX_Comm_agree); the dead sets of the agreements a
+	                  rank returns, and vigil_failure_ack, acknowledge */
+	size_t ndead;  /* size of the agreed dead set (may exceed dead_len) */
+} vigil_agreement;
+
 /* vigil_config_init zeroes cfg and sets struct_size and pin_cpu = -1. */
 static inline void vigil_config_init(vigil_config *cfg)
 {
@@ -206,6 +227,38 @@ int vigil_is_dead(uint32_t rank);
  * during the start-up grace (grace_ns, default 2 s + delta) a rank that
  * cannot be reached is not declared dead, and vigil_probe returns 0. */
 int vigil_probe(uint32_t rank, int64_t timeout_ns);
+
+/* Agreement (seed 001, the Early Returning Agreement), ring mode only.
+ * vigil_agree and vigil_shrink are collectives: every live rank calls them
+ * in the same order, as MPI collectives (concurrent calls from several
+ * threads of one rank get numbers in the order they start). They tolerate
+ * any number of failures before and during the call; a rank returns as
+ * soon as it knows the decision, and its library keeps answering the
+ * others for it in the background. All survivors return the same result.
+ * timeout_ns <= 0 waits without limit; on VIGIL_ERR_TIMEOUT the agreement
+ * goes on without the caller, and the next call is the next agreement.
+ * Both return VIGIL_ERR_STATE in sporadic mode, before vigil_start or after
+ * vigil_finalize, and VIGIL_ERR_EVICTED once this rank was declared dead. */
+
+/* vigil_agree contributes len bytes at value and replaces them with the
+ * decided value: op (VIGIL_OP_*) over the contributions of every rank
+ * alive at the decision. Every rank must pass the same op and len. The
+ * agreed dead set (ranks whose contribution may be missing, increasing)
+ * is written to dead (up to dead_len ranks; dead may be NULL if dead_len
+ * is 0), and *res (if not NULL) receives the agreement's number, the
+ * unacknowledged-failure flag and the dead set's size. */
+int vigil_agree(int op, void *value, size_t len, vigil_agreement *res,
+                uint32_t *dead, size_t dead_len, int64_t timeout_ns);
+
+/* vigil_shrink agrees on the group of survivors, as MPI_Comm_shrink: it
+ * writes up to len of them (increasing) to buf and returns how many there
+ * are in all (which may exceed len), or a negative status. */
+long vigil_shrink(uint32_t *buf, size_t len, int64_t timeout_ns);
+
+/* vigil_failure_ack acknowledges every failure this rank knows of, as
+ * MPI_Comm_failure_ack: later agreements do not raise unacked for them on
+ * this rank's account. */
+int vigil_failure_ack(void);
 
 /* vigil_leave departs cleanly: heartbeats stop and the others report this
  * rank as VIGIL_EVENT_LEFT. Waits up to timeout_ms for the departure to be
