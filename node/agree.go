@@ -83,6 +83,9 @@ type AgreeStats struct {
 	// Started and Decided count the agreements this node started and saw
 	// decided.
 	Started, Decided uint64
+	// TreeMembers is the number of ranks in the tree of the last Agree or
+	// Shrink started here: Size, or fewer after a rebalancing.
+	TreeMembers int
 }
 
 type agreeKey struct {
@@ -100,6 +103,16 @@ type agreeState struct {
 	seq     uint64    // the last Seq of AutoEpoch handed out
 	acked   ranks.Set // failures acknowledged by this node
 
+	// Tree rebalancing (Config.AgreeRebalance): the last AutoEpoch
+	// agreement decided here, its dead set, and the tree over its
+	// survivors (rebuilt when the dead set changes).
+	rebalance bool
+	lastSeq   uint64
+	lastDead  ranks.Set
+	rebal     *era.HeapTree
+	rebalDead ranks.Set
+	lastTree  era.Tree // of the last AutoEpoch agreement started
+
 	started, decided uint64
 }
 
@@ -110,7 +123,7 @@ func newAgreeState(cfg *Config) *agreeState {
 		t = era.Binary(cfg.Size)
 	}
 	return &agreeState{ops: ops, tree: t, cores: make([]*era.Core, len(ops)),
-		waiters: map[agreeKey]chan Agreement{}}
+		waiters: map[agreeKey]chan Agreement{}, rebalance: cfg.AgreeRebalance}
 }
 
 // core returns the core of op, creating it with every rank this node knows
@@ -167,6 +180,9 @@ func (n *Node) agreeOuts(op AgreeOp, outs []era.Out) {
 		// A decision's dead set is acknowledged by this node from now on:
 		// the next agreement will not flag those failures again.
 		st.acked.AddAll(d.Dead)
+		if d.ID.Epoch == AutoEpoch && d.ID.Seq > st.lastSeq {
+			st.lastSeq, st.lastDead = d.ID.Seq, d.Dead.Clone()
+		}
 		k := agreeKey{op, d.ID}
 		if w, ok := st.waiters[k]; ok {
 			delete(st.waiters, k)
@@ -246,10 +262,19 @@ func (n *Node) agree1(ctx context.Context, op AgreeOp, value []byte, id *era.ID)
 			err = fmt.Errorf("node: agreement %v: %w", key.id, era.ErrStarted)
 			return
 		}
+		ct := era.Contribution{Value: value, Acked: st.acked.Clone()}
+		if id == nil && st.rebalance {
+			if ct.Tree, err = n.rebalanced(); err != nil {
+				return
+			}
+		}
+		if id == nil {
+			st.lastTree = ct.Tree
+		}
 		c := n.core(op)
 		st.waiters[key] = w
 		var outs []era.Out
-		outs, err = c.Start(key.id, era.Contribution{Value: value, Acked: st.acked.Clone()})
+		outs, err = c.Start(key.id, ct)
 		if err != nil {
 			delete(st.waiters, key)
 			err = fmt.Errorf("node: %w", err)
@@ -280,12 +305,38 @@ func (n *Node) agree1(ctx context.Context, op AgreeOp, value []byte, id *era.ID)
 	}
 }
 
+// rebalanced returns the tree of the next AutoEpoch agreement under
+// Config.AgreeRebalance: the configured tree over the survivors of the
+// previous agreement, which every rank decided alike before starting this
+// one (nil while nobody is dead: the configured tree).
+func (n *Node) rebalanced() (era.Tree, error) {
+	st := n.agree
+	if st.lastSeq != st.seq {
+		return nil, fmt.Errorf("node: agreement %d started before agreement %d returned on this rank: Config.AgreeRebalance needs one agreement at a time", st.seq+1, st.seq)
+	}
+	if st.lastDead.Len() == 0 {
+		return nil, nil
+	}
+	if st.rebal == nil || !st.rebalDead.Equal(st.lastDead) {
+		base, ok := st.tree.(*era.HeapTree)
+		if !ok { // Validate rules this out
+			return nil, fmt.Errorf("node: Config.AgreeRebalance needs an *era.HeapTree, not %T", st.tree)
+		}
+		st.rebal, st.rebalDead = base.Over(era.Survivors(n.cfg.Size, st.lastDead)), st.lastDead.Clone()
+	}
+	return st.rebal, nil
+}
+
 // AgreeStats returns the node's agreement counters and retained state.
 func (n *Node) AgreeStats() (AgreeStats, error) {
 	var s AgreeStats
 	err := n.do(context.Background(), func() {
 		st := n.agree
 		s.Waiting, s.Started, s.Decided = len(st.waiters), st.started, st.decided
+		s.TreeMembers = n.cfg.Size
+		if h, ok := st.lastTree.(*era.HeapTree); ok {
+			s.TreeMembers = h.Len()
+		}
 		for _, c := range st.cores {
 			if c != nil {
 				cs := c.Stats()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -247,6 +248,14 @@ func TestAgreeConcurrentIDs(t *testing.T) {
 }
 
 func TestAgreeKillsDuringAgreements(t *testing.T) {
+	t.Run("fixed-tree", func(t *testing.T) { testAgreeKills(t, false) })
+	t.Run("rebalanced", func(t *testing.T) { testAgreeKills(t, true) })
+}
+
+// testAgreeKills kills ranks of given roles while every rank runs a loop of
+// agreements, with the tree fixed or rebuilt over the survivors of each
+// agreement (Config.AgreeRebalance).
+func testAgreeKills(t *testing.T, rebalance bool) {
 	for _, tc := range []struct {
 		name    string
 		victims []ranks.Rank // killed one by one while the loop runs
@@ -259,7 +268,9 @@ func TestAgreeKillsDuringAgreements(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n, count = 16, 60
-			c := startCluster(t, n, agreeCfg, mem.WithDelay(500*time.Microsecond, uint64(len(tc.name))))
+			cfg := agreeCfg
+			cfg.AgreeRebalance = rebalance
+			c := startCluster(t, n, cfg, mem.WithDelay(500*time.Microsecond, uint64(len(tc.name))))
 			var mu sync.Mutex
 			next := 0
 			// Kill victim i once the reference rank 15 (never a victim) has
@@ -299,6 +310,11 @@ func TestAgreeKillsDuringAgreements(t *testing.T) {
 				}
 				if st.Open != 0 || st.Waiting != 0 {
 					t.Fatalf("rank %d after the loop: %+v", i, st)
+				}
+				if want := n - len(tc.victims); rebalance && st.TreeMembers != want {
+					t.Fatalf("rank %d: last tree has %d members, want the %d survivors", i, st.TreeMembers, want)
+				} else if !rebalance && st.TreeMembers != n {
+					t.Fatalf("rank %d: tree of %d members without rebalancing", i, st.TreeMembers)
 				}
 			}
 			t.Logf("%d agreements, %d failures tolerated, %d flagged unacknowledged", count, len(tc.victims), flagged)
@@ -344,6 +360,22 @@ func TestAgreeErrors(t *testing.T) {
 	cfg.Size, cfg.AgreeOps = 2, []era.Op{nil}
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("nil AgreeOps entry accepted")
+	}
+}
+
+// TestAgreeRebalanceOneAtATime: with AgreeRebalance, an Agree started
+// while the previous one is undecided here is refused.
+func TestAgreeRebalanceOneAtATime(t *testing.T) {
+	cfg := agreeCfg
+	cfg.AgreeRebalance = true
+	c := startCluster(t, 2, cfg)
+	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := c.nodes[0].Agree(short, node.OpAND, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[0].Agree(context.Background(), node.OpAND, nil); err == nil || !strings.Contains(err.Error(), "one agreement at a time") {
+		t.Fatalf("second agreement while the first is open: %v", err)
 	}
 }
 

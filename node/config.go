@@ -54,6 +54,12 @@ type Config struct {
 	// AgreeTree is the tree of the agreements (default era.Binary(Size),
 	// the paper's binary tree); every rank must use the same one.
 	AgreeTree era.Tree
+	// AgreeRebalance rebuilds the tree of each Agree and Shrink over the
+	// survivors of the previous one (seed 001, Section 4: tree
+	// rebalancing), so that the tree stays balanced after failures. It
+	// needs AgreeTree to be nil or an *era.HeapTree, and every rank to call
+	// Agree and Shrink one at a time (each after the previous returned).
+	AgreeRebalance bool
 	// AgreeOps are extra agreement operations, selected by OpCustom+i;
 	// every rank must configure the same list.
 	AgreeOps []era.Op
@@ -109,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := Overlay(c.Broadcast); err != nil {
 		return err
+	}
+	if _, heap := c.AgreeTree.(*era.HeapTree); c.AgreeRebalance && c.AgreeTree != nil && !heap {
+		return fmt.Errorf("node: Config.AgreeRebalance needs AgreeTree to be an *era.HeapTree, not %T", c.AgreeTree)
 	}
 	for i, op := range c.AgreeOps {
 		if op == nil {
