@@ -36,6 +36,7 @@ type failureCase struct {
 type failureRow struct {
 	name                                   string
 	victims                                []ranks.Rank
+	rebalance                              bool
 	free, detecting, stabilizing, postFail time.Duration
 }
 
@@ -69,14 +70,15 @@ func failureCases(nodeSize int) []failureCase {
 // runFailureCase starts n nodes over TCP with a bin/bin tree over nodes of
 // nodeSize ranks, runs total agreements and kills the victims at agreement
 // f.
-func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Duration, fc failureCase) (failureRow, error) {
+func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Duration, rebalance bool, fc failureCase) (failureRow, error) {
 	nodeOf := make([]int, n)
 	for r := range n {
 		nodeOf[r] = r / nodeSize
 	}
 	tree := era.NewHierarchical(era.BinaryShape, era.BinaryShape, nodeOf, era.All(n))
 	victims := fc.victims(tree)
-	cfg := node.Config{HeartbeatPeriod: h, SuspectTimeout: delta, CheckPeriod: h / 2, StartGrace: time.Second, AgreeTree: tree}
+	cfg := node.Config{HeartbeatPeriod: h, SuspectTimeout: delta, CheckPeriod: h / 2, StartGrace: time.Second,
+		AgreeTree: tree, AgreeRebalance: rebalance}
 	nodes := make([]*node.Node, n)
 	trs := make([]*tcp.Transport, n)
 	addrs := make([]string, n)
@@ -135,7 +137,7 @@ func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Durat
 		}()
 	}
 	wg.Wait()
-	row := failureRow{name: fc.name, victims: victims}
+	row := failureRow{name: fc.name, victims: victims, rebalance: rebalance}
 	mean := func(ds []time.Duration) time.Duration {
 		var s time.Duration
 		for _, d := range ds {
@@ -173,21 +175,27 @@ func TestFailureLatency(t *testing.T) {
 		cases = failureCases(nodeSize)
 	}
 	var rows []failureRow
+	modes := []bool{false}
+	if bench {
+		modes = []bool{false, true}
+	}
 	for _, fc := range cases {
-		row, err := runFailureCase(t, n, nodeSize, total, f, h, delta, fc)
-		for try := 1; errors.Is(err, node.ErrEvicted) && try < 3; try++ {
-			// A live node was suspected (the machine is shared and
-			// loaded): the run is void, not wrong. Try again.
-			t.Logf("%s: %v; running the case again", fc.name, err)
-			row, err = runFailureCase(t, n, nodeSize, total, f, h, delta, fc)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, row)
-		// The detecting agreement waits for the detector (about δ).
-		if row.detecting < delta/2 || row.postFail > row.detecting {
-			t.Fatalf("%s: detecting %v, post-failure %v", row.name, row.detecting, row.postFail)
+		for _, rebalance := range modes {
+			row, err := runFailureCase(t, n, nodeSize, total, f, h, delta, rebalance, fc)
+			for try := 1; errors.Is(err, node.ErrEvicted) && try < 3; try++ {
+				// A live node was suspected (the machine is shared and
+				// loaded): the run is void, not wrong. Try again.
+				t.Logf("%s: %v; running the case again", fc.name, err)
+				row, err = runFailureCase(t, n, nodeSize, total, f, h, delta, rebalance, fc)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, row)
+			// The detecting agreement waits for the detector (about δ).
+			if row.detecting < delta/2 || row.postFail > row.detecting {
+				t.Fatalf("%s: detecting %v, post-failure %v", row.name, row.detecting, row.postFail)
+			}
 		}
 	}
 	if !bench {
@@ -197,13 +205,17 @@ func TestFailureLatency(t *testing.T) {
 		return
 	}
 	fmt.Printf("N=%d, bin/bin tree over nodes of %d ranks, TCP loopback, h=%v δ=%v; µs\n", n, nodeSize, h, delta)
-	fmt.Printf("%-22s %-10s %12s %12s %12s %12s\n", "failed", "ranks", "failure-free", "detecting", "stabilizing", "post-failure")
+	fmt.Printf("%-22s %-10s %-10s %12s %12s %12s %12s\n", "failed", "ranks", "tree", "failure-free", "detecting", "stabilizing", "post-failure")
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	for _, r := range rows {
 		vs := fmt.Sprint(r.victims)
 		if len(r.victims) > 2 {
 			vs = fmt.Sprintf("%d–%d", r.victims[0], r.victims[len(r.victims)-1])
 		}
-		fmt.Printf("%-22s %-10s %12.1f %12.1f %12.1f %12.1f\n", r.name, vs, us(r.free), us(r.detecting), us(r.stabilizing), us(r.postFail))
+		tree := "mended"
+		if r.rebalance {
+			tree = "rebalanced"
+		}
+		fmt.Printf("%-22s %-10s %-10s %12.1f %12.1f %12.1f %12.1f\n", r.name, vs, tree, us(r.free), us(r.detecting), us(r.stabilizing), us(r.postFail))
 	}
 }
