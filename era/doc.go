@@ -32,6 +32,17 @@
 //   - msg.go: the messages UP, DOWN and RESULTREQUEST and their versioned
 //     binary encoding.
 //
+// # In the runtime
+//
+// node.Node runs one Core per agreement operation on its event loop
+// (node/agree.go): Node.Agree, AgreeID and Shrink call Start and return at
+// the Decided Out; messages travel as wire.Agree over the node's transport
+// (in memory, TCP, verbs) and go to Step; every failure the detector
+// delivers goes to Dead (Part 4). The C library exposes the same as
+// vigil_agree, vigil_shrink and vigil_failure_ack. RESULTS.md has the
+// measurements (latency against an allreduce, failure latencies, the
+// stress runs) and the commands that produce them.
+//
 // # Early return
 //
 // A process decides, and may return, as soon as its Result is set: when it
