@@ -67,18 +67,9 @@ func failureCases(nodeSize int) []failureCase {
 	}
 }
 
-// runFailureCase starts n nodes over TCP with a bin/bin tree over nodes of
-// nodeSize ranks, runs total agreements and kills the victims at agreement
-// f.
-func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Duration, rebalance bool, fc failureCase) (failureRow, error) {
-	nodeOf := make([]int, n)
-	for r := range n {
-		nodeOf[r] = r / nodeSize
-	}
-	tree := era.NewHierarchical(era.BinaryShape, era.BinaryShape, nodeOf, era.All(n))
-	victims := fc.victims(tree)
-	cfg := node.Config{HeartbeatPeriod: h, SuspectTimeout: delta, CheckPeriod: h / 2, StartGrace: time.Second,
-		AgreeTree: tree, AgreeRebalance: rebalance}
+// startTCPNodes starts n nodes with cfg over TCP on loopback; the caller
+// closes them.
+func startTCPNodes(t *testing.T, n int, cfg node.Config) []*node.Node {
 	nodes := make([]*node.Node, n)
 	trs := make([]*tcp.Transport, n)
 	addrs := make([]string, n)
@@ -95,20 +86,39 @@ func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Durat
 			return tr, err
 		})
 		if err != nil {
+			for _, nd := range nodes[:i] {
+				nd.Close()
+			}
 			t.Fatal(err)
 		}
 		nodes[i], addrs[i] = nd, trs[i].Addr()
 	}
-	defer func() {
-		for _, nd := range nodes {
-			nd.Close()
-		}
-	}()
 	for _, tr := range trs {
 		if err := tr.SetPeers(addrs); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return nodes
+}
+
+// runFailureCase starts n nodes over TCP with a bin/bin tree over nodes of
+// nodeSize ranks, runs total agreements and kills the victims at agreement
+// f.
+func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Duration, rebalance bool, fc failureCase) (failureRow, error) {
+	nodeOf := make([]int, n)
+	for r := range n {
+		nodeOf[r] = r / nodeSize
+	}
+	tree := era.NewHierarchical(era.BinaryShape, era.BinaryShape, nodeOf, era.All(n))
+	victims := fc.victims(tree)
+	cfg := node.Config{HeartbeatPeriod: h, SuspectTimeout: delta, CheckPeriod: h / 2, StartGrace: time.Second,
+		AgreeTree: tree, AgreeRebalance: rebalance}
+	nodes := startTCPNodes(t, n, cfg)
+	defer func() {
+		for _, nd := range nodes {
+			nd.Close()
+		}
+	}()
 	// Until the start-up grace has passed the ring suspects nobody: a
 	// crash then would be detected only at its end.
 	time.Sleep(cfg.StartGrace + 10*cfg.HeartbeatPeriod)

@@ -1,6 +1,7 @@
 package era_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/era"
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/mem"
@@ -351,6 +353,49 @@ func measure(tb testing.TB, kind string, n, k, reps int) latencyRow {
 	return row
 }
 
+// runtimeLatency measures node.Agree (BitOR, flat binary tree) among n
+// nodes over TCP: the whole runtime, heartbeats included.
+func runtimeLatency(t *testing.T, n, k int) float64 {
+	nodes := startTCPNodes(t, n, node.Config{HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: 250 * time.Millisecond})
+	defer func() {
+		for _, nd := range nodes {
+			nd.Close()
+		}
+	}()
+	times := make([]time.Duration, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range uint64(k + 50) {
+				if s == 50 { // after the warm-up
+					times[i] = -time.Duration(time.Now().UnixNano())
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				a, err := nd.Agree(ctx, node.OpOR, contrib(i, s))
+				cancel()
+				if err == nil && !slices.Equal(a.Value, orAll(n, s)) {
+					err = fmt.Errorf("rank %d decided %x, want %x", i, a.Value, orAll(n, s))
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+			}
+			times[i] += time.Duration(time.Now().UnixNano())
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return float64(slices.Max(times).Nanoseconds()) / float64(k)
+}
+
 func TestLatencyERAvsAllreduce(t *testing.T) {
 	if os.Getenv("VIGIL_ERA_BENCH") == "" {
 		// The small always-on case: both algorithms complete and decide
@@ -360,15 +405,21 @@ func TestLatencyERAvsAllreduce(t *testing.T) {
 			t.Logf("%s N=4: ERA %.1f µs, allreduce %.1f µs (recursive doubling), %.1f µs (tree) (set VIGIL_ERA_BENCH=1 for the table)",
 				kind, row.eraNs/1e3, row.allredNs/1e3, row.treeNs/1e3)
 		}
+		t.Logf("tcp N=4: node.Agree %.1f µs", runtimeLatency(t, 4, 100)/1e3)
 		return
 	}
 	k, reps := 2000, 5
-	fmt.Printf("%-4s %4s %10s %14s %8s %14s %8s\n", "net", "N", "ERA µs", "rec.doubl. µs", "ratio", "tree r+b µs", "ratio")
+	fmt.Printf("%-4s %4s %10s %14s %8s %14s %8s %16s\n", "net", "N", "ERA µs", "rec.doubl. µs", "ratio", "tree r+b µs", "ratio", "node.Agree µs")
 	for _, kind := range []string{"mem", "tcp"} {
 		for _, n := range []int{4, 8, 16, 32} {
-			row := measure(t, kind, n, k/(n/4+1)+200, reps)
-			fmt.Printf("%-4s %4d %10.1f %14.1f %8.2f %14.1f %8.2f\n", kind, n, row.eraNs/1e3,
-				row.allredNs/1e3, row.eraNs/row.allredNs, row.treeNs/1e3, row.eraNs/row.treeNs)
+			k := k/(n/4+1) + 200
+			row := measure(t, kind, n, k, reps)
+			rt := "-"
+			if kind == "tcp" {
+				rt = fmt.Sprintf("%.1f", runtimeLatency(t, n, k)/1e3)
+			}
+			fmt.Printf("%-4s %4d %10.1f %14.1f %8.2f %14.1f %8.2f %16s\n", kind, n, row.eraNs/1e3,
+				row.allredNs/1e3, row.eraNs/row.allredNs, row.treeNs/1e3, row.eraNs/row.treeNs, rt)
 		}
 	}
 }
