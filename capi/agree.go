@@ -106,7 +106,7 @@ func vigil_agree(op C.int, value unsafe.Pointer, length C.size_t, res *C.vigil_a
 		in = C.GoBytes(value, C.int(length))
 	}
 	if aop == node.OpMin || aop == node.OpMax { // host order → the operands' little-endian
-		in = binary.LittleEndian.AppendUint64(nil, *(*uint64)(value))
+		in = binary.LittleEndian.AppendUint64(nil, binary.NativeEndian.Uint64(unsafe.Slice((*byte)(value), 8)))
 	}
 	ctx, cancel := agreeContext(timeoutNs)
 	defer cancel()
@@ -118,7 +118,7 @@ func vigil_agree(op C.int, value unsafe.Pointer, length C.size_t, res *C.vigil_a
 		return failf(eInvalid, "vigil_agree: the decided value has %d bytes, this rank passed len %d (every rank must pass the same len)", len(a.Value), uint64(length))
 	}
 	if aop == node.OpMin || aop == node.OpMax {
-		*(*uint64)(value) = binary.LittleEndian.Uint64(a.Value)
+		binary.NativeEndian.PutUint64(unsafe.Slice((*byte)(value), 8), binary.LittleEndian.Uint64(a.Value))
 	} else if length > 0 {
 		copy(unsafe.Slice((*byte)(value), int(length)), a.Value)
 	}
