@@ -40,6 +40,8 @@ type agreement struct {
 
 	kids    []ranks.Rank // Children(S_p, p), cached for deadVer kidsVer
 	kidsVer uint64
+
+	resendAge int // Resend calls seen while open (resend.go)
 }
 
 // epochState is the garbage-collection state of one epoch (Section 4).

@@ -31,6 +31,9 @@
 //     Survivors).
 //   - msg.go: the messages UP, DOWN and RESULTREQUEST and their versioned
 //     binary encoding.
+//   - resend.go: Core.Resend, which repeats the messages awaiting an answer
+//     for transports that may lose messages to live processes (the paper
+//     assumes reliable channels).
 //
 // # In the runtime
 //

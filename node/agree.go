@@ -113,6 +113,9 @@ type agreeState struct {
 	rebalDead ranks.Set
 	lastTree  era.Tree // of the last AutoEpoch agreement started
 
+	resend     int64 // Config.AgreeResend in ns, ≤ 0: off
+	lastResend int64 // mono() of the last Resend round
+
 	started, decided uint64
 }
 
@@ -123,7 +126,7 @@ func newAgreeState(cfg *Config) *agreeState {
 		t = era.Binary(cfg.Size)
 	}
 	return &agreeState{ops: ops, tree: t, cores: make([]*era.Core, len(ops)),
-		waiters: map[agreeKey]chan Agreement{}, rebalance: cfg.AgreeRebalance}
+		waiters: map[agreeKey]chan Agreement{}, rebalance: cfg.AgreeRebalance, resend: int64(cfg.AgreeResend)}
 }
 
 // core returns the core of op, creating it with every rank this node knows
@@ -150,6 +153,26 @@ func (n *Node) agreeDead(gone []ranks.Rank) {
 		}
 		for _, r := range gone {
 			n.agreeOuts(AgreeOp(op), c.Dead(r))
+		}
+	}
+}
+
+// agreeTick runs on every check of the event loop: every AgreeResend it
+// repeats the messages of agreements still open (era.Core.Resend), which
+// recovers from messages the transport lost.
+func (n *Node) agreeTick() {
+	st := n.agree
+	if st.resend <= 0 {
+		return
+	}
+	now := mono()
+	if now-st.lastResend < st.resend {
+		return
+	}
+	st.lastResend = now
+	for op, c := range st.cores {
+		if c != nil {
+			n.agreeOuts(AgreeOp(op), c.Resend())
 		}
 	}
 }

@@ -60,6 +60,12 @@ type Config struct {
 	// needs AgreeTree to be nil or an *era.HeapTree, and every rank to call
 	// Agree and Shrink one at a time (each after the previous returned).
 	AgreeRebalance bool
+	// AgreeResend is how often agreements still open are nudged: the UPs
+	// and RESULTREQUESTs awaiting an answer are sent again (era.Core.Resend),
+	// so that a message lost by the transport (TCP drops messages to a peer
+	// that is not listening yet, or beyond a full queue) does not stall an
+	// agreement. Default 250 ms; negative disables it.
+	AgreeResend time.Duration
 	// AgreeOps are extra agreement operations, selected by OpCustom+i;
 	// every rank must configure the same list.
 	AgreeOps []era.Op
@@ -69,6 +75,7 @@ type Config struct {
 const (
 	DefaultHeartbeatPeriod = 10 * time.Millisecond
 	DefaultStartGrace      = 2 * time.Second
+	DefaultAgreeResend     = 250 * time.Millisecond
 )
 
 // withDefaults fills unset optional fields.
@@ -84,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StartGrace == 0 {
 		c.StartGrace = DefaultStartGrace + c.SuspectTimeout
+	}
+	if c.AgreeResend == 0 {
+		c.AgreeResend = DefaultAgreeResend
 	}
 	if c.Broadcast == "" {
 		c.Broadcast = "hba"

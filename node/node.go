@@ -191,6 +191,7 @@ func (n *Node) loop() {
 			// The observer's check: one load of the emitter's word.
 			n.apply(n.ring.Check(mono(), n.slots.Load(n.ring.Emitter())))
 			n.checkZombies()
+			n.agreeTick() // agree.go
 		case in := <-n.inbox:
 			n.receive(in)
 		case req := <-n.reqs:
