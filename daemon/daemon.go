@@ -108,8 +108,8 @@ func (c Config) Validate() error {
 type local struct {
 	rank  ranks.Rank
 	pid   int
-	child *exec.Cmd  // started by the daemon
-	watch *pidWatch  // not a child: its pidfd
+	child *exec.Cmd   // started by the daemon
+	watch *pidWatch   // not a child: its pidfd
 	cc    *clientConn // attached: its connection
 	slot  int         // heartbeat word, -1 if none
 	bye   bool        // said goodbye: its end is a departure
@@ -148,6 +148,7 @@ type Daemon struct {
 	gone   chan localGone
 	attach chan attachReq
 	detach chan detachReq
+	reqs   chan func()
 	quit   chan struct{}
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -185,7 +186,7 @@ func Start(cfg Config) (*Daemon, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), slots: hb.NewSlots(l.Nodes),
 		ring: ring, prop: prop, locals: map[ranks.Rank]*local{},
 		inbox: make(chan inbound, 1024), gone: make(chan localGone, 64),
-		attach: make(chan attachReq), detach: make(chan detachReq),
+		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
 		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	if d.table, err = NewHeartbeatTable(max(l.PPN, 1)); err != nil {
@@ -290,6 +291,8 @@ func (d *Daemon) loop() {
 			}
 		case a := <-d.attach:
 			a.reply <- d.attachLocal(a)
+		case f := <-d.reqs:
+			f()
 		case r := <-d.detach:
 			if lp := d.locals[r.rank]; lp != nil && lp.cc == r.cc {
 				d.detachLocal(lp, r.bye)
@@ -540,6 +543,27 @@ func (d *Daemon) Events() <-chan Event {
 		d.subs = append(d.subs, c)
 	}
 	return c
+}
+
+// Locals returns the pid of each local process the daemon watches, by
+// rank (nil once the daemon is closed).
+func (d *Daemon) Locals() map[ranks.Rank]int {
+	out := map[ranks.Rank]int{}
+	ran := make(chan struct{})
+	select {
+	case d.reqs <- func() {
+		for r, lp := range d.locals {
+			if !lp.gone {
+				out[r] = lp.pid
+			}
+		}
+		close(ran)
+	}:
+		<-ran
+		return out
+	case <-d.done:
+		return nil
+	}
 }
 
 // Close stops the loop, the heartbeat thread, the transport and the local
