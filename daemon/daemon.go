@@ -50,6 +50,9 @@ type Config struct {
 	// SpawnOut as its standard output and error (default the daemon's).
 	Spawn    []string
 	SpawnOut *os.File
+	// SpawnRanks limits Spawn to the first SpawnRanks hosted ranks (0: all);
+	// the others may attach over the socket.
+	SpawnRanks int
 
 	// Logger receives the daemon's logs (default: discarded).
 	Logger *slog.Logger
@@ -219,8 +222,8 @@ func Start(cfg Config) (*Daemon, error) {
 		go d.serveLocal(d.ln)
 	}
 	now := node.Mono()
-	for _, r := range l.Hosted(cfg.Node) {
-		if len(cfg.Spawn) == 0 {
+	for i, r := range l.Hosted(cfg.Node) {
+		if len(cfg.Spawn) == 0 || (cfg.SpawnRanks > 0 && i >= cfg.SpawnRanks) {
 			break
 		}
 		cmd, err := spawn(cfg.Spawn, r, cfg.Node, cfg.Socket, cfg.SpawnOut, cfg.SpawnOut)

@@ -219,4 +219,3 @@ func TestReportValidate(t *testing.T) {
 		t.Error("unknown cause validated")
 	}
 }
-

@@ -43,6 +43,7 @@ func daemonMain(args []string) error {
 	delta := fs.Duration("delta", 200*time.Millisecond, "suspicion time-out δ between daemons")
 	hang := fs.Duration("hang", 0, "hang time-out of local processes (default δ)")
 	keepHung := fs.Bool("keep-hung", false, "report hung local processes but do not kill them")
+	spawnN := fs.Int("spawn", 0, "start the command for the first N hosted ranks only (default all)")
 	sock := fs.String("sock", "", "Unix socket for local processes")
 	attach := fs.String("attach", "", "attach to the daemon at this socket as -rank and print its events (default $"+daemon.EnvSocket+")")
 	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
@@ -81,7 +82,7 @@ func daemonMain(args []string) error {
 		Node: ranks.Rank(*nodeIdx), Layout: daemon.Layout{Nodes: len(addrs), PPN: *ppn},
 		Peers: addrs, Listen: *listen, JobID: *jobID, Key: key,
 		HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
-		Socket: *sock, Spawn: fs.Args(), Logger: logger,
+		Socket: *sock, Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
 	}
 	d, err := daemon.Start(cfg)
 	if err != nil {
