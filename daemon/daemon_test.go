@@ -13,7 +13,7 @@ import (
 )
 
 // freePorts returns n loopback addresses that were free a moment ago.
-func freePorts(t *testing.T, n int) []string {
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
 	var out []string
 	var lns []net.Listener

@@ -35,7 +35,7 @@ type line struct {
 }
 
 // buildVigil builds cmd/vigil into dir.
-func buildVigil(t *testing.T, dir string) string {
+func buildVigil(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "vigil")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/vigil").CombinedOutput(); err != nil {
@@ -89,7 +89,7 @@ func netnsNodes(t *testing.T, n int) (prefix func(i int) []string, addr func(i i
 
 // procs collects the JSON lines of the test's processes.
 type procs struct {
-	t     *testing.T
+	t     testing.TB
 	lines chan line
 	mu    sync.Mutex
 	cmds  []*exec.Cmd
