@@ -116,3 +116,43 @@ func TestPMPIDaemonMode(t *testing.T) {
 	expect("node 1's failure", map[[2]uint32]bool{{0, 2}: false, {0, 3}: false})
 	t.Logf("node 1 (daemon and ranks 2, 3, SIGKILL) reported to rank 0 in %v", time.Since(t0))
 }
+
+// TestCDaemonCheck runs csrc/tests/daemoncheck.c (the contract of
+// vigil_init_daemon: errors, refusals, start, leave, re-attach) against two
+// daemons, with libvigil shared and static.
+func TestCDaemonCheck(t *testing.T) {
+	dir := lib(t, "")
+	pattern, _ := startDaemons(t, 2, 2)
+	sock := strings.ReplaceAll(pattern, "{node}", "0")
+	for i, static := range []bool{false, true} {
+		bin := compileC(t, dir, "tests/daemoncheck.c", static)
+		cmd := exec.Command(bin, sock, fmt.Sprint(i)) // a fresh rank per run
+		cmd.Env = append(os.Environ(), "VIGIL_DAEMON_SOCK=/nonexistent/n{node}.sock", "VIGIL_DAEMON_PPN=2")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " 0 failures") {
+			t.Errorf("daemoncheck (static=%v): %v\n%s", static, err, out)
+		} else {
+			t.Logf("static=%v: %s", static, strings.TrimSpace(string(out)))
+		}
+	}
+}
+
+// TestDaemonSocket: how vigil_init_daemon finds the socket.
+func TestDaemonSocket(t *testing.T) {
+	t.Setenv("VIGIL_DAEMON_SOCK", "")
+	if _, err := daemonSocket("", 0); err == nil || !strings.Contains(err.Error(), "VIGIL_DAEMON_SOCK") {
+		t.Errorf("no socket: %v", err)
+	}
+	t.Setenv("VIGIL_DAEMON_SOCK", "/run/n{node}.sock")
+	t.Setenv("VIGIL_DAEMON_PPN", "")
+	if _, err := daemonSocket("", 0); err == nil || !strings.Contains(err.Error(), "VIGIL_DAEMON_PPN") {
+		t.Errorf("{node} without VIGIL_DAEMON_PPN: %v", err)
+	}
+	t.Setenv("VIGIL_DAEMON_PPN", "4")
+	if p, err := daemonSocket("", 9); err != nil || p != "/run/n2.sock" {
+		t.Errorf("rank 9, 4 per node: %q, %v", p, err)
+	}
+	if p, err := daemonSocket("/x.sock", 9); err != nil || p != "/x.sock" {
+		t.Errorf("explicit path: %q, %v", p, err)
+	}
+}

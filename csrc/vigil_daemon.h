@@ -40,7 +40,8 @@ extern "C" {
  * "{node}" is replaced by rank / $VIGIL_DAEMON_PPN (for several "nodes"
  * on one machine). The daemon checks that it hosts `rank` and identifies
  * the process by its kernel credentials. The job's size is the daemon's
- * (nodes × processes per node). Returns VIGIL_OK, VIGIL_ERR_STATE (already
+ * (nodes × processes per node). The environment is read as the process
+ * started (a later setenv from C is not seen). Returns VIGIL_OK, VIGIL_ERR_STATE (already
  * initialized), VIGIL_ERR_INVALID (no path, bad VIGIL_DAEMON_PPN) or
  * VIGIL_ERR_BOOTSTRAP (no daemon there, or it refused; see
  * vigil_last_error). Thread-safe like vigil_init.

@@ -473,6 +473,7 @@ func (d *Daemon) attachLocal(a attachReq) welcome {
 	d.free = d.free[:len(d.free)-1]
 	d.table.Reset(lp.slot)
 	lp.cc = a.cc
+	lp.bye = false // back after a goodbye: its end is a failure again
 	lp.lastWord, lp.lastProgress = 0, node.Mono()
 	d.locals[a.rank] = lp
 	for _, ev := range d.past {
