@@ -26,9 +26,14 @@ type Config struct {
 	Node   ranks.Rank
 	Layout Layout
 	// Peers are the daemons' TCP addresses, indexed by node; Listen is
-	// this daemon's listen address (default Peers[Node]).
+	// this daemon's listen address (default Peers[Node], or 127.0.0.1:0
+	// with Exchange).
 	Peers  []string
 	Listen string
+	// Exchange, when Peers is nil, publishes this daemon's address and
+	// returns every daemon's (a launcher's allgather, such as the PMIx
+	// bootstrap's Exchange).
+	Exchange func(addr string) ([]string, error)
 	// JobID and Key authenticate the daemons' traffic (transport/tcp).
 	JobID uint64
 	Key   []byte
@@ -77,6 +82,9 @@ func (c Config) withDefaults() Config {
 	if c.Listen == "" && int64(c.Node) < int64(len(c.Peers)) {
 		c.Listen = c.Peers[c.Node]
 	}
+	if c.Listen == "" {
+		c.Listen = tcp.DefaultListenAddr
+	}
 	if c.SpawnOut == nil {
 		c.SpawnOut = os.Stderr
 	}
@@ -95,8 +103,8 @@ func (c Config) Validate() error {
 	switch {
 	case int64(c.Node) >= int64(c.Layout.Nodes):
 		return fmt.Errorf("daemon: Config.Node = %d, want < %d nodes", c.Node, c.Layout.Nodes)
-	case len(c.Peers) != c.Layout.Nodes:
-		return fmt.Errorf("daemon: %d peer addresses for %d nodes", len(c.Peers), c.Layout.Nodes)
+	case c.Exchange == nil && len(c.Peers) != c.Layout.Nodes:
+		return fmt.Errorf("daemon: %d peer addresses for %d nodes (and no Exchange)", len(c.Peers), c.Layout.Nodes)
 	case c.SuspectTimeout <= c.HeartbeatPeriod || c.HeartbeatPeriod < 0:
 		return fmt.Errorf("daemon: SuspectTimeout = %v, want > HeartbeatPeriod = %v > 0", c.SuspectTimeout, c.HeartbeatPeriod)
 	case c.CheckPeriod <= 0 || c.HangTimeout <= 0 || c.StartGrace < 0:
@@ -207,7 +215,16 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := d.tr.SetPeers(cfg.Peers); err != nil {
+	peers := cfg.Peers
+	if cfg.Exchange != nil {
+		if peers, err = cfg.Exchange(d.tr.Addr()); err != nil {
+			return fail(fmt.Errorf("daemon: address exchange: %w", err))
+		}
+		if len(peers) != l.Nodes {
+			return fail(fmt.Errorf("daemon: address exchange gave %d addresses for %d nodes", len(peers), l.Nodes))
+		}
+	}
+	if err := d.tr.SetPeers(peers); err != nil {
 		return fail(err)
 	}
 	d.em, err = hb.NewEmitter(hb.EmitterConfig{Period: int64(cfg.HeartbeatPeriod), CPU: -1, Send: d.tr.SendHeartbeat})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,8 +35,8 @@ type daemonLine struct {
 // failures it is told.
 func daemonMain(args []string) error {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
-	nodeIdx := fs.Uint("node", 0, "this daemon's node index")
-	peers := fs.String("peers", "", "comma-separated ip:port of every daemon, in node order")
+	nodeIdx := fs.Uint("node", 0, "this daemon's node index (with -peers)")
+	peers := fs.String("peers", "", "comma-separated ip:port of every daemon, in node order (default: one daemon per rank of the launcher's job, addresses exchanged through PMIx or vigil run)")
 	listen := fs.String("listen", "", "listen address (default this node's entry of -peers)")
 	ppn := fs.Int("ppn", 0, "application processes per node (rank r runs on node r/ppn)")
 	jobID := fs.Uint64("job-id", 1, "job ID shared by the daemons")
@@ -44,14 +45,15 @@ func daemonMain(args []string) error {
 	hang := fs.Duration("hang", 0, "hang time-out of local processes (default δ)")
 	keepHung := fs.Bool("keep-hung", false, "report hung local processes but do not kill them")
 	spawnN := fs.Int("spawn", 0, "start the command for the first N hosted ranks only (default all)")
-	sock := fs.String("sock", "", "Unix socket for local processes")
+	sock := fs.String("sock", "", "Unix socket for local processes ({node} is replaced by the node index)")
 	attach := fs.String("attach", "", "attach to the daemon at this socket as -rank and print its events (default $"+daemon.EnvSocket+")")
 	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
 	verbose := fs.Bool("v", false, "log at info level on stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
+			"       mpirun --map-by ppr:1:node vigil daemon [-ppn K -sock path] [-- command args]\n"+
 			"       vigil daemon -attach path -rank r\n"+
-			"The job key is read from $VIGIL_DAEMON_KEY (hex, ≥ 16 bytes). With a command, the daemon starts it\n"+
+			"With -peers the job key is read from $VIGIL_DAEMON_KEY (hex, ≥ 16 bytes). With a command, the daemon starts it\n"+
 			"once per hosted rank with VIGIL_RANK, VIGIL_NODE and %s set.\n", daemon.EnvSocket)
 		fs.PrintDefaults()
 	}
@@ -70,20 +72,31 @@ func daemonMain(args []string) error {
 	if *attach != "" || (os.Getenv(daemon.EnvSocket) != "" && *peers == "") {
 		return attachMain(*attach, *rank, out, sigs)
 	}
-	if *peers == "" {
-		return errors.New("daemon: -peers is required (or -attach)")
-	}
-	key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
-	if err != nil || len(key) < 16 {
-		return errors.New("daemon: $VIGIL_DAEMON_KEY must hold a hex key of at least 16 bytes")
-	}
-	addrs := strings.Split(*peers, ",")
 	cfg := daemon.Config{
-		Node: ranks.Rank(*nodeIdx), Layout: daemon.Layout{Nodes: len(addrs), PPN: *ppn},
-		Peers: addrs, Listen: *listen, JobID: *jobID, Key: key,
-		HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
-		Socket: *sock, Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
+		Listen: *listen, HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
+		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
 	}
+	if *peers != "" {
+		key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
+		if err != nil || len(key) < 16 {
+			return errors.New("daemon: $VIGIL_DAEMON_KEY must hold a hex key of at least 16 bytes")
+		}
+		cfg.Peers = strings.Split(*peers, ",")
+		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = ranks.Rank(*nodeIdx), daemon.Layout{Nodes: len(cfg.Peers), PPN: *ppn}, *jobID, key
+	} else {
+		// One daemon per rank of the launcher's job (mpirun --map-by
+		// ppr:1:node, srun --ntasks-per-node=1, or vigil run).
+		bs, err := joinBootstrap()
+		if err != nil {
+			return fmt.Errorf("daemon: no -peers, and %w", err)
+		}
+		defer bs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		defer cancel()
+		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = bs.Rank(), daemon.Layout{Nodes: bs.Size(), PPN: *ppn}, bs.JobID(), bs.Key()
+		cfg.Exchange = func(addr string) ([]string, error) { return bs.Exchange(ctx, addr) }
+	}
+	cfg.Socket = strings.ReplaceAll(*sock, "{node}", strconv.Itoa(int(cfg.Node)))
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		return err
