@@ -109,8 +109,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("daemon: SuspectTimeout = %v, want > HeartbeatPeriod = %v > 0", c.SuspectTimeout, c.HeartbeatPeriod)
 	case c.CheckPeriod <= 0 || c.HangTimeout <= 0 || c.StartGrace < 0:
 		return fmt.Errorf("daemon: CheckPeriod = %v, HangTimeout = %v, StartGrace = %v: want > 0", c.CheckPeriod, c.HangTimeout, c.StartGrace)
-	case len(c.Spawn) > 0 && c.Socket == "":
-		return errors.New("daemon: Spawn needs a Socket for the processes to attach to")
 	}
 	return nil
 }
@@ -154,6 +152,11 @@ type Daemon struct {
 	locals map[ranks.Rank]*local
 	free   []int // free heartbeat slots
 	past   []Event
+	// Fail-stop of daemons: the slot word of each daemon in D when it
+	// joined D, and when we last told it it is evicted.
+	deadSeq     map[ranks.Rank]uint64
+	evictedSent map[ranks.Rank]int64
+	evicted     chan struct{}
 
 	inbox  chan inbound
 	gone   chan localGone
@@ -196,6 +199,7 @@ func Start(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), slots: hb.NewSlots(l.Nodes),
 		ring: ring, prop: prop, locals: map[ranks.Rank]*local{},
+		deadSeq: map[ranks.Rank]uint64{}, evictedSent: map[ranks.Rank]int64{}, evicted: make(chan struct{}),
 		inbox: make(chan inbound, 1024), gone: make(chan localGone, 64),
 		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
 		quit: make(chan struct{}), done: make(chan struct{}),
@@ -296,8 +300,12 @@ func (d *Daemon) loop() {
 		case <-d.quit:
 			return
 		case <-tick.C:
+			if d.isEvicted() {
+				continue
+			}
 			now := node.Mono()
 			d.apply(d.ring.Check(now, d.slots.Load(d.ring.Emitter())))
+			d.checkZombies(now)
 			d.checkHangs(now)
 		case in := <-d.inbox:
 			d.receive(in)
@@ -332,6 +340,7 @@ func (d *Daemon) apply(out hb.Output) {
 	if det := out.Detected; det != nil {
 		// StartPropagation(E_id) for a daemon: it and its hosted processes.
 		r, to, fresh := d.prop.StartNode(det.Dead, det.D, time.Now().UnixNano())
+		d.recordDead(fresh.Nodes)
 		d.log.Info("node failed", "dead", det.Dead, "next_emitter", d.ring.Emitter())
 		d.broadcast(&r, to, fresh)
 	}
@@ -346,6 +355,19 @@ func (d *Daemon) retarget() {
 }
 
 func (d *Daemon) receive(in inbound) {
+	if d.isEvicted() {
+		return
+	}
+	if m, ok := in.msg.(*Evicted); ok {
+		d.onEvicted(in.from, m)
+		return
+	}
+	if d.ring.Dead().Has(in.from) {
+		// A daemon we hold dead is talking: it was paused past δ and
+		// resumed. Its node was reported down; it must stop.
+		d.evict(in.from, node.Mono())
+		return
+	}
 	switch m := in.msg.(type) {
 	case *NewObserver:
 		if m.Observer != in.from {
@@ -370,6 +392,7 @@ func (d *Daemon) receive(in inbound) {
 		if _, changed := d.ring.Learn(fresh.Nodes); changed { // seed 000 task T5
 			d.retarget()
 		}
+		d.recordDead(fresh.Nodes)
 		d.broadcast(m, to, fresh)
 	}
 }
@@ -414,6 +437,71 @@ func (d *Daemon) send(to ranks.Rank, payload []byte) {
 		d.log.Warn("send failed", "to", to, "err", err)
 	}
 }
+
+// recordDead remembers the slot word of daemons that joined D, to spot
+// them heartbeating later (zombies).
+func (d *Daemon) recordDead(nodes []ranks.Rank) {
+	for _, r := range nodes {
+		d.deadSeq[r] = d.slots.Load(r)
+	}
+}
+
+// checkZombies looks for heartbeats from daemons in D: a daemon declared
+// dead that resumed still heartbeats its old observer. It is told to stop.
+func (d *Daemon) checkZombies(now int64) {
+	for r, seq := range d.deadSeq {
+		if cur := d.slots.Load(r); cur > seq {
+			d.deadSeq[r] = cur
+			d.evict(r, now)
+		}
+	}
+}
+
+// evict sends EVICTED to r, at most every 100 ms.
+func (d *Daemon) evict(r ranks.Rank, now int64) {
+	if last, ok := d.evictedSent[r]; ok && now-last < int64(100*time.Millisecond) {
+		return
+	}
+	d.evictedSent[r] = now
+	d.log.Warn("daemon held dead is alive: evicting it", "zombie", r)
+	d.send(r, AppendEvicted(nil, Evicted{r}))
+}
+
+// onEvicted handles EVICTED from a live daemon: this node was declared
+// dead with all its processes. The daemon stops heartbeating, kills its
+// children and signals Evicted(); the caller should Close and exit.
+func (d *Daemon) onEvicted(from ranks.Rank, m *Evicted) {
+	if m.Rank != d.cfg.Node || d.ring.Dead().Has(from) || d.isEvicted() {
+		d.bad.Add(1)
+		return
+	}
+	d.log.Error("this node was declared dead by the other daemons; stopping (fail-stop)", "told_by", from)
+	d.em.Pause()
+	d.ring.Leave()
+	for _, lp := range d.locals {
+		if lp.child != nil && !lp.gone {
+			lp.child.Process.Kill()
+		}
+		if lp.cc != nil {
+			lp.cc.close()
+		}
+	}
+	close(d.evicted)
+}
+
+func (d *Daemon) isEvicted() bool {
+	select {
+	case <-d.evicted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Evicted is closed when this daemon learns that the others declared its
+// node dead (it was paused or cut off for longer than δ). Its children are
+// killed then and it takes no further part: close it and exit.
+func (d *Daemon) Evicted() <-chan struct{} { return d.evicted }
 
 // localFailed reports local process lp gone (StartPropagation for a
 // process) and forgets it.

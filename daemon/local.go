@@ -86,14 +86,17 @@ func exitCause(err error, ps *os.ProcessState) Cause {
 }
 
 // spawn starts one local process with the daemon's environment plus
-// VIGIL_RANK, VIGIL_NODE and VIGIL_DAEMON_SOCK, in the daemon's process
-// group (a node's whole population dies with one kill of the group).
+// VIGIL_RANK, VIGIL_NODE and VIGIL_DAEMON_SOCK (when the daemon has a
+// socket), in the daemon's process group (a node's whole population dies
+// with one kill of the group), with SIGKILL as its parent-death signal.
 func spawn(argv []string, rank, node uint32, sock string, stdout, stderr *os.File) (*exec.Cmd, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(),
 		"VIGIL_RANK="+strconv.FormatUint(uint64(rank), 10),
-		"VIGIL_NODE="+strconv.FormatUint(uint64(node), 10),
-		EnvSocket+"="+sock)
+		"VIGIL_NODE="+strconv.FormatUint(uint64(node), 10))
+	if sock != "" {
+		cmd.Env = append(cmd.Env, EnvSocket+"="+sock)
+	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

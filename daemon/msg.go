@@ -13,13 +13,25 @@ import (
 // Layout, little-endian:
 //
 //	NEWOBSERVER: 'O' u32 observer
+//	EVICTED:     'E' u32 rank
 //	REPORT:      'R' u32 source, u32 detector, i64 detectedAt,
 //	             u32 |D|, |D|×u32 (strictly increasing),
 //	             u32 |Nodes|, |Nodes|×u32, u32 |Procs|, |Procs|×(u32 rank, u8 cause)
 const (
 	tagNewObserver = 'O'
 	tagReport      = 'R'
+	tagEvicted     = 'E'
 )
+
+// Evicted tells daemon Rank that the others declared it dead (it was
+// paused or cut off for longer than δ, and its node reported down with its
+// processes): it must stop, as a crashed node would have (fail-stop).
+type Evicted struct{ Rank ranks.Rank }
+
+// AppendEvicted appends the encoding of m to b.
+func AppendEvicted(b []byte, m Evicted) []byte {
+	return binary.LittleEndian.AppendUint32(append(b, tagEvicted), m.Rank)
+}
 
 // NewObserver is seed 000's NEWOBSERVER(j): daemon Observer observes the
 // receiver from now on.
@@ -104,7 +116,7 @@ func (r *reader) count(field string, elem int) int {
 	return int(n)
 }
 
-// Decode decodes one daemon message (*NewObserver or *Report) and checks it
+// Decode decodes one daemon message (*NewObserver, *Evicted or *Report) and checks it
 // against layout l. The error names the first bad field.
 func Decode(b []byte, l Layout) (any, error) {
 	if len(b) == 0 {
@@ -116,6 +128,15 @@ func Decode(b []byte, l Layout) (any, error) {
 		m := &NewObserver{Observer: r.u32("observer")}
 		if r.err == nil && int64(m.Observer) >= int64(l.Nodes) {
 			r.fail("observer: daemon %d, want < %d", m.Observer, l.Nodes)
+		}
+		if r.err == nil && len(r.b) != 0 {
+			r.fail("%d trailing bytes", len(r.b))
+		}
+		return m, r.err
+	case tagEvicted:
+		m := &Evicted{Rank: r.u32("rank")}
+		if r.err == nil && int64(m.Rank) >= int64(l.Nodes) {
+			r.fail("rank: daemon %d, want < %d", m.Rank, l.Nodes)
 		}
 		if r.err == nil && len(r.b) != 0 {
 			r.fail("%d trailing bytes", len(r.b))

@@ -23,6 +23,10 @@ func TestMessageRoundTrip(t *testing.T) {
 	if err != nil || o.(*NewObserver).Observer != 7 {
 		t.Errorf("NEWOBSERVER: %v %v", o, err)
 	}
+	e, err := Decode(AppendEvicted(nil, Evicted{6}), l)
+	if err != nil || e.(*Evicted).Rank != 6 {
+		t.Errorf("EVICTED: %v %v", e, err)
+	}
 }
 
 func TestDecodeErrors(t *testing.T) {
@@ -32,6 +36,8 @@ func TestDecodeErrors(t *testing.T) {
 		"empty":     nil,
 		"type":      {'X'},
 		"observer":  AppendNewObserver(nil, NewObserver{4}),
+		"evicted":   AppendEvicted(nil, Evicted{4}),
+		"evicted+1": append(AppendEvicted(nil, Evicted{1}), 0),
 		"trailing":  append(AppendNewObserver(nil, NewObserver{1}), 0),
 		"truncated": good[:len(good)-1],
 		"D count":   append([]byte{'R'}, make([]byte, 16)...),
@@ -57,6 +63,7 @@ func FuzzDecode(f *testing.F) {
 	l := Layout{Nodes: 8, PPN: 4}
 	f.Add(AppendReport(nil, &Report{Source: 3, D: ranks.Of(1, 5), Nodes: []ranks.Rank{5}, Procs: []ProcFailure{{20, NodeDown}}}))
 	f.Add(AppendNewObserver(nil, NewObserver{2}))
+	f.Add(AppendEvicted(nil, Evicted{3}))
 	f.Add([]byte{'R', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b, l)
@@ -69,6 +76,8 @@ func FuzzDecode(f *testing.F) {
 			again = AppendReport(nil, m)
 		case *NewObserver:
 			again = AppendNewObserver(nil, *m)
+		case *Evicted:
+			again = AppendEvicted(nil, *m)
 		}
 		if string(again) != string(b) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", b, again)

@@ -310,3 +310,88 @@ func TestNodesKill(t *testing.T) {
 	last = p.await("node 2 killed", w, 20*time.Second)
 	t.Logf("node 2 (daemon and 3 processes) killed: known by the survivors %.1f ms later (δ = 300 ms)", float64(last-t0)/1e6)
 }
+
+// TestDaemonPausedEvicted: a daemon SIGSTOPped for longer than δ is
+// declared dead with its process; when it resumes it is told so (EVICTED),
+// kills its child and exits, and no other node is suspected meanwhile
+// (fail-stop: a resumed node must not act on stale knowledge).
+func TestDaemonPausedEvicted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the vigil binary")
+	}
+	const n = 3
+	dir := t.TempDir()
+	bin := buildVigil(t, dir)
+	peers := freePorts(t, n)
+	p := &procs{t: t, lines: make(chan line, 1024)}
+	defer p.stop()
+	env := []string{"VIGIL_DAEMON_KEY=00112233445566778899aabbccddeeff"}
+	var ds []*exec.Cmd
+	for i := 0; i < n; i++ {
+		ds = append(ds, p.start(fmt.Sprintf("node %d", i), 0, env, bin, "daemon", "-node", strconv.Itoa(i),
+			"-peers", strings.Join(peers, ","), "-ppn", "1", "-h", "20ms", "-delta", "300ms", "--", "sleep", "600"))
+	}
+	ready := time.After(30 * time.Second)
+	for got := 0; got < n; {
+		select {
+		case l := <-p.lines:
+			if l.Kind == "ready" {
+				got++
+			}
+		case <-ready:
+			t.Fatalf("daemons not ready\n%s", p.stderr())
+		}
+	}
+	time.Sleep(node.DefaultStartGrace + 500*time.Millisecond)
+	child := pidByRank(t, ds[1].Process.Pid, 1)
+	syscall.Kill(ds[1].Process.Pid, syscall.SIGSTOP)
+	p.await("daemon 1 stopped", map[string]bool{"node 0: node 1": false, "node 0: proc 1 node_down": false,
+		"node 2: node 1": false, "node 2: proc 1 node_down": false}, 20*time.Second)
+	syscall.Kill(ds[1].Process.Pid, syscall.SIGCONT)
+	exited := make(chan error, 1)
+	go func() { exited <- ds[1].Wait() }()
+	deadline := time.After(20 * time.Second)
+	evicted := false
+	for !evicted {
+		select {
+		case l := <-p.lines:
+			switch {
+			case l.Kind == "evicted" && l.who == "node 1":
+				evicted = true
+			case l.Kind == KindNode || l.Kind == KindProc:
+				t.Fatalf("after the resume: unexpected %s: %s\n%s", l.who, key(l.Event), p.stderr())
+			}
+		case <-deadline:
+			t.Fatalf("the resumed daemon was not evicted\n%s", p.stderr())
+		}
+	}
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("the evicted daemon exited with status 0")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted daemon did not exit")
+	}
+	if err := syscall.Kill(child, 0); err == nil && !zombie(child) {
+		t.Errorf("the evicted daemon's child %d still runs", child)
+	}
+	// The survivors keep their ring: no further suspicion for 1 s.
+	select {
+	case l := <-p.lines:
+		if l.Kind == KindNode || l.Kind == KindProc {
+			t.Errorf("survivors: unexpected %s: %s", l.who, key(l.Event))
+		}
+	case <-time.After(time.Second):
+	}
+}
+
+// zombie reports whether pid has exited but is not reaped yet.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}

@@ -108,6 +108,9 @@ func daemonMain(args []string) error {
 		select {
 		case ev := <-evs:
 			out.Encode(daemonLine{Event: ev, Self: d.Node(), Mono: ev.DeliveredMono})
+		case <-d.Evicted():
+			out.Encode(daemonLine{Event: daemon.Event{Kind: "evicted", Node: d.Node()}, Self: d.Node(), Mono: node.Mono()})
+			return fmt.Errorf("daemon: node %d was declared dead by the other daemons (paused or cut off for longer than δ): exiting", d.Node())
 		case <-sigs:
 			return nil
 		}
