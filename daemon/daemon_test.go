@@ -159,7 +159,10 @@ func TestAttach(t *testing.T) {
 		d, err := Start(Config{Node: ranks.Rank(i), Layout: Layout{Nodes: 2, PPN: 2}, Peers: addrs,
 			JobID: 7, Key: []byte("0123456789abcdef0123456789abcdef"),
 			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: 300 * time.Millisecond, StartGrace: 3 * time.Second,
-			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i))})
+			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)),
+			// The attached process is this test: never kill it, and give
+			// its heartbeat goroutine room under -race on a loaded machine.
+			KeepHung: true, HangTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
