@@ -80,7 +80,7 @@ func placementRun(b *testing.B, bin, dir string, nodes, ppn int, nodeLevel, node
 	var pids []int // pid of each ring member
 	for i := 0; i < ring; i++ {
 		argv := []string{bin, "daemon", "-node", strconv.Itoa(i), "-peers", strings.Join(peers, ","),
-			"-ppn", strconv.Itoa(dppn), "-h", "20ms", "-delta", "200ms"}
+			"-ppn", strconv.Itoa(dppn), "-h", "20ms", "-delta", "200ms", "-hang", "2s"}
 		if nodeLevel {
 			argv = append(argv, "-sock", filepath.Join(dir, fmt.Sprintf("b%d.sock", i)))
 		}
