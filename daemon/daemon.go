@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
@@ -605,6 +604,17 @@ func (d *Daemon) detachLocal(lp *local, bye bool) {
 	}
 }
 
+// kill sends SIGKILL to local process lp through a handle that cannot hit
+// another process reusing its pid (os.Process and the pidfd both use one).
+func (d *Daemon) kill(lp *local) {
+	switch {
+	case lp.child != nil:
+		lp.child.Process.Kill()
+	case lp.watch != nil:
+		lp.watch.kill()
+	}
+}
+
 // checkHangs looks at every local process's heartbeat word and run state.
 func (d *Daemon) checkHangs(now int64) {
 	to := int64(d.cfg.HangTimeout)
@@ -632,7 +642,7 @@ func (d *Daemon) checkHangs(now int64) {
 		if hung {
 			d.log.Warn("local process hung", "rank", lp.rank, "pid", lp.pid)
 			if !d.cfg.KeepHung {
-				syscall.Kill(lp.pid, syscall.SIGKILL)
+				d.kill(lp)
 			}
 			d.localFailed(lp, Hung)
 		}

@@ -32,7 +32,8 @@ func freePorts(t testing.TB, n int) []string {
 }
 
 // cluster starts n daemons on loopback in this process, each spawning
-// `sleep 600` for its ppn ranks.
+// `sleep 600` for its ppn ranks. δ is 1 s: the daemons share this process
+// (and -race's slowdown) on a loaded machine.
 func cluster(t *testing.T, n, ppn int) ([]*Daemon, []string) {
 	t.Helper()
 	addrs := freePorts(t, n)
@@ -43,7 +44,7 @@ func cluster(t *testing.T, n, ppn int) ([]*Daemon, []string) {
 		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
 		d, err := Start(Config{Node: ranks.Rank(i), Layout: Layout{Nodes: n, PPN: ppn}, Peers: addrs,
 			JobID: 7, Key: []byte("0123456789abcdef0123456789abcdef"),
-			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: 300 * time.Millisecond, StartGrace: 3 * time.Second,
+			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
 			Socket: sock, Spawn: []string{"sleep", "600"}})
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +138,7 @@ func TestDaemonsInProcess(t *testing.T) {
 	}
 	kill(ds[0], 1, syscall.SIGSTOP)
 	for i, c := range subs {
-		expect(t, fmt.Sprintf("daemon %d", i), c, want("proc 1 hung"), 10*time.Second)
+		expect(t, fmt.Sprintf("daemon %d", i), c, want("proc 1 hung"), 20*time.Second)
 	}
 	ds[2].Close() // kills its spawned processes: the node is gone
 	for i, c := range subs[:2] {
@@ -158,7 +159,7 @@ func TestAttach(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		d, err := Start(Config{Node: ranks.Rank(i), Layout: Layout{Nodes: 2, PPN: 2}, Peers: addrs,
 			JobID: 7, Key: []byte("0123456789abcdef0123456789abcdef"),
-			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: 300 * time.Millisecond, StartGrace: 3 * time.Second,
+			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
 			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)),
 			// The attached process is this test: never kill it, and give
 			// its heartbeat goroutine room under -race on a loaded machine.

@@ -59,6 +59,20 @@ func watchPid(pid int, gone func()) (*pidWatch, error) {
 // Close stops the watch.
 func (w *pidWatch) Close() error { return w.f.Close() }
 
+// kill sends SIGKILL through the pidfd: never to another process that
+// reused the pid.
+func (w *pidWatch) kill() error {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var kerr error
+	if err := rc.Control(func(fd uintptr) { kerr = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) }); err != nil {
+		return err
+	}
+	return kerr
+}
+
 // procStopped reports whether the kernel shows process pid stopped (by a
 // signal, state T, or by a tracer, state t).
 func procStopped(pid int) bool {
