@@ -43,7 +43,7 @@ func startDaemons(t *testing.T, n, ppn int) (string, []*exec.Cmd) {
 	for i := 0; i < n; i++ {
 		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
 		cmd := exec.Command(bin, "daemon", "-node", fmt.Sprint(i), "-peers", strings.Join(addrs, ","),
-			"-ppn", fmt.Sprint(ppn), "-sock", sock, "-h", "20ms", "-delta", "300ms", "-hang", "2s")
+			"-ppn", fmt.Sprint(ppn), "-sock", sock, "-h", "20ms", "-delta", "500ms", "-hang", "2s")
 		cmd.Env = append(os.Environ(), "VIGIL_DAEMON_KEY=00112233445566778899aabbccddeeff")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {

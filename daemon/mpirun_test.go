@@ -30,7 +30,7 @@ func TestMpirunDaemons(t *testing.T) {
 		t.Fatalf("go build -tags pmix ../cmd/vigil: %v\n%s", err, out)
 	}
 	const n = 3
-	j := mpitest.Start(t, n, nil, nil, bin, "daemon", "-ppn", "2", "-spawn", "1", "-h", "20ms", "-delta", "300ms", "-hang", "2s",
+	j := mpitest.Start(t, n, nil, nil, bin, "daemon", "-ppn", "2", "-spawn", "1", "-h", "20ms", "-delta", "500ms", "-hang", "2s",
 		"-sock", filepath.Join(dir, "n{node}.sock"), "--", bin, "daemon")
 	deadline := time.After(90 * time.Second)
 	next := func(what string) line {

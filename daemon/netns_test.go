@@ -248,7 +248,7 @@ func TestNodesKill(t *testing.T) {
 	for i := 0; i < n; i++ {
 		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
 		argv := append(prefix(i), bin, "daemon", "-node", strconv.Itoa(i), "-peers", strings.Join(peers, ","),
-			"-ppn", strconv.Itoa(ppn), "-spawn", "2", "-sock", sock, "-h", "20ms", "-delta", "300ms", "-hang", "1s", "--", bin, "daemon")
+			"-ppn", strconv.Itoa(ppn), "-spawn", "2", "-sock", sock, "-h", "20ms", "-delta", "500ms", "-hang", "1s", "--", bin, "daemon")
 		dpids = append(dpids, p.start(fmt.Sprintf("node %d", i), 0, env, argv...).Process.Pid)
 	}
 	ready := time.After(30 * time.Second)
@@ -310,7 +310,7 @@ func TestNodesKill(t *testing.T) {
 		}
 	}
 	last = p.await("node 2 killed", w, 20*time.Second)
-	t.Logf("node 2 (daemon and 3 processes) killed: known by the survivors %.1f ms later (δ = 300 ms)", float64(last-t0)/1e6)
+	t.Logf("node 2 (daemon and 3 processes) killed: known by the survivors %.1f ms later (δ = 500 ms)", float64(last-t0)/1e6)
 }
 
 // TestDaemonPausedEvicted: a daemon SIGSTOPped for longer than δ is
@@ -331,7 +331,7 @@ func TestDaemonPausedEvicted(t *testing.T) {
 	var ds []*exec.Cmd
 	for i := 0; i < n; i++ {
 		ds = append(ds, p.start(fmt.Sprintf("node %d", i), 0, env, bin, "daemon", "-node", strconv.Itoa(i),
-			"-peers", strings.Join(peers, ","), "-ppn", "1", "-h", "20ms", "-delta", "300ms", "--", "sleep", "600"))
+			"-peers", strings.Join(peers, ","), "-ppn", "1", "-h", "20ms", "-delta", "500ms", "--", "sleep", "600"))
 	}
 	ready := time.After(30 * time.Second)
 	for got := 0; got < n; {
