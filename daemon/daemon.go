@@ -650,8 +650,8 @@ func (d *Daemon) checkHangs(now int64) {
 }
 
 // Events returns a channel receiving every failure this daemon learns
-// from now on (buffered; a subscriber that falls behind by more than
-// Layout.Procs()+Layout.Nodes events loses some). Closed by Close.
+// from now on. Its buffer holds one event per node and per rank, so it
+// never fills (each is reported at most once). Closed by Close.
 func (d *Daemon) Events() <-chan Event {
 	d.mu.Lock()
 	defer d.mu.Unlock()

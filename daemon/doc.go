@@ -18,8 +18,14 @@
 // Propagation in report.go): a binomial graph (bcast.BMG) between daemons,
 // then a star from each daemon to its attached local processes.
 //
+// Daemons are fail-stop: one declared dead that resumes (SIGSTOP, a long
+// network cut) is told EVICTED, kills its children and stops, so that a
+// node reported down with its processes stays down.
+//
 // Files: layout.go (who hosts which ranks), report.go (Algorithm 1, pure),
-// msg.go (the daemons' messages and their codec), shm.go (the heartbeat
-// words), local.go (local process monitoring), server.go and client.go
-// (the local Unix socket), daemon.go (the composition).
+// msg.go (the daemons' messages and their codec), event.go (what daemons
+// and local processes are told), shm.go (the heartbeat words), local.go
+// (local process monitoring), server.go and client.go (the local Unix
+// socket), daemon.go (the composition). PMIX.md maps the events to PMIx;
+// RESULTS.md has the tests and the placement benchmark.
 package daemon
