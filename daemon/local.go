@@ -90,11 +90,16 @@ func procStopped(pid int) bool {
 	return s == 'T' || s == 't'
 }
 
-// exitCause classifies how a child ended: exit status 0 is a departure,
-// anything else (a signal, a non-zero status) a crash.
+// exitCause classifies how a child ended: exit status 0 is a departure, a
+// non-zero status Exited, a signal (or a failed wait) Crashed.
 func exitCause(err error, ps *os.ProcessState) Cause {
-	if err == nil && ps != nil && ps.Success() {
+	switch {
+	case ps == nil:
+		return Crashed
+	case ps.Success():
 		return Left
+	case ps.Exited():
+		return Exited
 	}
 	return Crashed
 }

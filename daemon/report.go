@@ -13,8 +13,8 @@ import (
 type Cause uint8
 
 const (
-	// Crashed: the process ended unexpectedly (a signal, a non-zero exit
-	// status, or its connection closed without a goodbye).
+	// Crashed: the process ended unexpectedly: killed by a signal (a child
+	// of the daemon), or ended while attached (the pidfd does not tell how).
 	Crashed Cause = 1
 	// Hung: the process is alive but stopped making progress (its heartbeat
 	// word did not move, or the kernel shows it stopped) for the hang
@@ -24,6 +24,8 @@ const (
 	NodeDown Cause = 3
 	// Left: the process ended cleanly (exit status 0 or a goodbye).
 	Left Cause = 4
+	// Exited: a child of the daemon exited with a non-zero status.
+	Exited Cause = 5
 )
 
 func (c Cause) String() string {
@@ -36,11 +38,13 @@ func (c Cause) String() string {
 		return "node_down"
 	case Left:
 		return "left"
+	case Exited:
+		return "exited"
 	}
 	return fmt.Sprintf("cause(%d)", uint8(c))
 }
 
-func (c Cause) valid() bool { return c >= Crashed && c <= Left }
+func (c Cause) valid() bool { return c >= Crashed && c <= Exited }
 
 // ProcFailure is one process in a report.
 type ProcFailure struct {

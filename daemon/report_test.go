@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -217,5 +218,22 @@ func TestReportValidate(t *testing.T) {
 	r.Procs = []ProcFailure{{4, 9}}
 	if err := r.Validate(l); err == nil {
 		t.Error("unknown cause validated")
+	}
+}
+
+// TestExitCause classifies real children's ends.
+func TestExitCause(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		want   Cause
+	}{{"exit 0", Left}, {"exit 3", Exited}, {"kill -9 $$", Crashed}, {"kill -TERM $$", Crashed}} {
+		cmd := exec.Command("sh", "-c", c.script)
+		err := cmd.Run()
+		if got := exitCause(err, cmd.ProcessState); got != c.want {
+			t.Errorf("sh -c %q: %v, want %v", c.script, got, c.want)
+		}
+	}
+	if exitCause(errors.New("wait failed"), nil) != Crashed {
+		t.Error("no process state: not Crashed")
 	}
 }
