@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,14 @@ type Config struct {
 	// KeepHung leaves a hung process running after reporting it (default:
 	// SIGKILL it, so that it is fail-stop like a crashed one).
 	KeepHung bool
+
+	// PinEmitter pins the heartbeat thread to CPU EmitterCPU. RealTime asks
+	// for SCHED_FIFO for it, and HoldP keeps a Go P for it (as
+	// node.Config.EmitterHoldsP: for a process that runs one daemon).
+	PinEmitter bool
+	EmitterCPU int
+	RealTime   bool
+	HoldP      bool
 
 	// Socket is the path of the local Unix socket ("" for none).
 	Socket string
@@ -106,6 +115,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("daemon: %d peer addresses for %d nodes (and no Exchange)", len(c.Peers), c.Layout.Nodes)
 	case c.SuspectTimeout <= c.HeartbeatPeriod || c.HeartbeatPeriod < 0:
 		return fmt.Errorf("daemon: SuspectTimeout = %v, want > HeartbeatPeriod = %v > 0", c.SuspectTimeout, c.HeartbeatPeriod)
+	case c.PinEmitter && c.EmitterCPU < 0:
+		return fmt.Errorf("daemon: EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
 	case c.CheckPeriod <= 0 || c.HangTimeout <= 0 || c.StartGrace < 0:
 		return fmt.Errorf("daemon: CheckPeriod = %v, HangTimeout = %v, StartGrace = %v: want > 0", c.CheckPeriod, c.HangTimeout, c.StartGrace)
 	}
@@ -230,7 +241,12 @@ func Start(cfg Config) (*Daemon, error) {
 	if err := d.tr.SetPeers(peers); err != nil {
 		return fail(err)
 	}
-	d.em, err = hb.NewEmitter(hb.EmitterConfig{Period: int64(cfg.HeartbeatPeriod), CPU: -1, Send: d.tr.SendHeartbeat})
+	cpu := -1
+	if cfg.PinEmitter {
+		cpu = cfg.EmitterCPU
+	}
+	d.em, err = hb.NewEmitter(hb.EmitterConfig{Period: int64(cfg.HeartbeatPeriod), CPU: cpu, RealTime: cfg.RealTime,
+		HoldP: cfg.HoldP, Send: d.tr.SendHeartbeat})
 	if err != nil {
 		return fail(err)
 	}
@@ -264,6 +280,9 @@ func Start(cfg Config) (*Daemon, error) {
 	d.ring.Start(now, int64(cfg.StartGrace))
 	if !d.ring.Alone() {
 		d.em.SetObserver(d.ring.Observer())
+	}
+	if cfg.HoldP {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
 	d.em.Start()
 	go d.loop()
@@ -702,6 +721,9 @@ func (d *Daemon) shutdown() error {
 	var err error
 	if d.em != nil {
 		d.em.Close()
+		if d.cfg.HoldP {
+			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-1))
+		}
 	}
 	if d.ln != nil {
 		d.ln.Close()

@@ -49,6 +49,8 @@ func daemonMain(args []string) error {
 	attach := fs.String("attach", "", "attach to the daemon at this socket as -rank and print its events (default $"+daemon.EnvSocket+")")
 	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
 	verbose := fs.Bool("v", false, "log at info level on stderr")
+	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
+	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
 			"       mpirun --map-by ppr:1:node vigil daemon [-ppn K -sock path] [-- command args]\n"+
@@ -75,6 +77,7 @@ func daemonMain(args []string) error {
 	cfg := daemon.Config{
 		Listen: *listen, HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
 		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
+		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
 	}
 	if *peers != "" {
 		key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
