@@ -178,6 +178,7 @@ type Daemon struct {
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
+	conns     map[*net.UnixConn]struct{} // local connections, closed by Close
 	subs      []chan Event
 	closing   bool
 	bad       atomic.Uint64
@@ -212,7 +213,7 @@ func Start(cfg Config) (*Daemon, error) {
 		deadSeq: map[ranks.Rank]uint64{}, evictedSent: map[ranks.Rank]int64{}, evicted: make(chan struct{}),
 		inbox: make(chan inbound, 1024), gone: make(chan localGone, 64),
 		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
-		quit: make(chan struct{}), done: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan struct{}), conns: map[*net.UnixConn]struct{}{},
 	}
 	if d.table, err = NewHeartbeatTable(max(l.PPN, 1)); err != nil {
 		return nil, err
@@ -728,6 +729,12 @@ func (d *Daemon) shutdown() error {
 	if d.ln != nil {
 		d.ln.Close()
 	}
+	d.mu.Lock()
+	d.closing = true // no new local connections
+	for c := range d.conns {
+		c.Close() // ends their readers, even mid-handshake
+	}
+	d.mu.Unlock()
 	for _, lp := range d.locals {
 		if lp.child != nil && lp.child.Process != nil {
 			lp.child.Process.Kill()
@@ -747,7 +754,6 @@ func (d *Daemon) shutdown() error {
 		d.table.Close()
 	}
 	d.mu.Lock()
-	d.closing = true
 	for _, c := range d.subs {
 		close(c)
 	}

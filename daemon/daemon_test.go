@@ -197,3 +197,27 @@ func TestAttach(t *testing.T) {
 		t.Error("rank 2's connection carried an event after its daemon closed")
 	}
 }
+
+// TestCloseWithSilentConnection: a local connection that never says hello
+// neither blocks the daemon nor delays its Close.
+func TestCloseWithSilentConnection(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "n0.sock")
+	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: freePorts(t, 1), JobID: 7,
+		Key: []byte("0123456789abcdef0123456789abcdef"), Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := Attach(sock, 1); err == nil {
+		t.Error("attached as rank 1 of a 1-rank job")
+	}
+	t0 := time.Now()
+	d.Close()
+	if el := time.Since(t0); el > 2*time.Second {
+		t.Errorf("Close took %v with a silent connection open", el)
+	}
+}

@@ -169,6 +169,20 @@ func (d *Daemon) serveLocal(ln *net.UnixListener) {
 
 // serveConn runs one local process's connection.
 func (d *Daemon) serveConn(c *net.UnixConn) {
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		c.Close()
+		return
+	}
+	d.conns[c] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.conns, c)
+		d.mu.Unlock()
+		c.Close()
+	}()
 	pid, err := peerPID(c)
 	if err != nil {
 		c.Close()
