@@ -25,7 +25,8 @@
 // Files: layout.go (who hosts which ranks), report.go (Algorithm 1, pure),
 // msg.go (the daemons' messages and their codec), event.go (what daemons
 // and local processes are told), shm.go (the heartbeat words), local.go
-// (local process monitoring), server.go and client.go (the local Unix
-// socket), daemon.go (the composition). PMIX.md maps the events to PMIx;
+// (operating-system side of local monitoring) and monitor.go (the loop's
+// side), server.go and client.go (the local Unix socket), evict.go
+// (fail-stop), config.go, daemon.go (the composition and its loop). PMIX.md maps the events to PMIx;
 // RESULTS.md has the tests and the placement benchmark.
 package daemon
