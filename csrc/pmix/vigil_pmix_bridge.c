@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <ftw.h>
 #include <pmix.h>
 #include <pmix_server.h>
 #include <signal.h>
@@ -112,6 +113,12 @@ static int str_is(const char *line, const char *key, const char *want)
 	const char *p = field(line, key);
 	size_t n = strlen(want);
 	return p && *p == '"' && strncmp(p + 1, want, n) == 0 && p[1 + n] == '"';
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
 }
 
 static void usage(void)
@@ -289,9 +296,7 @@ int main(int argc, char **argv)
 	while (wait(NULL) > 0 || errno == EINTR)
 		;
 	PMIx_server_finalize();
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-	if (system(cmd) != 0)
+	if (nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		fprintf(stderr, "vigil_pmix_bridge: could not remove %s\n", tmpdir);
 	return 0;
 }
