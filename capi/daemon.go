@@ -84,7 +84,7 @@ func (inst *instance) pumpDaemon() {
 		select {
 		case ev, ok := <-evs:
 			if !ok {
-				if !inst.closing() {
+				if !inst.closing() && !inst.dc.Closed() {
 					inst.log.Warn("the node's daemon closed the connection: no more failure reports", "rank", inst.rank)
 				}
 				return

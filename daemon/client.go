@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +27,8 @@ type Client struct {
 	w      *heartbeatWord
 	info   welcome
 	events chan Event
+	read   chan struct{} // closed when the daemon's side ended
+	closed atomic.Bool   // Close was called
 	quit   chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -93,11 +96,11 @@ func Attach(path string, r ranks.Rank) (*Client, error) {
 		return fail(err)
 	}
 	c.SetDeadline(time.Time{})
-	cl := &Client{c: c, w: hw, info: w, events: make(chan Event, 1024), quit: make(chan struct{})}
+	cl := &Client{c: c, w: hw, info: w, events: make(chan Event, 1024), read: make(chan struct{}), quit: make(chan struct{})}
 	hw.bump()
 	cl.wg.Add(2)
 	go cl.beat(time.Duration(w.HeartbeatNs))
-	go cl.read(bufio.NewReader(io.MultiReader(bytes.NewReader(rest), c)))
+	go cl.reader(bufio.NewReader(io.MultiReader(bytes.NewReader(rest), c)))
 	return cl, nil
 }
 
@@ -125,6 +128,10 @@ func (cl *Client) Node() ranks.Rank { return cl.info.Node }
 // Layout returns the job's layout as the daemon told it.
 func (cl *Client) Layout() Layout { return Layout{Nodes: cl.info.Nodes, PPN: cl.info.PPN} }
 
+// Closed reports whether Close was called (the end of Events is then
+// expected, not the daemon's).
+func (cl *Client) Closed() bool { return cl.closed.Load() }
+
 // Events returns the failures the daemon reports, past ones first. It is
 // closed when the connection ends (daemon gone or Close).
 func (cl *Client) Events() <-chan Event { return cl.events }
@@ -144,8 +151,9 @@ func (cl *Client) beat(period time.Duration) {
 	}
 }
 
-func (cl *Client) read(br *bufio.Reader) {
+func (cl *Client) reader(br *bufio.Reader) {
 	defer cl.wg.Done()
+	defer close(cl.read)
 	defer close(cl.events)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -166,13 +174,21 @@ func (cl *Client) read(br *bufio.Reader) {
 }
 
 // Close detaches. With leave, the daemon is told first that this process
-// is departing cleanly, so its end is reported as a departure.
+// is departing cleanly, so its end is reported as a departure; Close then
+// waits (up to a second) for the daemon to close its side, after which the
+// rank may attach again.
 func (cl *Client) Close(leave bool) error {
 	var err error
+	cl.closed.Store(true)
 	cl.once.Do(func() {
 		if leave {
 			cl.c.SetWriteDeadline(time.Now().Add(time.Second))
-			_, err = cl.c.Write([]byte("{\"bye\":true}\n"))
+			if _, err = cl.c.Write([]byte("{\"bye\":true}\n")); err == nil {
+				select {
+				case <-cl.read:
+				case <-time.After(time.Second):
+				}
+			}
 		}
 		close(cl.quit)
 		cl.c.Close()

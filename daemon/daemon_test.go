@@ -221,3 +221,28 @@ func TestCloseWithSilentConnection(t *testing.T) {
 		t.Errorf("Close took %v with a silent connection open", el)
 	}
 }
+
+// TestReattachAfterLeave: a process that leaves (Close(true)) may attach
+// again at once, many times (the daemon forgets the old connection before
+// closing it).
+func TestReattachAfterLeave(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "n0.sock")
+	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: freePorts(t, 1), JobID: 7,
+		Key: []byte("0123456789abcdef0123456789abcdef"), Socket: sock, KeepHung: true, HangTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for i := 0; i < 20; i++ {
+		c, err := Attach(sock, 0)
+		if err != nil {
+			t.Fatalf("attach %d: %v", i, err)
+		}
+		if err := c.Close(true); err != nil {
+			t.Fatalf("leave %d: %v", i, err)
+		}
+		if !c.Closed() {
+			t.Fatal("Closed() false after Close")
+		}
+	}
+}

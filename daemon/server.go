@@ -25,7 +25,8 @@ const EnvSocket = "VIGIL_DAEMON_SOCK"
 //	daemon → process  {"ok":true,"slot":S,...}   (with the heartbeat table's fd, SCM_RIGHTS)
 //	                  or {"ok":false,"error":"..."} and close
 //	daemon → process  Event lines, past failures first
-//	process → daemon  {"bye":true}               (clean departure follows)
+//	process → daemon  {"bye":true}               (clean departure follows; the
+//	                                              daemon detaches it, then closes)
 //
 // The process's pid is the kernel's (SO_PEERCRED), not a claim.
 
@@ -222,20 +223,20 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		go cc.writer()
 	}
 	bye := false
-	for {
+	for !bye {
 		var m hello
 		if err := readLine(br, &m); err != nil {
 			break
 		}
-		if m.Bye {
-			bye = true
-		}
+		bye = m.Bye
 	}
-	cc.close()
+	// The loop forgets the connection before it is closed: a process that
+	// said goodbye and waits for the close may attach again at once.
 	select {
 	case d.detach <- detachReq{rank: *h.Rank, cc: cc, bye: bye}:
 	case <-d.quit:
 	}
+	cc.close()
 }
 
 func readLine(br *bufio.Reader, v any) error {
