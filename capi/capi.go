@@ -26,6 +26,7 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/bootstrap/local"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
+	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -71,8 +72,9 @@ type instance struct {
 
 	// Set by vigil_start before started is stored.
 	started atomic.Bool
-	nd      *node.Node // ring mode
-	pr      *prober    // sporadic mode
+	nd      *node.Node     // ring mode
+	pr      *prober        // sporadic mode
+	dc      *daemon.Client // daemon mode (daemon.go)
 	// graceEnd: until then (CLOCK_MONOTONIC ns), a probe that reaches
 	// nobody does not declare death: with a static address table there is
 	// no fence, and peers may not be listening yet (sporadic mode).
@@ -474,6 +476,9 @@ func vigil_start() C.int {
 			}
 			inst.graceEnd = node.Mono() + int64(grace)
 		}
+	case modeDaemon:
+		inst.wg.Add(1)
+		go inst.pumpDaemon()
 	}
 	inst.wg.Add(1)
 	go inst.dispatch()
@@ -668,6 +673,9 @@ func vigil_leave(timeoutMs C.int) C.int {
 		inst.pr.close() // probes of this rank now find nobody
 		return vOK
 	}
+	if inst.mode == modeDaemon {
+		return inst.leaveDaemon()
+	}
 	select {
 	case <-inst.nd.Evicted():
 		return failf(eEvicted, "vigil_leave: this rank was already declared dead by the job")
@@ -706,6 +714,9 @@ func vigil_finalize() C.int {
 		if inst.pr != nil {
 			inst.pr.close()
 		}
+	}
+	if inst.dc != nil {
+		inst.dc.Close(false)
 	}
 	inst.wg.Wait()
 	if err := inst.bs.Close(); err != nil {

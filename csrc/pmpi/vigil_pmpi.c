@@ -29,6 +29,10 @@
  *             collectives and requests whose peer is unknown, the ring
  *             neighbour (rank + 1 in the communicator) is probed. Only the
  *             probing rank learns of a failure.
+ *   daemon    seed 004's stand-alone detector: the process attaches to its
+ *             node's `vigil daemon` (VIGIL_DAEMON_SOCK, see vigil_daemon.h)
+ *             instead of running a detector; the daemon reports every
+ *             failure in the job. Calls are wrapped as in ring mode.
  *   off       pass everything through.
  *
  * Other settings:
@@ -71,8 +75,9 @@
 #include <unistd.h>
 
 #include "vigil.h"
+#include "vigil_daemon.h"
 
-enum { MODE_OFF, MODE_RING, MODE_SPORADIC };
+enum { MODE_OFF, MODE_RING, MODE_SPORADIC, MODE_DAEMON };
 enum { ON_FAILURE_REPORT, ON_FAILURE_ABORT };
 enum { RING_NEIGHBOUR = -1 };
 
@@ -116,6 +121,11 @@ bad:
 
 /* ---- reporting (libvigil's callback thread) ---- */
 
+static const char *mode_name(void)
+{
+	return mode == MODE_SPORADIC ? "sporadic" : mode == MODE_DAEMON ? "daemon" : "ring";
+}
+
 static void on_event(const vigil_event *ev, void *user)
 {
 	(void)user;
@@ -124,7 +134,7 @@ static void on_event(const vigil_event *ev, void *user)
 		printf("{\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,\"mode\":\"%s\"}\n",
 		       ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : "dead", world_rank, ev->rank,
 		       ev->kind == VIGIL_EVENT_LEFT ? "true" : "false", ev->detector,
-		       mode == MODE_SPORADIC ? "sporadic" : "ring");
+		       mode_name());
 		fflush(stdout);
 	} else {
 		fprintf(stderr, "vigil-pmpi: rank %d: rank %u %s (detected by rank %u)\n", world_rank, ev->rank, what,
@@ -150,6 +160,28 @@ static void fd_fail(const char *what, int rc)
 		vigil_strerror(rc), msg);
 }
 
+/* fd_start_daemon attaches to the node's stand-alone detector: no
+ * collective, no detector thread in this process but the heartbeat word's. */
+static void fd_start_daemon(void)
+{
+	int rc;
+	if ((rc = vigil_init_daemon(NULL, (uint32_t)world_rank)) != VIGIL_OK) {
+		fd_fail("vigil_init_daemon", rc);
+		return;
+	}
+	vigil_set_failure_callback(on_event, NULL);
+	if ((rc = vigil_start()) != VIGIL_OK) {
+		fd_fail("vigil_start", rc);
+		vigil_finalize();
+		return;
+	}
+	mode = MODE_DAEMON;
+	if (json) {
+		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"daemon\"}\n", world_rank);
+		fflush(stdout);
+	}
+}
+
 /* fd_start runs after PMPI_Init*: collective over MPI_COMM_WORLD. */
 static void fd_start(void)
 {
@@ -162,8 +194,10 @@ static void fd_start(void)
 		return;
 	if (m != NULL && strcmp(m, "sporadic") == 0)
 		want = MODE_SPORADIC;
+	else if (m != NULL && strcmp(m, "daemon") == 0)
+		want = MODE_DAEMON;
 	else if (m != NULL && *m && strcmp(m, "ring") != 0)
-		fprintf(stderr, "vigil-pmpi: VIGIL_PMPI_MODE=%s: want ring, sporadic or off; using ring\n", m);
+		fprintf(stderr, "vigil-pmpi: VIGIL_PMPI_MODE=%s: want ring, sporadic, daemon or off; using ring\n", m);
 	m = getenv("VIGIL_PMPI_ON_FAILURE");
 	on_failure = m != NULL && strcmp(m, "abort") == 0 ? ON_FAILURE_ABORT : ON_FAILURE_REPORT;
 	m = getenv("VIGIL_PMPI_OUTPUT");
@@ -172,6 +206,10 @@ static void fd_start(void)
 
 	PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (want == MODE_DAEMON) {
+		fd_start_daemon();
+		return;
+	}
 	if (PMPI_Comm_dup(MPI_COMM_WORLD, &fd_comm) != MPI_SUCCESS) {
 		fprintf(stderr, "vigil-pmpi: MPI_Comm_dup failed; running without failure detection\n");
 		return;
@@ -225,8 +263,7 @@ static void fd_start(void)
 	}
 	mode = want;
 	if (json) {
-		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"%s\"}\n", world_rank,
-		       mode == MODE_SPORADIC ? "sporadic" : "ring");
+		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"%s\"}\n", world_rank, mode_name());
 		fflush(stdout);
 	}
 }
@@ -361,7 +398,7 @@ static void act(int w)
 /* watching reports whether blocking calls must be watched at all. */
 static int watching(void)
 {
-	return mode == MODE_SPORADIC || (mode == MODE_RING && on_failure == ON_FAILURE_ABORT);
+	return mode == MODE_SPORADIC || ((mode == MODE_RING || mode == MODE_DAEMON) && on_failure == ON_FAILURE_ABORT);
 }
 
 /* check_interval: sporadic mode probes after VIGIL_PMPI_TIMEOUT; ring mode
@@ -392,7 +429,7 @@ static int watch(int n, MPI_Request reqs[], MPI_Status *sts, int single, MPI_Com
 				continue;
 			if (p == RING_NEIGHBOUR && c == MPI_COMM_NULL)
 				p = rq_get(reqs[i], &c);
-			int w = (mode == MODE_RING && p == RING_NEIGHBOUR) ? -1 : world_rank_of(c, p);
+			int w = (mode != MODE_SPORADIC && p == RING_NEIGHBOUR) ? -1 : world_rank_of(c, p);
 			if (failed_peer(w))
 				act(w);
 		}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// daemonLine is one JSON line of `vigil daemon`: ready, a failure event
+// (node or proc), or attached (in -attach mode).
+type daemonLine struct {
+	daemon.Event
+	Mono int64 `json:"mono"`
+	// Self is the printing daemon's node (daemon mode) or rank (attach mode).
+	Self ranks.Rank `json:"self"`
+	Pid  int        `json:"pid,omitempty"`
+}
+
+// daemonMain runs one node's daemon (seed 003's node-level mode), or, with
+// -attach, one local process attached to its daemon that prints the
+// failures it is told.
+func daemonMain(args []string) error {
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	nodeIdx := fs.Uint("node", 0, "this daemon's node index (with -peers)")
+	peers := fs.String("peers", "", "comma-separated ip:port of every daemon, in node order (default: one daemon per rank of the launcher's job, addresses exchanged through PMIx or vigil run)")
+	listen := fs.String("listen", "", "listen address (default this node's entry of -peers)")
+	ppn := fs.Int("ppn", 0, "application processes per node (rank r runs on node r/ppn)")
+	jobID := fs.Uint64("job-id", 1, "job ID shared by the daemons")
+	h := fs.Duration("h", 20*time.Millisecond, "heartbeat period between daemons")
+	delta := fs.Duration("delta", 200*time.Millisecond, "suspicion time-out δ between daemons")
+	hang := fs.Duration("hang", 0, "hang time-out of local processes (default δ)")
+	keepHung := fs.Bool("keep-hung", false, "report hung local processes but do not kill them")
+	spawnN := fs.Int("spawn", 0, "start the command for the first N hosted ranks only (default all)")
+	sock := fs.String("sock", "", "Unix socket for local processes ({node} is replaced by the node index)")
+	attach := fs.String("attach", "", "attach to the daemon at this socket as -rank and print its events (default $"+daemon.EnvSocket+")")
+	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
+	verbose := fs.Bool("v", false, "log at info level on stderr")
+	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
+	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
+			"       mpirun --map-by ppr:1:node vigil daemon [-ppn K -sock path] [-- command args]\n"+
+			"       vigil daemon -attach path -rank r\n"+
+			"With -peers the job key is read from $VIGIL_DAEMON_KEY (hex, ≥ 16 bytes). With a command, the daemon starts it\n"+
+			"once per hosted rank with VIGIL_RANK, VIGIL_NODE and %s set.\n", daemon.EnvSocket)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	out := json.NewEncoder(os.Stdout)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	if *attach != "" || (os.Getenv(daemon.EnvSocket) != "" && *peers == "") {
+		return attachMain(*attach, *rank, out, sigs)
+	}
+	cfg := daemon.Config{
+		Listen: *listen, HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
+		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
+		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
+	}
+	if *peers != "" {
+		key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
+		if err != nil || len(key) < 16 {
+			return errors.New("daemon: $VIGIL_DAEMON_KEY must hold a hex key of at least 16 bytes")
+		}
+		cfg.Peers = strings.Split(*peers, ",")
+		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = ranks.Rank(*nodeIdx), daemon.Layout{Nodes: len(cfg.Peers), PPN: *ppn}, *jobID, key
+	} else {
+		// One daemon per rank of the launcher's job (mpirun --map-by
+		// ppr:1:node, srun --ntasks-per-node=1, or vigil run).
+		bs, err := joinBootstrap()
+		if err != nil {
+			return fmt.Errorf("daemon: no -peers, and %w", err)
+		}
+		defer bs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		defer cancel()
+		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = bs.Rank(), daemon.Layout{Nodes: bs.Size(), PPN: *ppn}, bs.JobID(), bs.Key()
+		cfg.Exchange = func(addr string) ([]string, error) { return bs.Exchange(ctx, addr) }
+	}
+	cfg.Socket = strings.ReplaceAll(*sock, "{node}", strconv.Itoa(int(cfg.Node)))
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	evs := d.Events()
+	out.Encode(daemonLine{Event: daemon.Event{Kind: "ready", Node: d.Node()}, Self: d.Node(), Mono: node.Mono(), Pid: os.Getpid()})
+	for {
+		select {
+		case ev := <-evs:
+			out.Encode(daemonLine{Event: ev, Self: d.Node(), Mono: ev.DeliveredMono})
+		case <-d.Evicted():
+			out.Encode(daemonLine{Event: daemon.Event{Kind: "evicted", Node: d.Node()}, Self: d.Node(), Mono: node.Mono()})
+			return fmt.Errorf("daemon: node %d was declared dead by the other daemons (paused or cut off for longer than δ): exiting", d.Node())
+		case <-sigs:
+			return nil
+		}
+	}
+}
+
+// attachMain is `vigil daemon -attach`: a stand-in application process.
+func attachMain(path string, rank int, out *json.Encoder, sigs <-chan os.Signal) error {
+	if path == "" {
+		path = os.Getenv(daemon.EnvSocket)
+	}
+	if rank < 0 {
+		r, err := strconv.Atoi(os.Getenv("VIGIL_RANK"))
+		if err != nil || r < 0 {
+			return errors.New("daemon: -attach needs -rank or $VIGIL_RANK")
+		}
+		rank = r
+	}
+	cl, err := daemon.Attach(path, ranks.Rank(rank))
+	if err != nil {
+		return err
+	}
+	out.Encode(daemonLine{Event: daemon.Event{Kind: "attached", Rank: ranks.Rank(rank), Node: cl.Node()},
+		Self: ranks.Rank(rank), Mono: node.Mono(), Pid: os.Getpid()})
+	evs := cl.Events()
+	for {
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				return errors.New("daemon: the node's daemon closed the connection")
+			}
+			out.Encode(daemonLine{Event: ev, Self: ranks.Rank(rank), Mono: ev.DeliveredMono})
+		case <-sigs:
+			return cl.Close(true)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport/tcp"
+)
+
+// Config configures one node's daemon.
+type Config struct {
+	// Node is this daemon's index (its rank in the daemons' ring), Layout
+	// the job's shape.
+	Node   ranks.Rank
+	Layout Layout
+	// Peers are the daemons' TCP addresses, indexed by node; Listen is
+	// this daemon's listen address (default Peers[Node], or 127.0.0.1:0
+	// with Exchange).
+	Peers  []string
+	Listen string
+	// Exchange, when Peers is nil, publishes this daemon's address and
+	// returns every daemon's (a launcher's allgather, such as the PMIx
+	// bootstrap's Exchange).
+	Exchange func(addr string) ([]string, error)
+	// JobID and Key authenticate the daemons' traffic (transport/tcp).
+	JobID uint64
+	Key   []byte
+
+	// HeartbeatPeriod (h), SuspectTimeout (δ), CheckPeriod and StartGrace
+	// as in node.Config, for the daemons' ring.
+	HeartbeatPeriod, SuspectTimeout, CheckPeriod, StartGrace time.Duration
+	// HangTimeout: a local process whose heartbeat word does not move, or
+	// that the kernel shows stopped, for this long is hung (default δ).
+	HangTimeout time.Duration
+	// KeepHung leaves a hung process running after reporting it (default:
+	// SIGKILL it, so that it is fail-stop like a crashed one).
+	KeepHung bool
+
+	// PinEmitter pins the heartbeat thread to CPU EmitterCPU. RealTime asks
+	// for SCHED_FIFO for it, and HoldP keeps a Go P for it (as
+	// node.Config.EmitterHoldsP: for a process that runs one daemon).
+	PinEmitter bool
+	EmitterCPU int
+	RealTime   bool
+	HoldP      bool
+
+	// Socket is the path of the local Unix socket ("" for none).
+	Socket string
+	// Spawn, when set, is the command the daemon starts once per hosted
+	// rank (with VIGIL_RANK, VIGIL_NODE and VIGIL_DAEMON_SOCK set), with
+	// SpawnOut as its standard output and error (default the daemon's).
+	Spawn    []string
+	SpawnOut *os.File
+	// SpawnRanks limits Spawn to the first SpawnRanks hosted ranks (0: all);
+	// the others may attach over the socket.
+	SpawnRanks int
+
+	// Logger receives the daemon's logs (default: discarded).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.HeartbeatPeriod == 0 {
+		c.HeartbeatPeriod = node.DefaultHeartbeatPeriod
+	}
+	if c.SuspectTimeout == 0 {
+		c.SuspectTimeout = 5 * c.HeartbeatPeriod
+	}
+	if c.CheckPeriod == 0 {
+		c.CheckPeriod = min(c.SuspectTimeout/10, c.HeartbeatPeriod)
+	}
+	if c.StartGrace == 0 {
+		c.StartGrace = node.DefaultStartGrace + c.SuspectTimeout
+	}
+	if c.HangTimeout == 0 {
+		c.HangTimeout = c.SuspectTimeout
+	}
+	if c.Listen == "" && int64(c.Node) < int64(len(c.Peers)) {
+		c.Listen = c.Peers[c.Node]
+	}
+	if c.Listen == "" {
+		c.Listen = tcp.DefaultListenAddr
+	}
+	if c.SpawnOut == nil {
+		c.SpawnOut = os.Stderr
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first bad field, after defaults.
+func (c Config) Validate() error {
+	if err := c.Layout.Validate(); err != nil {
+		return err
+	}
+	c = c.withDefaults()
+	switch {
+	case int64(c.Node) >= int64(c.Layout.Nodes):
+		return fmt.Errorf("daemon: Config.Node = %d, want < %d nodes", c.Node, c.Layout.Nodes)
+	case c.Exchange == nil && len(c.Peers) != c.Layout.Nodes:
+		return fmt.Errorf("daemon: %d peer addresses for %d nodes (and no Exchange)", len(c.Peers), c.Layout.Nodes)
+	case c.SuspectTimeout <= c.HeartbeatPeriod || c.HeartbeatPeriod < 0:
+		return fmt.Errorf("daemon: SuspectTimeout = %v, want > HeartbeatPeriod = %v > 0", c.SuspectTimeout, c.HeartbeatPeriod)
+	case c.PinEmitter && c.EmitterCPU < 0:
+		return fmt.Errorf("daemon: EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
+	case c.CheckPeriod <= 0 || c.HangTimeout <= 0 || c.StartGrace < 0:
+		return fmt.Errorf("daemon: CheckPeriod = %v, HangTimeout = %v, StartGrace = %v: want > 0", c.CheckPeriod, c.HangTimeout, c.StartGrace)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package daemon
+
+import "github.com/vigil-hpc/vigil/ranks"
+
+// Event kinds.
+const (
+	// KindProc: an application process is gone (Rank, Node, Cause).
+	KindProc = "proc"
+	// KindNode: a node (its daemon) failed; one KindProc event with cause
+	// NodeDown follows for each process it hosted.
+	KindNode = "node"
+)
+
+// Event is one failure as a daemon or a local process learns it. It is
+// also the JSON line a daemon writes to its local processes.
+type Event struct {
+	Kind string     `json:"ev"`
+	Rank ranks.Rank `json:"rank"` // KindProc only
+	Node ranks.Rank `json:"node"`
+	// Cause is a Cause's String (KindProc only).
+	Cause string `json:"cause,omitempty"`
+	// Detector is the daemon that observed the failure, DetectedUnix its
+	// wall clock then.
+	Detector     ranks.Rank `json:"detector"`
+	DetectedUnix int64      `json:"detected_unix"`
+	// DeliveredMono is when the receiver learned it (CLOCK_MONOTONIC ns);
+	// set by the receiver, not sent.
+	DeliveredMono int64 `json:"-"`
+}
+
+// events turns what a report taught a daemon into events, nodes first.
+func events(f Fresh, l Layout, r *Report) []Event {
+	var out []Event
+	for _, d := range f.Nodes {
+		out = append(out, Event{Kind: KindNode, Node: d, Detector: r.Detector, DetectedUnix: r.DetectedAt})
+	}
+	for _, p := range f.Procs {
+		nd, _ := l.NodeOf(p.Rank)
+		out = append(out, Event{Kind: KindProc, Rank: p.Rank, Node: nd, Cause: p.Cause.String(),
+			Detector: r.Detector, DetectedUnix: r.DetectedAt})
+	}
+	return out
+}
