@@ -4,6 +4,7 @@
 #
 #   make libvigil     out/lib/libvigil.so, out/lib/libvigil.a, out/include/vigil.h
 #   make c-examples   out/bin/{detect,explicit,apicheck,detect-static}
+#   make pmix-bridge  out/bin/{vigil_pmix_bridge,pmix_listener} (daemon/PMIX.md)
 #   make pmpi         out/lib/libvigil_pmpi.so (LD_PRELOAD) and .a, out/bin/pmpi_ring
 #   make capi-test    the Go tests of the C ABI and of PMIx (need gcc; the
 #                     mpirun ones need openmpi-bin, libopenmpi-dev, libpmix-dev)
@@ -26,7 +27,7 @@ VIGIL_INCDIR := $(abspath $(VIGIL_OUT)/include)
 VIGIL_STATIC_LIBS := -lpthread $(if $(filter pmix,$(VIGIL_TAGS)),$(shell pkg-config --libs pmix 2>/dev/null))
 VIGIL_SHARED_LIBS := -L$(VIGIL_LIBDIR) -lvigil -Wl,-rpath,$(VIGIL_LIBDIR)
 
-.PHONY: libvigil c-examples pmpi capi-test
+.PHONY: libvigil c-examples pmpi pmix-bridge capi-test
 
 # go build decides itself what is out of date, so these always run it.
 libvigil:
@@ -35,12 +36,14 @@ libvigil:
 	$(GO) build -tags '$(VIGIL_TAGS)' -buildmode=c-archive -o $(VIGIL_LIBDIR)/libvigil.a ./capi
 	rm -f $(VIGIL_LIBDIR)/libvigil.h  # cgo's generated header: csrc/vigil.h is the interface
 	cp csrc/vigil.h $(VIGIL_INCDIR)/vigil.h
+	cp csrc/vigil_daemon.h $(VIGIL_INCDIR)/vigil_daemon.h
 
 c-examples: libvigil
 	mkdir -p $(VIGIL_BINDIR)
 	$(CC) $(CAPI_CFLAGS) -Icsrc -o $(VIGIL_BINDIR)/detect csrc/examples/detect.c $(VIGIL_SHARED_LIBS)
 	$(CC) $(CAPI_CFLAGS) -Icsrc -o $(VIGIL_BINDIR)/explicit csrc/examples/explicit.c $(VIGIL_SHARED_LIBS)
 	$(CC) $(CAPI_CFLAGS) -Icsrc -o $(VIGIL_BINDIR)/apicheck csrc/tests/apicheck.c $(VIGIL_SHARED_LIBS) -lpthread
+	$(CC) $(CAPI_CFLAGS) -Icsrc -o $(VIGIL_BINDIR)/daemoncheck csrc/tests/daemoncheck.c $(VIGIL_SHARED_LIBS)
 	$(CC) $(CAPI_CFLAGS) -Icsrc -o $(VIGIL_BINDIR)/detect-static csrc/examples/detect.c $(VIGIL_LIBDIR)/libvigil.a $(VIGIL_STATIC_LIBS)
 
 # The PMPI library: LD_PRELOAD it (mpirun -x LD_PRELOAD=out/lib/libvigil_pmpi.so)
@@ -52,6 +55,12 @@ pmpi: libvigil
 	ar rcs $(VIGIL_LIBDIR)/libvigil_pmpi.a $(VIGIL_LIBDIR)/vigil_pmpi.o
 	rm -f $(VIGIL_LIBDIR)/vigil_pmpi.o
 	$(MPICC) $(CAPI_CFLAGS) -o $(VIGIL_BINDIR)/pmpi_ring csrc/pmpi/examples/pmpi_ring.c
+
+# The PMIx forwarding bridge for `vigil daemon` events (daemon/PMIX.md).
+pmix-bridge:
+	mkdir -p $(VIGIL_BINDIR)
+	$(CC) $(CAPI_CFLAGS) -o $(VIGIL_BINDIR)/vigil_pmix_bridge csrc/pmix/vigil_pmix_bridge.c $$(pkg-config --cflags --libs pmix)
+	$(CC) $(CAPI_CFLAGS) -o $(VIGIL_BINDIR)/pmix_listener csrc/pmix/pmix_listener.c $$(pkg-config --cflags --libs pmix)
 
 capi-test:
 	$(GO) test -count=1 -p 1 -v ./bootstrap/pmix/... ./capi/

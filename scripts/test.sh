@@ -26,7 +26,7 @@ go test -race -count=1 -timeout 20m $unit
 echo "== PMIx bootstrap under mpirun (-tags pmix)"
 go test -count=1 -tags pmix -timeout 10m ./bootstrap/pmix/...
 echo "== C ABI: libvigil, C examples, PMPI library"
-make -s libvigil c-examples pmpi >/dev/null
+make -s libvigil c-examples pmpi pmix-bridge >/dev/null
 
 echo "== fuzzing every decoder (${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do
