@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -49,6 +50,11 @@ type Config struct {
 
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
+
+	// Slots, if set, is the heartbeat slot array the node's observer
+	// checks (at least Size words): an RDMA transport's registered
+	// memory, which emitters write into (default: hb.NewSlots(Size)).
+	Slots *hb.Slots
 }
 
 // Defaults.
@@ -96,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: Config.CheckPeriod = %v, want in (0, SuspectTimeout]", c.CheckPeriod)
 	case c.StartGrace < 0:
 		return fmt.Errorf("node: Config.StartGrace = %v, want ≥ 0", c.StartGrace)
+	case c.Slots != nil && c.Slots.Len() < c.Size:
+		return fmt.Errorf("node: Config.Slots has %d words, want ≥ Size = %d", c.Slots.Len(), c.Size)
 	case c.PinEmitter && c.EmitterCPU < 0:
 		return fmt.Errorf("node: Config.EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
 	}
