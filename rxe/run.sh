@@ -156,25 +156,43 @@ copy_with_libs() {
 	done
 }
 
+# GO_TESTS: manifest entry name, test binary, package.
+GO_TESTS=("verbs verbs.test ./verbs" "tverbs tverbs.test ./transport/verbs")
+
 build_go_tests() {
-	local out=$1
-	log "building verbs.test (static, cgo)"
-	# The static link warns about getaddrinfo in libnl: shown only on failure.
-	if ! (cd "$ROOT" && CGO_ENABLED=1 go test -c -o "$out/verbs.test" \
-		-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./verbs) >"$CACHE/build.log" 2>&1; then
-		cat "$CACHE/build.log" >&2
-		die "go test -c ./verbs failed"
+	local out=$1 e name bin pkg
+	for e in "${GO_TESTS[@]}"; do
+		read -r name bin pkg <<<"$e"
+		sel "$name" || sel "$name-bench" || continue
+		log "building $bin (static, cgo)"
+		# The static link warns about getaddrinfo in libnl: shown only on failure.
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go test -c -o "$out/$bin" \
+			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" "$pkg") >"$CACHE/build.log" 2>&1; then
+			cat "$CACHE/build.log" >&2
+			die "go test -c $pkg failed"
+		fi
+	done
+	if sel detector; then
+		log "building vigil (static, cgo)"
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -o "$out/vigil" \
+			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./cmd/vigil) >"$CACHE/build.log" 2>&1; then
+			cat "$CACHE/build.log" >&2
+			die "go build ./cmd/vigil failed"
+		fi
 	fi
 }
 
+# sel NAME: is manifest entry NAME selected by RXE_ONLY?
+sel() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
+
 build_c_loop() {
 	local out=$1
-	[[ -f $HERE/hbwrite.c ]] || return 0
-	log "building hbwrite (static C loop)"
+	log "building hbwrite and tsc (static C)"
 	# shellcheck disable=SC2086
-	if ! gcc -O2 -Wall -Werror -o "$out/hbwrite" "$HERE/hbwrite.c" $STATIC_EXTLDFLAGS >"$CACHE/build-c.log" 2>&1; then
+	if ! gcc -O2 -Wall -Werror -o "$out/hbwrite" "$HERE/hbwrite.c" $STATIC_EXTLDFLAGS >"$CACHE/build-c.log" 2>&1 ||
+		! gcc -O2 -Wall -Werror -static -o "$out/tsc" "$HERE/tsc.c" >>"$CACHE/build-c.log" 2>&1; then
 		cat "$CACHE/build-c.log" >&2
-		die "gcc hbwrite.c failed"
+		die "gcc failed"
 	fi
 }
 
@@ -220,7 +238,7 @@ build_initramfs() {
 
 	# Tools (dynamic) with their libraries, and the rxe provider for them.
 	rm -f "$stage/usr/bin/ip" "$stage/usr/sbin/ip"
-	copy_with_libs "$stage" /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ib_write_lat
+	copy_with_libs "$stage" /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ib_write_lat /usr/bin/ib_send_lat
 	copy_with_libs "$stage" /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 	install -D -m 644 /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/rxe.driver"
 
@@ -230,12 +248,19 @@ build_initramfs() {
 		echo "# kind name path args"
 		echo "sh smoke-devinfo /tests/smoke.sh devinfo"
 		echo "sh smoke-write-lat /tests/smoke.sh write-lat"
+		echo "sh smoke-send-lat /tests/smoke.sh send-lat"
 		if [[ -x $bins/verbs.test ]]; then
 			echo "go verbs /tests/verbs.test"
 			echo "gobench verbs-bench /tests/verbs.test verbs"
 		fi
+		if [[ -x $bins/tverbs.test ]]; then
+			echo "go tverbs /tests/tverbs.test"
+			echo "gobench tverbs-bench /tests/tverbs.test tverbs"
+		fi
+		[[ -x $bins/vigil ]] && echo "sh detector /tests/detector.sh 8"
 		[[ -x $bins/hbwrite ]] && echo "bin c-hbwrite /tests/hbwrite rxe0 BENCHSECS BENCHCOUNT"
 	} >"$stage/etc/rxe/tests"
+	install -m 755 "$HERE/detector.sh" "$stage/tests/detector.sh"
 	for f in "$bins"/*; do [[ -f $f ]] && install -m 755 "$f" "$stage/tests/"; done
 
 	(cd "$stage" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) | gzip -1 >"$CACHE/initrd.gz"
@@ -244,25 +269,32 @@ build_initramfs() {
 
 # expected_results prints the result names a full run must contain.
 expected_results() {
-	local bins=$CACHE/bin
-	sel() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
+	local bins=$CACHE/bin e name bin pkg
 	sel smoke-devinfo && echo smoke-devinfo
 	sel smoke-write-lat && echo smoke-write-lat
-	if sel verbs && [[ -x $bins/verbs.test ]]; then
-		echo verbs
-		"$bins/verbs.test" -test.list "$RUN" 2>/dev/null | grep '^Test' | sed 's|^|verbs/|'
-	fi
-	if sel verbs-bench && [[ -x $bins/verbs.test && $BENCH != none ]]; then echo verbs-bench; fi
+	sel smoke-send-lat && echo smoke-send-lat
+	for e in "${GO_TESTS[@]}"; do
+		read -r name bin pkg <<<"$e"
+		if sel "$name" && [[ -x $bins/$bin ]]; then
+			echo "$name"
+			"$bins/$bin" -test.list "$RUN" 2>/dev/null | grep '^Test' | sed "s|^|$name/|"
+		fi
+		if sel "$name-bench" && [[ -x $bins/$bin && $BENCH != none ]]; then echo "$name-bench"; fi
+	done
+	if sel detector && [[ -x $bins/vigil ]]; then echo detector; fi
 	if sel c-hbwrite && [[ -x $bins/hbwrite ]]; then echo c-hbwrite; fi
 	return 0
 }
 
 expected_benches() {
-	local bins=$CACHE/bin
+	local bins=$CACHE/bin e name bin pkg
 	[[ $BENCH == none ]] && return 0
-	if [[ $ONLY == all || ",$ONLY," == *",verbs-bench,"* ]] && [[ -x $bins/verbs.test ]]; then
-		"$bins/verbs.test" -test.list "$BENCH" 2>/dev/null | grep '^Benchmark' | sed 's|^|verbs/|'
-	fi
+	for e in "${GO_TESTS[@]}"; do
+		read -r name bin pkg <<<"$e"
+		if sel "$name-bench" && [[ -x $bins/$bin ]]; then
+			"$bins/$bin" -test.list "$BENCH" 2>/dev/null | grep '^Benchmark' | sed "s|^|$name/|"
+		fi
+	done
 	return 0
 }
 
@@ -272,7 +304,7 @@ boot() {
 	[[ -n $GOFLAGS_EXTRA ]] && append+=" vigil.goflags=$GOFLAGS_EXTRA"
 	[[ -n $GOENV_EXTRA ]] && append+=" vigil.goenv=$GOENV_EXTRA"
 	log "booting qemu (tcg, -smp 2, -m 1024, timeout ${TIMEOUT}s)"
-	local filter=(grep --line-buffered -E '^(RXE-|\[verbs\] (--- FAIL|FAIL|panic))')
+	local filter=(grep --line-buffered -E '^(RXE-|\[[a-z-]+\] (--- FAIL|FAIL|panic|.*_test.go:[0-9]+:))')
 	[[ $VERBOSE == 1 ]] && filter=(cat)
 	set +e
 	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg -cpu max \
@@ -345,10 +377,8 @@ main() {
 	log "kernel $KVER"
 	rm -rf "$CACHE/bin"
 	mkdir -p "$CACHE/bin"
-	if [[ $ONLY == all || ",$ONLY," == *",verbs,"* || ",$ONLY," == *",verbs-bench,"* ]]; then
-		build_go_tests "$CACHE/bin"
-	fi
-	if [[ $ONLY == all || ",$ONLY," == *",c-hbwrite,"* ]]; then build_c_loop "$CACHE/bin"; fi
+	build_go_tests "$CACHE/bin"
+	build_c_loop "$CACHE/bin"
 	build_initramfs
 	log "prepared in $(($(elapsed) / 1000)) s"
 	boot

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -40,6 +41,7 @@ type hbLink struct {
 	remote ibv.RemoteAddr
 	broken bool
 	dead   bool
+	count  *atomic.Int64 // the transport's RC QP count
 }
 
 // retire frees the link's writer and QP; a concurrent heartbeat finds it
@@ -51,6 +53,7 @@ func (l *hbLink) retire() error {
 		return nil
 	}
 	l.dead = true
+	l.count.Add(-1)
 	return errors.Join(l.w.Close(), l.qp.Close(), l.cq.Close())
 }
 
@@ -133,11 +136,14 @@ func (t *Transport) connect(to ranks.Rank) {
 	if t.pending[to] != nil {
 		return
 	}
-	p := &pendingLink{}
+	p := &pendingLink{count: &t.rcQPs}
 	var err error
 	if p.cq, err = t.ctx.CreateCQ(2*writerSendWR, false); err == nil {
 		p.qp, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: p.cq, MaxSendWR: writerSendWR, MaxRecvWR: 1,
 			MaxInline: 64, Netdev: t.cfg.Netdev})
+		if err == nil {
+			t.rcQPs.Add(1)
+		}
 	}
 	if err == nil {
 		m := control{op: ctlConnReq, ep: p.qp.Endpoint()}.append(nil)
@@ -154,13 +160,15 @@ func (t *Transport) connect(to ranks.Rank) {
 
 // pendingLink is an emitter's RC QP waiting for the observer's CONNACK.
 type pendingLink struct {
-	cq *ibv.CQ
-	qp *ibv.QP
+	cq    *ibv.CQ
+	qp    *ibv.QP
+	count *atomic.Int64
 }
 
 func (p *pendingLink) close() error {
 	var errs []error
 	if p.qp != nil {
+		p.count.Add(-1)
 		errs = append(errs, p.qp.Close())
 	}
 	if p.cq != nil {
@@ -204,7 +212,7 @@ func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 	keep := t.passive[:0]
 	for _, p := range t.passive {
 		if p.emitter == from {
-			p.qp.Close() // the emitter's previous link
+			t.closePassive(p) // the emitter's previous link
 		} else {
 			keep = append(keep, p)
 		}
@@ -213,8 +221,9 @@ func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: t.pcq, MaxSendWR: 1, MaxRecvWR: 1,
 		Access: ibv.AccessRemoteWrite, Netdev: t.cfg.Netdev})
 	if err == nil {
+		t.rcQPs.Add(1)
 		if err = qp.Connect(ep, &t.cfg.RC); err != nil {
-			qp.Close()
+			t.closePassive(&passiveQP{qp: qp})
 		}
 	}
 	if err != nil {
@@ -222,11 +231,16 @@ func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 		return
 	}
 	if len(t.passive) >= maxPassive {
-		t.passive[0].qp.Close()
+		t.closePassive(t.passive[0])
 		t.passive = t.passive[1:]
 	}
 	t.passive = append(t.passive, &passiveQP{emitter: from, remote: ep.QPN, qp: qp})
 	t.ack(from, qp, ep.QPN)
+}
+
+func (t *Transport) closePassive(p *passiveQP) error {
+	t.rcQPs.Add(-1)
+	return p.qp.Close()
 }
 
 func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo uint32) {
@@ -259,7 +273,7 @@ func (t *Transport) established(from ranks.Rank, c control) {
 		t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
 		return
 	}
-	l := &hbLink{peer: from, cq: p.cq, qp: qp, w: w, remote: t.peers[from].Slots.Word(int(t.cfg.Self))}
+	l := &hbLink{peer: from, count: &t.rcQPs, cq: p.cq, qp: qp, w: w, remote: t.peers[from].Slots.Word(int(t.cfg.Self))}
 	if old := t.links[from].Swap(l); old != nil {
 		old.retire()
 	}

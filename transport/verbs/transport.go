@@ -101,6 +101,7 @@ type Transport struct {
 	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
 	rcWrites, rcErrors, udHeartbeats         atomic.Uint64
 	linksUp                                  atomic.Uint64
+	rcQPs, ahs                               atomic.Int64
 	rejMu                                    sync.Mutex
 	rejected                                 map[string]uint64
 	lastLog                                  map[string]time.Time
@@ -385,6 +386,7 @@ func (t *Transport) dest(r ranks.Rank) (*ibv.UDDest, error) {
 	}
 	d := &ibv.UDDest{AH: ah, QPN: t.peers[r].QPN, QKey: t.peers[r].QKey}
 	t.dests[r] = d
+	t.ahs.Add(1)
 	return d, nil
 }
 
@@ -594,6 +596,29 @@ func (t *Transport) VerbsStats() VerbsStats {
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load()}
 }
 
+// Resources is what one transport holds on the device and in registered
+// memory.
+type Resources struct {
+	// QPs counts queue pairs: the UD QP plus the RC QPs of heartbeat
+	// links (active, pending and passive ends).
+	QPs int
+	// AHs counts address handles (one per rank messaged so far).
+	AHs int
+	// Objects counts every live verbs object (PD, MRs, CQs, QPs, AHs,
+	// receive ring, writers).
+	Objects int
+	// RegisteredBytes is the registered memory: slot array, receive
+	// ring, send buffers.
+	RegisteredBytes int
+}
+
+// Resources returns the transport's current resource use.
+func (t *Transport) Resources() Resources {
+	slot := (t.mtu + ibv.GRHSize + 63) &^ 63
+	return Resources{QPs: 1 + int(t.rcQPs.Load()), AHs: int(t.ahs.Load()), Objects: t.ctx.Live(),
+		RegisteredBytes: t.slots.Len() + recvDepth*slot + t.sendMR.Len()}
+}
+
 // Close implements transport.Transport: it stops the goroutines, frees
 // every verbs object explicitly, checks that none is left (a leak is an
 // error) and closes the device. The emitter must no longer call
@@ -620,7 +645,7 @@ func (t *Transport) Close() error {
 		delete(t.pending, r)
 	}
 	for _, p := range t.passive {
-		add(p.qp.Close())
+		add(t.closePassive(p))
 	}
 	t.passive = nil
 	add(t.ud.SetError()) // flush posted receives before freeing their buffers
@@ -629,6 +654,7 @@ func (t *Transport) Close() error {
 		if d != nil {
 			add(d.AH.Close())
 			t.dests[i] = nil
+			t.ahs.Add(-1)
 		}
 	}
 	add(t.ud.Close())
