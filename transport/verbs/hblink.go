@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -264,6 +265,11 @@ func (t *Transport) established(from ranks.Rank, c control) {
 	var w *ibv.Writer
 	if err == nil {
 		w, err = qp.NewWriter(0)
+	}
+	if err == nil {
+		// A full send queue (the observer stopped acking) must not hold
+		// the emitter thread: the write fails at once and goes over UD.
+		w.SetFullWait(time.Millisecond)
 	}
 	if err != nil {
 		if w != nil {
