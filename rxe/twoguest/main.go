@@ -42,8 +42,8 @@ func run() error {
 	role := flag.String("role", "", "a (ranks [0,n/2), rendezvous server) or b")
 	n := flag.Int("n", 8, "ranks in the job (even)")
 	server := flag.String("server", "10.98.0.1:7070", "rendezvous address (guest a listens)")
-	h := flag.Duration("h", 20*time.Millisecond, "heartbeat period")
-	delta := flag.Duration("delta", time.Second, "suspicion time-out (generous: two TCG guests share the host's cores)")
+	h := flag.Duration("h", 50*time.Millisecond, "heartbeat period")
+	delta := flag.Duration("delta", 3*time.Second, "suspicion time-out (generous: two TCG guests share the host's cores)")
 	wait := flag.Duration("wait", 60*time.Second, "how long guest a waits for the verdict")
 	flag.Parse()
 	if (*role != "a" && *role != "b") || *n < 2 || *n%2 != 0 {

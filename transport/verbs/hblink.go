@@ -127,8 +127,7 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 	return nil
 }
 
-// connect starts the RC handshake towards observer to (protocol
-// goroutine).
+// connect starts the RC handshake towards observer to (relMu held).
 func (t *Transport) connect(to ranks.Rank) {
 	if l := t.links[to].Load(); l != nil && !l.isBroken() {
 		t.connecting[to].Store(false)

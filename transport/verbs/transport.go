@@ -48,6 +48,7 @@ const (
 	udSendWR     = 256
 	maxPassive   = 4 // RC QPs kept for emitters writing into our slots
 	hbWRID       = 1 << 62
+	spinFor      = 50 * time.Microsecond // receive polling before sleeping on the CQ channel
 	writerSendWR = 128
 )
 
@@ -80,18 +81,21 @@ type Transport struct {
 	handler transport.Handler
 	incs    *wire.Incarnations
 
-	// Owned by the protocol goroutine.
+	// relMu guards the reliability layer and the RC handshake state: Send
+	// (the node's goroutine) posts at once, the receive goroutine handles
+	// packets as they arrive, the timer goroutine retransmits.
+	relMu   sync.Mutex
 	rel     *reliable
 	tx      *wire.Codec
 	txBuf   []byte
 	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
 	passive []*passiveQP
+	ready   []delivery // messages to hand over once relMu is released
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
 
-	out     chan outMsg
-	in      chan inPkt
+	kick    chan struct{} // wakes the timer goroutine after a send
 	connReq chan ranks.Rank
 	quit    chan struct{}
 	wg      sync.WaitGroup
@@ -108,14 +112,10 @@ type Transport struct {
 	lastLog                                  map[string]time.Time
 }
 
-type outMsg struct {
-	to   ranks.Rank
-	data []byte
-}
-
-type inPkt struct {
+// delivery is a whole message for the handler.
+type delivery struct {
 	from ranks.Rank
-	data []byte
+	msg  []byte
 }
 
 // passiveQP is the observer's end of an emitter's heartbeat connection.
@@ -158,8 +158,7 @@ func Open(cfg Config) (*Transport, error) {
 		dests:    make([]*ibv.UDDest, cfg.N),
 		wcs:      make([]ibv.WC, 16),
 		pending:  map[ranks.Rank]*pendingLink{},
-		out:      make(chan outMsg, 4096),
-		in:       make(chan inPkt, 1024),
+		kick:     make(chan struct{}, 1),
 		connReq:  make(chan ranks.Rank, 64),
 		quit:     make(chan struct{}),
 		rejected: map[string]uint64{},
@@ -273,8 +272,9 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 }
 
 // Send implements transport.Transport: the message goes out over the
-// reliable UD channel (fragmented above one datagram). It is queued and
-// Send returns at once.
+// reliable UD channel (fragmented above one datagram), posted at once as
+// far as the peer's window allows, queued otherwise; Send does not wait
+// for acks.
 func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
@@ -288,17 +288,24 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	if !t.started {
 		return errors.New("verbs transport: Send before Start")
 	}
-	select {
-	case t.out <- outMsg{to, append([]byte(nil), payload...)}:
-		return nil
-	default:
+	t.relMu.Lock()
+	err := t.rel.send(to, false, payload, now())
+	t.relMu.Unlock()
+	if err != nil {
 		t.msgsDropped.Add(1)
-		return fmt.Errorf("verbs transport: send queue full, message to rank %d dropped", to)
+		return err
 	}
+	t.msgsSent.Add(1)
+	t.bytesSent.Add(uint64(len(payload)))
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
-// protoLoop runs the reliability layer: outgoing messages, received
-// packets, retransmissions, and the RC handshakes of heartbeat links.
+// protoLoop runs the reliability layer's timers (retransmissions, giving
+// up) and starts the RC handshakes the emitter thread asks for.
 func (t *Transport) protoLoop() {
 	defer t.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -307,25 +314,20 @@ func (t *Transport) protoLoop() {
 		select {
 		case <-t.quit:
 			return
-		case m := <-t.out:
-			if err := t.rel.send(m.to, false, m.data, now()); err != nil {
-				t.msgsDropped.Add(1)
-				t.logLimited("send", slog.LevelWarn, "message dropped", "to", m.to, "err", err)
-			} else {
-				t.msgsSent.Add(1)
-				t.bytesSent.Add(uint64(len(m.data)))
-			}
-		case p := <-t.in:
-			t.onPacket(p)
 		case r := <-t.connReq:
+			t.relMu.Lock()
 			t.connect(r)
+			t.relMu.Unlock()
+		case <-t.kick:
 		case <-timer.C:
 		}
+		t.relMu.Lock()
 		t.udMu.Lock()
 		t.reap()
 		starved := len(t.free) == 0
 		t.udMu.Unlock()
 		next := t.rel.tick(now())
+		t.relMu.Unlock()
 		wait := time.Hour
 		if next != 0 {
 			wait = max(time.Duration(next-now()), time.Millisecond)
@@ -415,29 +417,47 @@ func (t *Transport) reap() {
 	}
 }
 
-// onPacket handles one received Msg frame payload.
-func (t *Transport) onPacket(p inPkt) {
-	h, frag, err := decodePacket(p.data)
+// onPacket handles one received Msg frame payload (receive goroutine;
+// p is only valid during the call: the layer copies what it keeps).
+// Messages it completes are handed to the handler after relMu is
+// released, so that a handler that blocks never blocks Send.
+func (t *Transport) onPacket(from ranks.Rank, p []byte) {
+	h, frag, err := decodePacket(p)
 	if err != nil {
 		t.reject("bad_packet", err)
 		return
 	}
+	t.relMu.Lock()
 	if h.kind == kindAck {
-		t.rel.onAck(p.from, h.seq, now())
-		return
+		t.rel.onAck(from, h.seq, now())
+	} else {
+		t.rel.onData(from, h, frag)
 	}
-	t.rel.onData(p.from, h, frag)
+	ready := t.ready
+	t.ready = t.ready[:0]
+	t.relMu.Unlock()
+	for i, d := range ready {
+		t.msgsRecv.Add(1)
+		t.bytesRecv.Add(uint64(len(d.msg)))
+		t.handler(d.from, d.msg)
+		ready[i] = delivery{}
+	}
+	t.relMu.Lock()
+	if len(t.ready) == 0 {
+		t.ready = ready[:0] // reuse the backing array
+	}
+	t.relMu.Unlock()
 }
 
-// deliver receives whole messages, in order, from the reliability layer.
+// deliver receives whole messages, in order, from the reliability layer
+// (relMu held). The message is the layer's own copy: it goes to the
+// handler as is.
 func (t *Transport) deliver(from ranks.Rank, ctl bool, m []byte) {
 	if ctl {
 		t.onControl(from, m)
 		return
 	}
-	t.msgsRecv.Add(1)
-	t.bytesRecv.Add(uint64(len(m)))
-	t.handler(from, m)
+	t.ready = append(t.ready, delivery{from, m})
 }
 
 // gaveUp is called when a peer stopped acknowledging.
@@ -457,6 +477,7 @@ func (t *Transport) recvLoop() {
 	defer t.wg.Done()
 	rx := wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: t.mtu})
 	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
+	var idleSince time.Time
 	for {
 		select {
 		case <-t.quit:
@@ -470,8 +491,19 @@ func (t *Transport) recvLoop() {
 			continue
 		}
 		if n > 0 {
+			idleSince = time.Time{}
 			continue
 		}
+		// Busy: keep polling for a short while after the last
+		// completion (a reply often follows); idle: arm the CQ and
+		// sleep on its channel.
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if time.Since(idleSince) < spinFor {
+			continue
+		}
+		idleSince = time.Time{}
 		if err := t.recvQ.Arm(false); err != nil {
 			t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
 			time.Sleep(10 * time.Millisecond)
@@ -522,11 +554,7 @@ func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
 		t.hbs.Store(f.Sender, seq)
 		t.hbRecv.Add(1)
 	case wire.Msg:
-		select {
-		case t.in <- inPkt{f.Sender, append([]byte(nil), f.Payload...)}:
-		default:
-			t.reject("inbox_full", nil) // the sender retransmits
-		}
+		t.onPacket(f.Sender, f.Payload)
 	default:
 		t.reject("unexpected_type", fmt.Errorf("%s frame over UD", f.Type))
 	}
@@ -641,6 +669,7 @@ func (t *Transport) Close() error {
 			add(l.retire())
 		}
 	}
+	t.relMu.Lock()
 	for r, p := range t.pending {
 		add(p.close())
 		delete(t.pending, r)
@@ -649,6 +678,7 @@ func (t *Transport) Close() error {
 		add(t.closePassive(p))
 	}
 	t.passive = nil
+	t.relMu.Unlock()
 	add(t.ud.SetError()) // flush posted receives before freeing their buffers
 	add(t.ring.Close())
 	for i, d := range t.dests {

@@ -307,7 +307,7 @@ func TestDetectorOverVerbs(t *testing.T) {
 	for i := range ts {
 		tr := ts[i]
 		cfg := node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: 20 * time.Millisecond,
-			SuspectTimeout: 400 * time.Millisecond, StartGrace: 3 * time.Second, Slots: tr.Slots()}
+			SuspectTimeout: time.Second, StartGrace: 3 * time.Second, Slots: tr.Slots()}
 		nd, err := node.Start(cfg, func(_ *hb.Slots, h transport.Handler) (transport.Transport, error) {
 			return tr, tr.Start(addrs, h)
 		})
@@ -323,7 +323,7 @@ func TestDetectorOverVerbs(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(4 * time.Second) // past the grace: heartbeats flow over RDMA
+	time.Sleep(5 * time.Second) // past the grace: heartbeats flow over RDMA
 	links := uint64(0)
 	for _, tr := range ts {
 		links += tr.VerbsStats().RCWrites
