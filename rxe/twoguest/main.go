@@ -73,7 +73,7 @@ func run() error {
 	nodes := make([]*node.Node, half)
 	for i, t := range trs {
 		cfg := node.Config{Rank: ranks.Rank(first + i), Size: *n, HeartbeatPeriod: *h, SuspectTimeout: *delta,
-			StartGrace: 5 * time.Second, Slots: t.Slots(), Logger: log}
+			StartGrace: 20 * time.Second, Slots: t.Slots(), Logger: log}
 		nd, err := node.Start(cfg, func(_ *hb.Slots, hd transport.Handler) (transport.Transport, error) {
 			return t, t.Start(addrs, hd)
 		})
