@@ -184,7 +184,7 @@ build_go_tests() {
 	fi
 	if sel detector; then
 		log "building vigil (static, cgo)"
-		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -o "$out/vigil" \
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -tags verbs -o "$out/vigil" \
 			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./cmd/vigil) >"$CACHE/build.log" 2>&1; then
 			cat "$CACHE/build.log" >&2
 			die "go build ./cmd/vigil failed"

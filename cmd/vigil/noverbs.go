@@ -1,4 +1,4 @@
-//go:build !cgo || novigilverbs
+//go:build !cgo || !verbs
 
 package main
 
@@ -11,6 +11,12 @@ import (
 	"github.com/vigil-hpc/vigil/transport"
 )
 
+// verbsBuilt says whether this binary has the verbs transport (-tags verbs).
+const verbsBuilt = false
+
+// hasRDMADevice is not asked in a build without verbs.
+func hasRDMADevice() bool { return false }
+
 // verbsTransport stands for the verbs transport in a build without it.
 type verbsTransport struct{ transport.Transport }
 
@@ -18,7 +24,7 @@ type verbsTransport struct{ transport.Transport }
 func (*verbsTransport) Slots() *hb.Slots { return nil }
 
 func openVerbs(bootstrap.Bootstrap, *slog.Logger) (*verbsTransport, error) {
-	return nil, errors.New("this vigil was built without the verbs transport (CGO_ENABLED=0 or -tags novigilverbs)")
+	return nil, errors.New("this vigil was built without the verbs transport (build it with cgo and -tags verbs; needs libibverbs-dev)")
 }
 
 func startVerbs(*verbsTransport, func(string) ([]string, error), transport.Handler) error {

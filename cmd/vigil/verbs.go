@@ -1,15 +1,26 @@
-//go:build cgo && !novigilverbs
+//go:build cgo && verbs
 
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/transport"
 	vtr "github.com/vigil-hpc/vigil/transport/verbs"
+	"github.com/vigil-hpc/vigil/verbs"
 )
+
+// verbsBuilt says whether this binary has the verbs transport (-tags verbs).
+const verbsBuilt = true
+
+// hasRDMADevice reports whether the machine has any RDMA device.
+func hasRDMADevice() bool {
+	_, err := verbs.Devices()
+	return !errors.Is(err, verbs.ErrNoDevice)
+}
 
 // verbsTransport is an opened verbs transport waiting for the address
 // exchange.
