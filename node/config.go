@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -69,6 +70,11 @@ type Config struct {
 	// AgreeOps are extra agreement operations, selected by OpCustom+i;
 	// every rank must configure the same list.
 	AgreeOps []era.Op
+
+	// Slots, if set, is the heartbeat slot array the node's observer
+	// checks (at least Size words): an RDMA transport's registered
+	// memory, which emitters write into (default: hb.NewSlots(Size)).
+	Slots *hb.Slots
 }
 
 // Defaults.
@@ -120,6 +126,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: Config.CheckPeriod = %v, want in (0, SuspectTimeout]", c.CheckPeriod)
 	case c.StartGrace < 0:
 		return fmt.Errorf("node: Config.StartGrace = %v, want ≥ 0", c.StartGrace)
+	case c.Slots != nil && c.Slots.Len() < c.Size:
+		return fmt.Errorf("node: Config.Slots has %d words, want ≥ Size = %d", c.Slots.Len(), c.Size)
 	case c.PinEmitter && c.EmitterCPU < 0:
 		return fmt.Errorf("node: Config.EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
 	}

@@ -126,6 +126,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		evictedSent: map[ranks.Rank]int64{},
 		evicted:     make(chan struct{}),
 	}
+	if cfg.Slots != nil {
+		n.slots = cfg.Slots
+	}
 	if n.tr, err = open(n.slots, n.handle); err != nil {
 		return nil, fmt.Errorf("node: opening transport: %w", err)
 	}

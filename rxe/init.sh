@@ -17,6 +17,7 @@
 #   vigil.goflags=f1,f2    extra flags for Go test binaries (commas become
 #                          spaces: vigil.goflags=-test.cpu=1,-test.count=3)
 #   vigil.goenv=A=1,B=2    extra environment for Go test binaries
+#   vigil.role=a|b         two-guest run: rxe0 on eth0, run /tests/twoguest only
 export PATH=/usr/sbin:/usr/bin
 export HOME=/root
 umask 022
@@ -64,12 +65,28 @@ done </etc/rxe/modules
 # busybox ash prefers its own ip applet: call iproute2's by path.
 IP=/usr/sbin/ip
 $IP link set lo up || fatal "lo up"
-$IP link add veth0 type veth peer name veth1 || fatal "veth add"
-$IP addr add 10.99.0.1/24 dev veth0 || fatal "addr veth0"
-$IP addr add 10.99.0.2/24 dev veth1 || fatal "addr veth1"
-$IP link set veth0 up || fatal "veth0 up"
-$IP link set veth1 up || fatal "veth1 up"
-rdma link add rxe0 type rxe netdev veth0 || fatal "rdma link add rxe0"
+ROLE=$(param vigil.role "")
+if [ -n "$ROLE" ]; then
+	# Two-guest run: rxe0 on the virtio NIC joined to the other guest.
+	NETDEV=eth0
+	case "$ROLE" in a) ADDR=10.98.0.1 ;; b) ADDR=10.98.0.2 ;; *) fatal "vigil.role=$ROLE" ;; esac
+	i=0
+	until [ -e /sys/class/net/eth0 ]; do
+		i=$((i + 1))
+		[ $i -gt 50 ] && fatal "no eth0"
+		sleep 0.1
+	done
+	$IP addr add $ADDR/24 dev eth0 || fatal "addr eth0"
+	$IP link set eth0 up || fatal "eth0 up"
+else
+	NETDEV=veth0
+	$IP link add veth0 type veth peer name veth1 || fatal "veth add"
+	$IP addr add 10.99.0.1/24 dev veth0 || fatal "addr veth0"
+	$IP addr add 10.99.0.2/24 dev veth1 || fatal "addr veth1"
+	$IP link set veth0 up || fatal "veth0 up"
+	$IP link set veth1 up || fatal "veth1 up"
+fi
+rdma link add rxe0 type rxe netdev $NETDEV || fatal "rdma link add rxe0"
 
 # Wait for the port to become ACTIVE (carrier on veth0).
 i=0
@@ -80,7 +97,25 @@ until grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null; do
 done
 echo "RXE-INFO stage=rxe-ready uptime_ms=$(now_ms) setup_ms=$(($(now_ms) - t0))"
 
-export VIGIL_RXE_GUEST=1 VIGIL_RXE_DEV=rxe0 VIGIL_RXE_NETDEV=veth0
+export VIGIL_RXE_GUEST=1 VIGIL_RXE_DEV=rxe0 VIGIL_RXE_NETDEV=$NETDEV
+
+if [ -n "$ROLE" ]; then
+	# The two-guest job: guest b never returns (the host powers it off);
+	# its output goes straight to the console, where the host waits for
+	# RXE-TWOGUEST-READY.
+	[ "$ROLE" = b ] && exec /tests/twoguest -role b </dev/null
+	s=$(now_ms)
+	(
+		/tests/twoguest -role "$ROLE" </dev/null 2>&1
+		echo "RXE-EXIT $?"
+	) | tee /tmp/twoguest.log | sed "s/^/[twoguest] /"
+	if [ "$(sed -n 's/^RXE-EXIT //p' /tmp/twoguest.log)" = 0 ]; then st=pass; else st=fail; fi
+	grep -E '^RXE-(INFO|BENCH) ' /tmp/twoguest.log
+	result twoguest "$st" $(($(now_ms) - s))
+	echo "RXE-DONE"
+	poweroff -f
+	sleep 10
+fi
 
 selected() {
 	[ "$ONLY" = all ] && return 0
@@ -132,6 +167,7 @@ run_go() {
 			for (i = 5; i <= NF; i++) {
 				if ($i == "B/op") line = line " b_op=" $(i - 1)
 				if ($i == "allocs/op") line = line " allocs_op=" $(i - 1)
+				if ($i ~ /^[a-z_][a-z0-9_]*$/ && $(i - 1) ~ /^[0-9.]+$/) line = line " " $i "=" $(i - 1)
 			}
 			print line
 		}' /tmp/$name.log

@@ -22,7 +22,8 @@
 #   RXE_BENCH=REGEX      Go -test.bench (default .; "none" runs no benchmark)
 #   RXE_BENCHTIME=D      Go -test.benchtime (default 1s)
 #   RXE_ONLY=a,b         run only these manifest entries (smoke-devinfo,
-#                        smoke-write-lat, verbs, verbs-bench, c-hbwrite;
+#                        smoke-write-lat, smoke-send-lat, verbs, verbs-bench,
+#                        tverbs, tverbs-bench, detector, c-hbwrite, twoguest;
 #                        default all)
 #   RXE_BENCHCOUNT=N     runs of each benchmark and of the C loop (default 3)
 #   RXE_GOFLAGS=f1,f2    extra Go test flags, comma-separated
@@ -55,7 +56,8 @@ export PATH=/usr/local/go/bin:$PATH
 
 # Kernel modules in load order. crc32_generic is not in modules.dep, but rxe
 # needs it ("failed to init crc32 algorithm err:-2" without it).
-MODULES=(crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe veth)
+MODULES=(crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe veth
+	virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net)
 
 # Static cgo link of a libibverbs program: the rxe provider is linked in whole
 # (it registers itself from a constructor), so no provider .so or driver file
@@ -156,25 +158,51 @@ copy_with_libs() {
 	done
 }
 
+# GO_TESTS: manifest entry name, test binary, package.
+GO_TESTS=("verbs verbs.test ./verbs" "tverbs tverbs.test ./transport/verbs")
+
 build_go_tests() {
-	local out=$1
-	log "building verbs.test (static, cgo)"
-	# The static link warns about getaddrinfo in libnl: shown only on failure.
-	if ! (cd "$ROOT" && CGO_ENABLED=1 go test -c -o "$out/verbs.test" \
-		-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./verbs) >"$CACHE/build.log" 2>&1; then
-		cat "$CACHE/build.log" >&2
-		die "go test -c ./verbs failed"
+	local out=$1 e name bin pkg
+	for e in "${GO_TESTS[@]}"; do
+		read -r name bin pkg <<<"$e"
+		sel "$name" || sel "$name-bench" || continue
+		log "building $bin (static, cgo)"
+		# The static link warns about getaddrinfo in libnl: shown only on failure.
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go test -c -o "$out/$bin" \
+			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" "$pkg") >"$CACHE/build.log" 2>&1; then
+			cat "$CACHE/build.log" >&2
+			die "go test -c $pkg failed"
+		fi
+	done
+	if sel twoguest; then
+		log "building twoguest (static, cgo)"
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -o "$out/twoguest" \
+			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./rxe/twoguest) >"$CACHE/build.log" 2>&1; then
+			cat "$CACHE/build.log" >&2
+			die "go build ./rxe/twoguest failed"
+		fi
+	fi
+	if sel detector; then
+		log "building vigil (static, cgo)"
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -tags verbs -o "$out/vigil" \
+			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./cmd/vigil) >"$CACHE/build.log" 2>&1; then
+			cat "$CACHE/build.log" >&2
+			die "go build ./cmd/vigil failed"
+		fi
 	fi
 }
 
+# sel NAME: is manifest entry NAME selected by RXE_ONLY?
+sel() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
+
 build_c_loop() {
 	local out=$1
-	[[ -f $HERE/hbwrite.c ]] || return 0
-	log "building hbwrite (static C loop)"
+	log "building hbwrite and tsc (static C)"
 	# shellcheck disable=SC2086
-	if ! gcc -O2 -Wall -Werror -o "$out/hbwrite" "$HERE/hbwrite.c" $STATIC_EXTLDFLAGS >"$CACHE/build-c.log" 2>&1; then
+	if ! gcc -O2 -Wall -Werror -o "$out/hbwrite" "$HERE/hbwrite.c" $STATIC_EXTLDFLAGS >"$CACHE/build-c.log" 2>&1 ||
+		! gcc -O2 -Wall -Werror -static -o "$out/tsc" "$HERE/tsc.c" >>"$CACHE/build-c.log" 2>&1; then
 		cat "$CACHE/build-c.log" >&2
-		die "gcc hbwrite.c failed"
+		die "gcc failed"
 	fi
 }
 
@@ -220,7 +248,7 @@ build_initramfs() {
 
 	# Tools (dynamic) with their libraries, and the rxe provider for them.
 	rm -f "$stage/usr/bin/ip" "$stage/usr/sbin/ip"
-	copy_with_libs "$stage" /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ib_write_lat
+	copy_with_libs "$stage" /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ib_write_lat /usr/bin/ib_send_lat
 	copy_with_libs "$stage" /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 	install -D -m 644 /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/rxe.driver"
 
@@ -230,12 +258,19 @@ build_initramfs() {
 		echo "# kind name path args"
 		echo "sh smoke-devinfo /tests/smoke.sh devinfo"
 		echo "sh smoke-write-lat /tests/smoke.sh write-lat"
+		echo "sh smoke-send-lat /tests/smoke.sh send-lat"
 		if [[ -x $bins/verbs.test ]]; then
 			echo "go verbs /tests/verbs.test"
 			echo "gobench verbs-bench /tests/verbs.test verbs"
 		fi
+		if [[ -x $bins/tverbs.test ]]; then
+			echo "go tverbs /tests/tverbs.test"
+			echo "gobench tverbs-bench /tests/tverbs.test tverbs"
+		fi
+		[[ -x $bins/vigil ]] && echo "sh detector /tests/detector.sh 8"
 		[[ -x $bins/hbwrite ]] && echo "bin c-hbwrite /tests/hbwrite rxe0 BENCHSECS BENCHCOUNT"
 	} >"$stage/etc/rxe/tests"
+	install -m 755 "$HERE/detector.sh" "$stage/tests/detector.sh"
 	for f in "$bins"/*; do [[ -f $f ]] && install -m 755 "$f" "$stage/tests/"; done
 
 	(cd "$stage" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) | gzip -1 >"$CACHE/initrd.gz"
@@ -244,25 +279,33 @@ build_initramfs() {
 
 # expected_results prints the result names a full run must contain.
 expected_results() {
-	local bins=$CACHE/bin
-	sel() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
+	local bins=$CACHE/bin e name bin pkg
 	sel smoke-devinfo && echo smoke-devinfo
 	sel smoke-write-lat && echo smoke-write-lat
-	if sel verbs && [[ -x $bins/verbs.test ]]; then
-		echo verbs
-		"$bins/verbs.test" -test.list "$RUN" 2>/dev/null | grep '^Test' | sed 's|^|verbs/|'
-	fi
-	if sel verbs-bench && [[ -x $bins/verbs.test && $BENCH != none ]]; then echo verbs-bench; fi
+	sel smoke-send-lat && echo smoke-send-lat
+	for e in "${GO_TESTS[@]}"; do
+		read -r name bin pkg <<<"$e"
+		if sel "$name" && [[ -x $bins/$bin ]]; then
+			echo "$name"
+			"$bins/$bin" -test.list "$RUN" 2>/dev/null | grep '^Test' | sed "s|^|$name/|"
+		fi
+		if sel "$name-bench" && [[ -x $bins/$bin && $BENCH != none ]]; then echo "$name-bench"; fi
+	done
+	if sel detector && [[ -x $bins/vigil ]]; then echo detector; fi
 	if sel c-hbwrite && [[ -x $bins/hbwrite ]]; then echo c-hbwrite; fi
+	if sel twoguest && [[ -x $bins/twoguest ]]; then echo twoguest; fi
 	return 0
 }
 
 expected_benches() {
-	local bins=$CACHE/bin
+	local bins=$CACHE/bin e name bin pkg
 	[[ $BENCH == none ]] && return 0
-	if [[ $ONLY == all || ",$ONLY," == *",verbs-bench,"* ]] && [[ -x $bins/verbs.test ]]; then
-		"$bins/verbs.test" -test.list "$BENCH" 2>/dev/null | grep '^Benchmark' | sed 's|^|verbs/|'
-	fi
+	for e in "${GO_TESTS[@]}"; do
+		read -r name bin pkg <<<"$e"
+		if sel "$name-bench" && [[ -x $bins/$bin ]]; then
+			"$bins/$bin" -test.list "$BENCH" 2>/dev/null | grep '^Benchmark' | sed "s|^|$name/|"
+		fi
+	done
 	return 0
 }
 
@@ -272,7 +315,7 @@ boot() {
 	[[ -n $GOFLAGS_EXTRA ]] && append+=" vigil.goflags=$GOFLAGS_EXTRA"
 	[[ -n $GOENV_EXTRA ]] && append+=" vigil.goenv=$GOENV_EXTRA"
 	log "booting qemu (tcg, -smp 2, -m 1024, timeout ${TIMEOUT}s)"
-	local filter=(grep --line-buffered -E '^(RXE-|\[verbs\] (--- FAIL|FAIL|panic))')
+	local filter=(grep --line-buffered -E '^(RXE-|\[[a-z-]+\] (--- FAIL|FAIL|panic|.*_test.go:[0-9]+:))')
 	[[ $VERBOSE == 1 ]] && filter=(cat)
 	set +e
 	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg -cpu max \
@@ -281,6 +324,49 @@ boot() {
 		</dev/null 2>&1 | tr -d '\r' | tee "$log" | "${filter[@]}"
 	QEMU_RC=${PIPESTATUS[0]}
 	set -e
+}
+
+# boot_twoguest runs the two-guest job: guests a and b, each with rxe0 on a
+# virtio NIC, joined by a qemu dgram socket pair (no host networking). Once
+# guest b says its heartbeat links are up, its qemu gets SIGKILL (the host
+# is powered off outright); guest a's survivors must report all of b's
+# ranks. Guest a's RXE lines are appended to the main console log.
+boot_twoguest() {
+	local a=$CACHE/console-a.log b=$CACHE/console-b.log i pb
+	rm -f "$CACHE"/tg-*.sock "$a" "$b"
+	log "two guests (tcg, -smp 1 each, dgram socket network)"
+	tgargs() { # ROLE LOCAL REMOTE MAC
+		echo -machine q35 -accel tcg -cpu max -m 768 -smp 1 -nographic -no-reboot -monitor none \
+			-netdev "dgram,id=n0,local.type=unix,local.path=$2,remote.type=unix,remote.path=$3" \
+			-device "virtio-net-pci,netdev=n0,mac=$4" \
+			-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$CACHE/initrd.gz"
+	}
+	# shellcheck disable=SC2046
+	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 $(tgargs a "$CACHE/tg-a.sock" "$CACHE/tg-b.sock" 52:54:00:12:34:0a) \
+		-serial stdio -append "console=ttyS0 panic=-1 quiet vigil.role=a" </dev/null 2>&1 | tr -d '\r' >"$a" &
+	local ja=$!
+	# Guest b runs as a direct child: $! is its qemu, which gets SIGKILL.
+	# shellcheck disable=SC2046
+	qemu-system-x86_64 $(tgargs b "$CACHE/tg-b.sock" "$CACHE/tg-a.sock" 52:54:00:12:34:0b) \
+		-serial "file:$b" -append "console=ttyS0 panic=-1 quiet vigil.role=b" </dev/null >/dev/null 2>&1 &
+	pb=$!
+	i=0
+	until grep -q 'RXE-TWOGUEST-READY' "$b" 2>/dev/null; do
+		i=$((i + 1))
+		if ((i > TIMEOUT * 10)) || ! kill -0 "$pb" 2>/dev/null; then
+			echo "RXE-RESULT name=twoguest-b status=fail dur_ms=0" >>"$CACHE/console.log"
+			log "guest b never got ready; its console:"
+			tail -30 "$b" | tr -d '\r' >&2
+			break
+		fi
+		sleep 0.1
+	done
+	kill -9 "$pb" 2>/dev/null && log "guest b powered off (SIGKILL to its qemu, pid $pb)"
+	wait "$pb" 2>/dev/null || true
+	wait "$ja" || log "guest a: qemu exit $? (timeout is ${TIMEOUT}s)"
+	grep -E '^(RXE-|\[twoguest\] )' "$a" | sed 's/^/[guest-a] /' >&2
+	grep -E '^RXE-(RESULT|INFO|FATAL)' "$a" >>"$CACHE/console.log"
+	grep -q '^RXE-DONE' "$a" || echo "RXE-FATAL guest a did not finish" >>"$CACHE/console.log"
 }
 
 report() {
@@ -330,6 +416,24 @@ report() {
 			if (gc > 0) printf " go_loop_in_c_ns_op=%s go_loop_in_c_over_c=%.2f", gc, gc / c
 			printf "\n" }'
 	fi
+	# The transport's heartbeat (SendHeartbeat: link lookup, lock, the same
+	# C write) against the C loop, and its latencies against perftest's.
+	local tns wl sl hl ml
+	tns=$(best 'tverbs\/BenchmarkHeartbeatRDMA')
+	if [[ -n $tns && -n $cns ]]; then
+		awk -v g="$tns" -v c="$cns" 'BEGIN { printf "RXE-RATIO best transport_hb_ns_op=%s c_ns_op=%s transport_over_c=%.2f\n", g, c, g / c }'
+	fi
+	metric() { sed -n "s/^RXE-BENCH name=$1 .*$2=\([0-9.]*\).*/\1/p" "$log" | sort -g | head -1; }
+	wl=$(metric 'perftest\/ib_write_lat_8B' lat_typical_us)
+	sl=$(metric 'perftest\/ib_send_lat_8B' lat_typical_us)
+	hl=$(metric 'tverbs\/BenchmarkHeartbeatWriteLatency' ns_oneway_p50)
+	ml=$(metric 'tverbs\/BenchmarkMessageLatency' ns_oneway_p50)
+	if [[ -n $wl && -n $hl ]]; then
+		awk -v h="$hl" -v w="$wl" 'BEGIN { printf "RXE-RATIO best hb_write_oneway_p50_us=%.2f ib_write_lat_typical_us=%s over=%.2f\n", h / 1000, w, h / 1000 / w }'
+	fi
+	if [[ -n $sl && -n $ml ]]; then
+		awk -v m="$ml" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f\n", m / 1000, s, m / 1000 / s }'
+	fi
 	local n_pass n_all
 	n_all=${#got[@]}
 	n_pass=0
@@ -345,13 +449,17 @@ main() {
 	log "kernel $KVER"
 	rm -rf "$CACHE/bin"
 	mkdir -p "$CACHE/bin"
-	if [[ $ONLY == all || ",$ONLY," == *",verbs,"* || ",$ONLY," == *",verbs-bench,"* ]]; then
-		build_go_tests "$CACHE/bin"
-	fi
-	if [[ $ONLY == all || ",$ONLY," == *",c-hbwrite,"* ]]; then build_c_loop "$CACHE/bin"; fi
+	build_go_tests "$CACHE/bin"
+	build_c_loop "$CACHE/bin"
 	build_initramfs
 	log "prepared in $(($(elapsed) / 1000)) s"
-	boot
+	if [[ $ONLY == twoguest ]]; then
+		echo "RXE-DONE (no single-guest entry selected)" >"$CACHE/console.log"
+		QEMU_RC=0
+	else
+		boot
+	fi
+	if sel twoguest && [[ -x $CACHE/bin/twoguest ]]; then boot_twoguest; fi
 	report
 }
 

@@ -3,6 +3,7 @@
 # stock rdma-core tools before any Vigil code runs.
 #   smoke.sh devinfo     ibv_devinfo sees rxe0 with port 1 ACTIVE
 #   smoke.sh write-lat   perftest ib_write_lat loopback on rxe0 (8-byte writes)
+#   smoke.sh send-lat    perftest ib_send_lat loopback on rxe0 (8-byte sends)
 set -u
 DEV=${VIGIL_RXE_DEV:-rxe0}
 
@@ -21,6 +22,33 @@ gid_index() {
 	return 1
 }
 
+# lat TOOL NAME: perftest TOOL loopback on $DEV, 8-byte messages, latencies
+# reported in TSC cycles (-C) and converted with /tests/tsc's measured rate
+# (perftest's own CPU MHz estimate fails under TCG). Prints one RXE-BENCH
+# line NAME with microseconds.
+lat() {
+	tool=$1
+	gi=$(gid_index) || { echo "no RoCE v2 IPv4 GID"; exit 1; }
+	args="-d $DEV -x $gi -s 8 -n 1000 -F -C"
+	$tool $args >/tmp/lat-server.log 2>&1 &
+	srv=$!
+	ok=0
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		if $tool $args 127.0.0.1 >/tmp/lat-client.log 2>&1; then ok=1; break; fi
+		grep -q -i 'connect' /tmp/lat-client.log || break
+	done
+	wait $srv
+	src=$?
+	cat /tmp/lat-client.log
+	[ $ok = 1 ] && [ $src = 0 ] || { echo "server:"; cat /tmp/lat-server.log; exit 1; }
+	mhz=$(/tests/tsc) || { echo "tsc rate unknown"; exit 1; }
+	echo "RXE-INFO tsc_cycles_per_us=$mhz"
+	# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9 (cycles)
+	awk -v mhz="$mhz" -v name="$2" '$1 == 8 && NF >= 9 {
+		printf "RXE-BENCH name=%s iters=%s lat_typical_us=%.2f lat_avg_us=%.2f lat_p99_us=%.2f\n", name, $2, $5 / mhz, $6 / mhz, $8 / mhz }' /tmp/lat-client.log
+}
+
 case "${1:-}" in
 devinfo)
 	ibv_devinfo -d "$DEV" -v || exit 1
@@ -28,26 +56,10 @@ devinfo)
 	gid_index >/dev/null || { echo "no RoCE v2 IPv4 GID"; exit 1; }
 	echo "RXE-INFO smoke gid_index=$(gid_index)"
 	;;
-write-lat)
-	gi=$(gid_index) || { echo "no RoCE v2 IPv4 GID"; exit 1; }
-	args="-d $DEV -x $gi -s 8 -n 1000 -F"
-	ib_write_lat $args >/tmp/lat-server.log 2>&1 &
-	srv=$!
-	ok=0
-	for try in 1 2 3 4 5 6 7 8 9 10; do
-		sleep 0.5
-		if ib_write_lat $args 127.0.0.1 >/tmp/lat-client.log 2>&1; then ok=1; break; fi
-		grep -q -i 'connect' /tmp/lat-client.log || break
-	done
-	wait $srv
-	src=$?
-	cat /tmp/lat-client.log
-	[ $ok = 1 ] && [ $src = 0 ] || { echo "server:"; cat /tmp/lat-server.log; exit 1; }
-	# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
-	awk '$1 == 8 && NF >= 9 { printf "RXE-BENCH name=perftest/ib_write_lat_8B iters=%s lat_typical_us=%s lat_avg_us=%s lat_p99_us=%s\n", $2, $5, $6, $8 }' /tmp/lat-client.log
-	;;
+write-lat) lat ib_write_lat perftest/ib_write_lat_8B ;;
+send-lat) lat ib_send_lat perftest/ib_send_lat_8B ;;
 *)
-	echo "usage: smoke.sh devinfo|write-lat"
+	echo "usage: smoke.sh devinfo|write-lat|send-lat"
 	exit 2
 	;;
 esac

@@ -136,6 +136,10 @@ func (c *Context) release(r resource) error {
 	return nil
 }
 
+// Live returns the number of objects made from the Context and not yet
+// freed: after every object's Close it is 0 (a leak check).
+func (c *Context) Live() int { return c.live() }
+
 // live returns the number of objects not yet freed (for tests and leak
 // checks).
 func (c *Context) live() int {

@@ -523,3 +523,28 @@ func (a *AH) destroy() error {
 	a.ah = nil
 	return nil
 }
+
+// PostSendUDFrom sends length bytes at offset off of the registered region
+// local to dest (UD), without copying them into the work request: the
+// bytes must stay untouched until the send completes. A UD message is at
+// most one path MTU.
+func (q *QP) PostSendUDFrom(wrID uint64, dest UDDest, local *MR, off, length int, signalled bool) error {
+	if q.typ != UD {
+		return fmt.Errorf("verbs: PostSendUDFrom on a %v QP", q.typ)
+	}
+	if dest.AH == nil || dest.AH.ah == nil {
+		return fmt.Errorf("verbs: PostSendUDFrom without an address handle")
+	}
+	if off < 0 || length < 0 || off+length > local.Len() {
+		return fmt.Errorf("verbs: PostSendUDFrom range [%d,%d) outside the %d-byte MR", off, off+length, local.Len())
+	}
+	s := &q.send
+	*s = C.struct_vv_send{wr_id: C.uint64_t(wrID), opcode: C.IBV_WR_SEND, flags: sigFlag(signalled),
+		laddr: C.uint64_t(local.Addr() + uint64(off)), len: C.uint32_t(length), lkey: C.uint32_t(local.lkey),
+		ah: dest.AH.ah, remote_qpn: C.uint32_t(dest.QPN), remote_qkey: C.uint32_t(dest.QKey)}
+	return q.post("ibv_post_send(UD SEND)", nil)
+}
+
+// PathMTU returns the port's active MTU when the QP was created: the
+// largest UD message.
+func (q *QP) PathMTU() MTU { return q.mtu }

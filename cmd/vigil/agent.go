@@ -40,14 +40,27 @@ func agentMain(args []string) error {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if df.transport == "verbs" {
-		logger.Warn("verbs transport not available in this build; using tcp")
-	}
 	cfg := df.config()
 	cfg.Rank, cfg.Size, cfg.Logger = bs.Rank(), bs.Size(), logger
+	var vt *verbsTransport
+	if df.transport == "verbs" {
+		if vt, err = openVerbs(bs, logger); err != nil {
+			vt = nil
+			logger.Warn("verbs transport unavailable, using tcp", "reason", err.Error())
+		} else {
+			cfg.Slots = vt.Slots() // heartbeats are RDMA-written into registered memory
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		if vt != nil {
+			if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
+				vt.Close()
+				return nil, fmt.Errorf("verbs transport: %w", err)
+			}
+			return vt, nil
+		}
 		tr, err := tcp.Listen(tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
 			Slots: slots, Handler: h, Logger: logger})
 		if err != nil {

@@ -1,0 +1,44 @@
+//go:build cgo && verbs
+
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+
+	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/transport"
+	vtr "github.com/vigil-hpc/vigil/transport/verbs"
+	"github.com/vigil-hpc/vigil/verbs"
+)
+
+// verbsBuilt says whether this binary has the verbs transport (-tags verbs).
+const verbsBuilt = true
+
+// hasRDMADevice reports whether the machine has any RDMA device.
+func hasRDMADevice() bool {
+	_, err := verbs.Devices()
+	return !errors.Is(err, verbs.ErrNoDevice)
+}
+
+// verbsTransport is an opened verbs transport waiting for the address
+// exchange.
+type verbsTransport = vtr.Transport
+
+// openVerbs opens the verbs transport on the device named by
+// VIGIL_VERBS_DEVICE (default: the first), restricted to the GIDs of
+// VIGIL_VERBS_NETDEV if set. The error says why verbs cannot be used.
+func openVerbs(bs bootstrap.Bootstrap, logger *slog.Logger) (*verbsTransport, error) {
+	return vtr.Open(vtr.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
+		Device: os.Getenv("VIGIL_VERBS_DEVICE"), Netdev: os.Getenv("VIGIL_VERBS_NETDEV"), Logger: logger})
+}
+
+// startVerbs publishes vt's address, and starts it with every rank's.
+func startVerbs(vt *verbsTransport, exchange func(string) ([]string, error), h transport.Handler) error {
+	addrs, err := exchange(vt.Addr())
+	if err == nil {
+		err = vt.Start(addrs, h)
+	}
+	return err
+}

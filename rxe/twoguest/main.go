@@ -1,0 +1,210 @@
+// Command twoguest runs one half of a Vigil job over the verbs transport in
+// one of two rxe guests joined by a qemu network (rxe/run.sh): guest "a"
+// runs ranks [0, n/2), guest "b" ranks [n/2, n), as nodes of one process
+// each, on the guest's rxe0 (over eth0). The two halves exchange their
+// verbs addresses over a plain TCP rendezvous on the guests' network (the
+// role of the job's bootstrap) and start their nodes: the ring's heartbeats
+// cross hosts as RDMA writes.
+//
+// Guest b prints "RXE-TWOGUEST-READY" once its heartbeat links are up and
+// then waits; the host powers guest b off outright (SIGKILL to its qemu).
+// Guest a checks that every survivor reports exactly ranks [n/2, n) —
+// completeness and accuracy — and exits 0 on success.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+	vtr "github.com/vigil-hpc/vigil/transport/verbs"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "twoguest:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	role := flag.String("role", "", "a (ranks [0,n/2), rendezvous server) or b")
+	n := flag.Int("n", 8, "ranks in the job (even)")
+	server := flag.String("server", "10.98.0.1:7070", "rendezvous address (guest a listens)")
+	h := flag.Duration("h", 50*time.Millisecond, "heartbeat period")
+	delta := flag.Duration("delta", 3*time.Second, "suspicion time-out (generous: two TCG guests share the host's cores)")
+	wait := flag.Duration("wait", 60*time.Second, "how long guest a waits for the verdict")
+	flag.Parse()
+	if (*role != "a" && *role != "b") || *n < 2 || *n%2 != 0 {
+		return fmt.Errorf("-role a|b and an even -n ≥ 2 are required")
+	}
+	half := *n / 2
+	const grace = 20 * time.Second // a loaded host slows TCG guests ~10x
+	first := 0
+	if *role == "b" {
+		first = half
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	key := []byte("two-guest-job-key-0123456789abcdef")
+	trs := make([]*vtr.Transport, half)
+	mine := make([]string, half)
+	for i := range trs {
+		t, err := vtr.Open(vtr.Config{Self: ranks.Rank(first + i), N: *n, JobID: 0x2937, Key: key,
+			Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: log})
+		if err != nil {
+			return err
+		}
+		trs[i], mine[i] = t, t.Addr()
+	}
+	addrs, err := rendezvous(*role, *server, mine, *n)
+	if err != nil {
+		return err
+	}
+	nodes := make([]*node.Node, half)
+	for i, t := range trs {
+		cfg := node.Config{Rank: ranks.Rank(first + i), Size: *n, HeartbeatPeriod: *h, SuspectTimeout: *delta,
+			StartGrace: grace, Slots: t.Slots(), Logger: log}
+		nd, err := node.Start(cfg, func(_ *hb.Slots, hd transport.Handler) (transport.Transport, error) {
+			return t, t.Start(addrs, hd)
+		})
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", first+i, err)
+		}
+		nodes[i] = nd
+	}
+	started := time.Now()
+	fmt.Printf("RXE-INFO twoguest role=%s ranks=%d..%d started\n", *role, first, first+half-1)
+	if err := waitUntil(30*time.Second, func() bool {
+		for _, t := range trs {
+			if t.VerbsStats().RCWrites == 0 {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("heartbeat links not all up: %w", err)
+	}
+	// Past the start-up grace, so that suspicions are armed everywhere.
+	time.Sleep(max(2*time.Second, time.Until(started.Add(grace+2*time.Second))))
+	for i, nd := range nodes {
+		if d := nd.Dead(); len(d) != 0 {
+			return fmt.Errorf("rank %d reports %v dead before any failure", first+i, d)
+		}
+	}
+	if *role == "b" {
+		fmt.Println("RXE-TWOGUEST-READY")
+		select {} // until the host powers this guest off
+	}
+	fmt.Println("RXE-INFO twoguest role=a links up, waiting for guest b to be powered off")
+	want := make([]ranks.Rank, 0, half)
+	for r := half; r < *n; r++ {
+		want = append(want, ranks.Rank(r))
+	}
+	var firstSeen time.Time
+	err = waitUntil(*wait, func() bool {
+		all := true
+		for _, nd := range nodes {
+			d := nd.Dead()
+			if len(d) > 0 && firstSeen.IsZero() {
+				firstSeen = time.Now()
+			}
+			if !slices.Equal(d, want) {
+				all = false
+			}
+		}
+		return all
+	})
+	for i, nd := range nodes {
+		fmt.Printf("RXE-INFO twoguest rank=%d dead=%v rc_writes=%d rc_errors=%d\n", first+i, nd.Dead(),
+			trs[i].VerbsStats().RCWrites, trs[i].VerbsStats().RCErrors)
+	}
+	if err != nil {
+		return fmt.Errorf("survivors did not all report exactly %v: %w", want, err)
+	}
+	fmt.Printf("RXE-INFO twoguest survivors=%d reported=%v first_to_all_ms=%d\n", half, want,
+		time.Since(firstSeen).Milliseconds())
+	for _, nd := range nodes {
+		nd.Close()
+	}
+	return nil
+}
+
+// rendezvous exchanges the two halves' addresses: b sends its lines to a,
+// a answers with the whole table.
+func rendezvous(role, server string, mine []string, n int) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if role == "a" {
+		ln, err := net.Listen("tcp", server)
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		go func() { <-ctx.Done(); ln.Close() }()
+		c, err := ln.Accept()
+		if err != nil {
+			return nil, fmt.Errorf("no guest b at %s: %w", server, err)
+		}
+		defer c.Close()
+		theirs, err := readLines(c, n/2)
+		if err != nil {
+			return nil, err
+		}
+		all := append(append([]string(nil), mine...), theirs...)
+		_, err = fmt.Fprintln(c, strings.Join(all, "\n"))
+		return all, err
+	}
+	var c net.Conn
+	var err error
+	for ctx.Err() == nil { // guest a may still be booting
+		var d net.Dialer
+		if c, err = d.DialContext(ctx, "tcp", server); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("cannot reach guest a at %s: %w", server, err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintln(c, strings.Join(mine, "\n")); err != nil {
+		return nil, err
+	}
+	return readLines(c, n)
+}
+
+func readLines(c net.Conn, k int) ([]string, error) {
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	sc := bufio.NewScanner(c)
+	var out []string
+	for len(out) < k && sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if len(out) < k {
+		return nil, fmt.Errorf("rendezvous: %d of %d addresses (%v)", len(out), k, sc.Err())
+	}
+	return out, nil
+}
+
+// waitUntil polls cond every 10 ms for up to d.
+func waitUntil(d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not after %v", d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package verbs
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+	ibv "github.com/vigil-hpc/vigil/verbs"
+)
+
+// hbLink is an emitter's RC connection to its observer: an inline RDMA
+// WRITE of the sequence number into the observer's slot for this rank.
+//
+// Life cycle: the emitter thread's first heartbeat to a new observer finds
+// no link, asks the protocol goroutine to connect, and sends that
+// heartbeat (and the next ones) as an authenticated UD datagram, which the
+// observer's receive path stores into the same slot word. The protocol
+// goroutine creates an RC QP, sends CONNREQ over the reliable UD channel;
+// the observer creates its end, connects it and answers CONNACK; the
+// emitter connects its end and publishes the link, and from the next
+// heartbeat on the writes are RDMA. Links to other (former) observers are
+// retired then: an emitter has one observer at a time.
+//
+// A write whose completion reports an error (retry exceeded: the observer
+// is dead or unreachable; remote access error: its QP is gone) marks the
+// link broken: heartbeats go back to UD and a new link is requested. This
+// is extra evidence only, counted in VerbsStats.RCErrors and logged: the
+// emitter is not the observer's observer, so it never suspects anyone on
+// it, and the observer side never sees it. Suspicion stays the observer's
+// check of its own slot word not advancing within δ, whichever path wrote
+// it.
+type hbLink struct {
+	mu     sync.Mutex // held by the emitter thread around Write, and by retire
+	peer   ranks.Rank
+	cq     *ibv.CQ // the link's own CQ: a retired Writer's late completions can never reach another Writer
+	qp     *ibv.QP
+	w      *ibv.Writer
+	remote ibv.RemoteAddr
+	broken bool
+	dead   bool
+	count  *atomic.Int64 // the transport's RC QP count
+}
+
+// retire frees the link's writer and QP; a concurrent heartbeat finds it
+// dead and goes over UD.
+func (l *hbLink) retire() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead {
+		return nil
+	}
+	l.dead = true
+	l.count.Add(-1)
+	return errors.Join(l.w.Close(), l.qp.Close(), l.cq.Close())
+}
+
+// SendHeartbeat implements transport.Transport. Called only from the
+// emitter thread; it does not allocate once the link to the observer is up
+// (nor, on the UD path, once the address handle exists).
+func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
+	if int64(to) >= int64(t.cfg.N) {
+		return transport.ErrUnknownRank
+	}
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	if l := t.links[to].Load(); l != nil {
+		l.mu.Lock()
+		if !l.dead && !l.broken {
+			err := l.w.Write(l.remote, seq)
+			if err == nil {
+				l.mu.Unlock()
+				t.rcWrites.Add(1)
+				t.hbSent.Add(1)
+				return nil
+			}
+			l.broken = true
+			l.mu.Unlock()
+			t.rcErrors.Add(1)
+			t.logLimited("rcerr", slog.LevelInfo, "RDMA heartbeat write failed: back to UD, reconnecting (evidence only, no suspicion)",
+				"observer", to, "err", err)
+		} else {
+			l.mu.Unlock()
+		}
+	}
+	t.requestLink(to)
+	return t.udHeartbeat(to, seq)
+}
+
+// requestLink asks the protocol goroutine for a link to observer to,
+// once until that attempt ends. It does not block.
+func (t *Transport) requestLink(to ranks.Rank) {
+	if !t.started || !t.connecting[to].CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case t.connReq <- to:
+	default:
+		t.connecting[to].Store(false)
+	}
+}
+
+// udHeartbeat sends seq as an authenticated heartbeat datagram (inline,
+// no send buffer needed).
+func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
+	if !t.started {
+		t.hbDropped.Add(1)
+		return errors.New("verbs transport: heartbeat before Start")
+	}
+	t.udMu.Lock()
+	defer t.udMu.Unlock()
+	d, err := t.dest(to)
+	if err == nil {
+		err = t.ud.PostSendUD(hbWRID, *d, t.hbFrame.Encode(seq), true)
+	}
+	t.reap()
+	if err != nil {
+		t.hbDropped.Add(1)
+		return err
+	}
+	t.udHeartbeats.Add(1)
+	t.hbSent.Add(1)
+	return nil
+}
+
+// connect starts the RC handshake towards observer to (relMu held).
+func (t *Transport) connect(to ranks.Rank) {
+	if l := t.links[to].Load(); l != nil && !l.isBroken() {
+		t.connecting[to].Store(false)
+		return
+	}
+	if t.pending[to] != nil {
+		return
+	}
+	p := &pendingLink{count: &t.rcQPs}
+	var err error
+	if p.cq, err = t.ctx.CreateCQ(2*writerSendWR, false); err == nil {
+		p.qp, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: p.cq, MaxSendWR: writerSendWR, MaxRecvWR: 1,
+			MaxInline: 64, Netdev: t.cfg.Netdev})
+		if err == nil {
+			t.rcQPs.Add(1)
+		}
+	}
+	if err == nil {
+		m := control{op: ctlConnReq, ep: p.qp.Endpoint()}.append(nil)
+		err = t.rel.send(to, true, m, now())
+	}
+	if err != nil {
+		t.logLimited("rcqp", slog.LevelWarn, "cannot start heartbeat link", "observer", to, "err", err)
+		p.close()
+		t.connecting[to].Store(false)
+		return
+	}
+	t.pending[to] = p
+}
+
+// pendingLink is an emitter's RC QP waiting for the observer's CONNACK.
+type pendingLink struct {
+	cq    *ibv.CQ
+	qp    *ibv.QP
+	count *atomic.Int64
+}
+
+func (p *pendingLink) close() error {
+	var errs []error
+	if p.qp != nil {
+		p.count.Add(-1)
+		errs = append(errs, p.qp.Close())
+	}
+	if p.cq != nil {
+		errs = append(errs, p.cq.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (l *hbLink) isBroken() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken || l.dead
+}
+
+// onControl handles a CONNREQ (this rank is the observer) or a CONNACK
+// (this rank is the emitter).
+func (t *Transport) onControl(from ranks.Rank, m []byte) {
+	c, err := decodeControl(m)
+	if err != nil {
+		t.reject("bad_control", err)
+		return
+	}
+	switch c.op {
+	case ctlConnReq:
+		t.accept(from, c.ep)
+	case ctlConnAck:
+		t.established(from, c)
+	}
+}
+
+// accept creates (or re-announces) the observer's end of emitter from's
+// heartbeat link. Its QP allows REMOTE_WRITE; the only memory the rkey
+// reaches is the slot array.
+func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
+	for _, p := range t.passive {
+		if p.emitter == from && p.remote == ep.QPN { // a repeated request
+			t.ack(from, p.qp, ep.QPN)
+			return
+		}
+	}
+	keep := t.passive[:0]
+	for _, p := range t.passive {
+		if p.emitter == from {
+			t.closePassive(p) // the emitter's previous link
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	t.passive = keep
+	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: t.pcq, MaxSendWR: 1, MaxRecvWR: 1,
+		Access: ibv.AccessRemoteWrite, Netdev: t.cfg.Netdev})
+	if err == nil {
+		t.rcQPs.Add(1)
+		if err = qp.Connect(ep, &t.cfg.RC); err != nil {
+			t.closePassive(&passiveQP{qp: qp})
+		}
+	}
+	if err != nil {
+		t.logLimited("accept", slog.LevelWarn, "cannot accept heartbeat link", "emitter", from, "err", err)
+		return
+	}
+	if len(t.passive) >= maxPassive {
+		t.closePassive(t.passive[0])
+		t.passive = t.passive[1:]
+	}
+	t.passive = append(t.passive, &passiveQP{emitter: from, remote: ep.QPN, qp: qp})
+	t.ack(from, qp, ep.QPN)
+}
+
+func (t *Transport) closePassive(p *passiveQP) error {
+	t.rcQPs.Add(-1)
+	return p.qp.Close()
+}
+
+func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo uint32) {
+	m := control{op: ctlConnAck, ep: qp.Endpoint(), echo: echo}.append(nil)
+	if err := t.rel.send(to, true, m, now()); err != nil {
+		t.logLimited("ack", slog.LevelWarn, "cannot answer heartbeat link request", "emitter", to, "err", err)
+	}
+}
+
+// established completes the emitter's end on CONNACK and publishes the
+// link; links to every other rank are retired.
+func (t *Transport) established(from ranks.Rank, c control) {
+	p := t.pending[from]
+	if p == nil || p.qp.Num() != c.echo {
+		return // an answer to an attempt already abandoned
+	}
+	delete(t.pending, from)
+	qp := p.qp
+	defer t.connecting[from].Store(false)
+	err := qp.Connect(c.ep, &t.cfg.RC)
+	var w *ibv.Writer
+	if err == nil {
+		w, err = qp.NewWriter(0)
+	}
+	if err == nil {
+		// A full send queue (the observer stopped acking) must not hold
+		// the emitter thread: the write fails at once and goes over UD.
+		w.SetFullWait(time.Millisecond)
+	}
+	if err != nil {
+		if w != nil {
+			w.Close()
+		}
+		p.close()
+		t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
+		return
+	}
+	l := &hbLink{peer: from, count: &t.rcQPs, cq: p.cq, qp: qp, w: w, remote: t.peers[from].Slots.Word(int(t.cfg.Self))}
+	if old := t.links[from].Swap(l); old != nil {
+		old.retire()
+	}
+	for r := range t.links {
+		if ranks.Rank(r) == from {
+			continue
+		}
+		if old := t.links[r].Swap(nil); old != nil {
+			old.retire()
+		}
+	}
+	t.linksUp.Add(1)
+	t.log.Info("RDMA heartbeat link up", "observer", from, "qpn", qp.Num(), "remote_qpn", c.ep.QPN)
+}

@@ -1,0 +1,153 @@
+package verbs
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	ibv "github.com/vigil-hpc/vigil/verbs"
+)
+
+// Datagram layout. Every UD datagram is one authenticated wire frame (job
+// ID, sender rank and incarnation in its header, HMAC tag at its end): a
+// wire.Heartbeat frame for a fallback heartbeat, or a wire.Msg frame whose
+// payload starts with this transport's reliability header:
+//
+//	DATA: kind=1 | flags | seq (u64 LE) | base (u64 LE) | fragment bytes
+//	ACK:  kind=2 | 0     | cumulative ack (u64 LE)
+//
+// seq numbers the sender's packets to this receiver from 1; base is the
+// lowest seq the sender still holds (everything below it was delivered or
+// given up on), so a receiver waiting for a packet the sender abandoned
+// skips ahead instead of stalling. flagLast ends a message; flagControl
+// marks the transport's own messages (the RC handshake), which are not
+// handed to the node.
+const (
+	kindData = 1
+	kindAck  = 2
+
+	flagLast    = 1
+	flagControl = 2
+
+	dataHeader = 18
+	ackSize    = 10
+)
+
+// pktHeader is a decoded reliability header.
+type pktHeader struct {
+	kind  byte
+	flags byte
+	seq   uint64 // DATA: the packet's seq; ACK: the cumulative ack
+	base  uint64 // DATA only
+}
+
+func appendData(dst []byte, flags byte, seq, base uint64, frag []byte) []byte {
+	dst = append(dst, kindData, flags)
+	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = binary.LittleEndian.AppendUint64(dst, base)
+	return append(dst, frag...)
+}
+
+func appendAck(dst []byte, cum uint64) []byte {
+	dst = append(dst, kindAck, 0)
+	return binary.LittleEndian.AppendUint64(dst, cum)
+}
+
+// decodePacket splits a Msg frame payload into header and fragment; errors
+// name the field.
+func decodePacket(b []byte) (pktHeader, []byte, error) {
+	var h pktHeader
+	if len(b) < 2 {
+		return h, nil, fmt.Errorf("verbs datagram: %d bytes, too short for a kind", len(b))
+	}
+	h.kind, h.flags = b[0], b[1]
+	switch h.kind {
+	case kindData:
+		if len(b) < dataHeader {
+			return h, nil, fmt.Errorf("verbs datagram: DATA of %d bytes, header needs %d", len(b), dataHeader)
+		}
+		if h.flags&^(flagLast|flagControl) != 0 {
+			return h, nil, fmt.Errorf("verbs datagram: DATA flags %#x unknown", h.flags)
+		}
+		h.seq = binary.LittleEndian.Uint64(b[2:])
+		h.base = binary.LittleEndian.Uint64(b[10:])
+		if h.seq == 0 || h.base == 0 || h.base > h.seq {
+			return h, nil, fmt.Errorf("verbs datagram: DATA seq %d base %d (want 1 ≤ base ≤ seq)", h.seq, h.base)
+		}
+		return h, b[dataHeader:], nil
+	case kindAck:
+		if len(b) != ackSize || h.flags != 0 {
+			return h, nil, fmt.Errorf("verbs datagram: ACK of %d bytes flags %#x, want %d bytes flags 0", len(b), h.flags, ackSize)
+		}
+		h.seq = binary.LittleEndian.Uint64(b[2:])
+		return h, nil, nil
+	}
+	return h, nil, fmt.Errorf("verbs datagram: unknown kind %d", h.kind)
+}
+
+// Control messages (flagControl) set up the RC queue pairs that carry RDMA
+// heartbeat writes: the emitter sends CONNREQ with its new QP's endpoint,
+// the observer creates and connects a QP to it and answers CONNACK with its
+// own endpoint and the requester's QP number (to match the request).
+const (
+	ctlConnReq = 1
+	ctlConnAck = 2
+
+	endpointSize = 4 + 4 + 2 + 16
+	connReqSize  = 1 + endpointSize
+	connAckSize  = 1 + endpointSize + 4
+)
+
+// control is a decoded control message.
+type control struct {
+	op   byte
+	ep   ibv.Endpoint // the sender's RC QP
+	echo uint32       // CONNACK: the requester's QP number
+}
+
+func appendEndpoint(dst []byte, e ibv.Endpoint) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, e.QPN)
+	dst = binary.LittleEndian.AppendUint32(dst, e.PSN)
+	dst = binary.LittleEndian.AppendUint16(dst, e.LID)
+	return append(dst, e.GID[:]...)
+}
+
+func (c control) append(dst []byte) []byte {
+	dst = append(dst, c.op)
+	dst = appendEndpoint(dst, c.ep)
+	if c.op == ctlConnAck {
+		dst = binary.LittleEndian.AppendUint32(dst, c.echo)
+	}
+	return dst
+}
+
+// decodeControl decodes a control message; errors name the problem.
+func decodeControl(b []byte) (control, error) {
+	var c control
+	if len(b) < 1 {
+		return c, fmt.Errorf("verbs control: empty")
+	}
+	c.op = b[0]
+	want := 0
+	switch c.op {
+	case ctlConnReq:
+		want = connReqSize
+	case ctlConnAck:
+		want = connAckSize
+	default:
+		return c, fmt.Errorf("verbs control: unknown op %d", c.op)
+	}
+	if len(b) != want {
+		return c, fmt.Errorf("verbs control: op %d of %d bytes, want %d", c.op, len(b), want)
+	}
+	c.ep.QPN = binary.LittleEndian.Uint32(b[1:])
+	c.ep.PSN = binary.LittleEndian.Uint32(b[5:])
+	c.ep.LID = binary.LittleEndian.Uint16(b[9:])
+	copy(c.ep.GID[:], b[11:27])
+	if c.ep.QPN == 0 || c.ep.QPN >= 1<<24 || c.ep.PSN >= 1<<24 {
+		return c, fmt.Errorf("verbs control: QP number %d or PSN %d out of range", c.ep.QPN, c.ep.PSN)
+	}
+	if c.op == ctlConnAck {
+		c.echo = binary.LittleEndian.Uint32(b[27:])
+	}
+	return c, nil
+}

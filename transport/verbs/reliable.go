@@ -1,0 +1,268 @@
+package verbs
+
+import (
+	"fmt"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// reliable is the minimal reliability layer over UD datagrams: per peer,
+// sequence numbers, a sliding window of unacknowledged packets retransmitted
+// with exponential back-off, cumulative acks, in-order delivery with
+// duplicate suppression, fragmentation of messages larger than one
+// datagram, and giving up on a peer that never acks (it is dead or cut
+// off: its messages are dropped and counted, as TCP's are, and the next
+// packet's base tells the receiver to skip them).
+//
+// It is pure state: time comes in as nanoseconds, datagrams go out through
+// xmit and messages come out through deliver. The transport drives it from
+// one goroutine.
+type reliable struct {
+	cfg     relConfig
+	peers   map[ranks.Rank]*peerRel
+	xmit    func(to ranks.Rank, payload []byte)       // send one Msg-frame payload
+	deliver func(from ranks.Rank, ctl bool, m []byte) // a whole message, in order
+	gaveUp  func(to ranks.Rank, msgs int)             // msgs dropped towards to
+	scratch []byte
+}
+
+// relConfig are the layer's knobs (see defaultRelConfig).
+type relConfig struct {
+	window   int   // packets in flight per peer
+	queueMax int   // packets waiting for the window per peer
+	frag     int   // fragment bytes per datagram
+	maxMsg   int   // largest message
+	rto0     int64 // first retransmission timeout (ns)
+	rtoMax   int64 // back-off cap (ns)
+	maxTries int   // transmissions of one packet before giving up
+}
+
+// defaultRelConfig: a first RTO of 20 ms (well above a RoCE round trip,
+// and above soft-RoCE's under emulation) doubling to 640 ms, 10 tries: a
+// peer is given up after ≈ 4 s.
+func defaultRelConfig(frag int) relConfig {
+	return relConfig{window: 32, queueMax: 4096, frag: frag, maxMsg: 1 << 20,
+		rto0: 20e6, rtoMax: 640e6, maxTries: 10}
+}
+
+// peerRel is the state towards and from one peer.
+type peerRel struct {
+	// Send side.
+	next     uint64    // seq of the next new packet (from 1)
+	base     uint64    // lowest seq not yet acked or abandoned
+	inflight []*packet // seq base.., at most window
+	queue    []*packet // waiting for the window
+	// Receive side.
+	expected uint64 // next seq to deliver
+	ooo      map[uint64]rpacket
+	partial  []byte
+	partCtl  bool
+}
+
+type packet struct {
+	seq   uint64
+	flags byte
+	frag  []byte
+	due   int64 // next (re)transmission time; 0: not sent yet
+	rto   int64
+	tries int
+}
+
+type rpacket struct {
+	flags byte
+	frag  []byte
+}
+
+func newReliable(cfg relConfig) *reliable {
+	return &reliable{cfg: cfg, peers: map[ranks.Rank]*peerRel{}}
+}
+
+func (r *reliable) peer(p ranks.Rank) *peerRel {
+	s := r.peers[p]
+	if s == nil {
+		s = &peerRel{next: 1, base: 1, expected: 1}
+		r.peers[p] = s
+	}
+	return s
+}
+
+// send queues message m to peer to (split into fragments) and transmits
+// what the window allows. It fails if m is too large or the peer's queue
+// is full (the message is then dropped whole).
+func (r *reliable) send(to ranks.Rank, ctl bool, m []byte, now int64) error {
+	if len(m) > r.cfg.maxMsg {
+		return fmt.Errorf("verbs transport: message of %d bytes above %d", len(m), r.cfg.maxMsg)
+	}
+	s := r.peer(to)
+	nfrag := max(1, (len(m)+r.cfg.frag-1)/r.cfg.frag)
+	if len(s.queue)+nfrag > r.cfg.queueMax {
+		return fmt.Errorf("verbs transport: send queue to rank %d full (%d packets unacknowledged; peer dead or slow)", to, len(s.queue)+len(s.inflight))
+	}
+	for i := 0; i < nfrag; i++ {
+		var flags byte
+		if ctl {
+			flags |= flagControl
+		}
+		if i == nfrag-1 {
+			flags |= flagLast
+		}
+		end := min(len(m), (i+1)*r.cfg.frag)
+		frag := append([]byte(nil), m[i*r.cfg.frag:end]...)
+		s.queue = append(s.queue, &packet{seq: s.next, flags: flags, frag: frag})
+		s.next++
+	}
+	r.pump(to, s, now)
+	return nil
+}
+
+// pump moves queued packets into the window and sends them.
+func (r *reliable) pump(to ranks.Rank, s *peerRel, now int64) {
+	for len(s.queue) > 0 && len(s.inflight) < r.cfg.window {
+		p := s.queue[0]
+		s.queue = s.queue[1:]
+		s.inflight = append(s.inflight, p)
+		r.transmit(to, s, p, now)
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+}
+
+func (r *reliable) transmit(to ranks.Rank, s *peerRel, p *packet, now int64) {
+	if p.rto == 0 {
+		p.rto = r.cfg.rto0
+	} else {
+		p.rto = min(2*p.rto, r.cfg.rtoMax)
+	}
+	p.tries++
+	p.due = now + p.rto
+	r.scratch = appendData(r.scratch[:0], p.flags, p.seq, s.base, p.frag)
+	r.xmit(to, r.scratch)
+}
+
+// onAck handles a cumulative ack from peer: every packet up to cum is
+// delivered.
+func (r *reliable) onAck(from ranks.Rank, cum uint64, now int64) {
+	s := r.peers[from]
+	if s == nil || cum < s.base {
+		return
+	}
+	if cum >= s.next { // acks a packet never sent: ignore the bogus part
+		cum = s.next - 1
+	}
+	i := 0
+	for i < len(s.inflight) && s.inflight[i].seq <= cum {
+		i++
+	}
+	s.inflight = s.inflight[i:]
+	s.base = cum + 1
+	r.pump(from, s, now)
+}
+
+// onData handles a DATA packet from peer: ack it, reorder, deliver whole
+// messages in order exactly once.
+func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte) {
+	s := r.peer(from)
+	if h.base > s.expected {
+		// The sender gave up on [expected, base): skip them.
+		s.expected, s.partial = h.base, nil
+		for q := range s.ooo {
+			if q < h.base {
+				delete(s.ooo, q)
+			}
+		}
+	}
+	switch {
+	case h.seq < s.expected: // duplicate: re-ack below
+	case h.seq == s.expected:
+		r.accept(from, s, h.flags, frag)
+		for {
+			p, ok := s.ooo[s.expected]
+			if !ok {
+				break
+			}
+			delete(s.ooo, s.expected)
+			r.accept(from, s, p.flags, p.frag)
+		}
+	case h.seq < s.expected+uint64(2*r.cfg.window):
+		if s.ooo == nil {
+			s.ooo = map[uint64]rpacket{}
+		}
+		if _, dup := s.ooo[h.seq]; !dup {
+			s.ooo[h.seq] = rpacket{h.flags, append([]byte(nil), frag...)}
+		}
+	default: // beyond any window the sender may use: drop, it will resend
+	}
+	r.scratch = appendAck(r.scratch[:0], s.expected-1)
+	r.xmit(from, r.scratch)
+}
+
+// accept appends the in-order fragment at s.expected and delivers a
+// message on its last fragment.
+func (r *reliable) accept(from ranks.Rank, s *peerRel, flags byte, frag []byte) {
+	s.expected++
+	if len(s.partial)+len(frag) > r.cfg.maxMsg {
+		s.partial = nil // a sender over the limit: drop the message
+		return
+	}
+	if len(s.partial) == 0 {
+		s.partCtl = flags&flagControl != 0
+	}
+	s.partial = append(s.partial, frag...)
+	if flags&flagLast != 0 {
+		m := s.partial
+		s.partial = nil
+		r.deliver(from, s.partCtl, m)
+	}
+}
+
+// tick retransmits every packet whose timeout passed, gives up on peers
+// whose oldest packet used all its tries, and returns the next deadline
+// (0: nothing in flight).
+func (r *reliable) tick(now int64) int64 {
+	next := int64(0)
+	for to, s := range r.peers {
+		if len(s.inflight) == 0 {
+			continue
+		}
+		if p := s.inflight[0]; p.due <= now && p.tries >= r.cfg.maxTries {
+			r.abandon(to, s)
+			continue
+		}
+		for _, p := range s.inflight {
+			if p.due <= now {
+				r.transmit(to, s, p, now)
+			}
+			if next == 0 || p.due < next {
+				next = p.due
+			}
+		}
+	}
+	return next
+}
+
+// abandon drops everything towards a peer that stopped acking.
+func (r *reliable) abandon(to ranks.Rank, s *peerRel) {
+	msgs := 0
+	for _, q := range [][]*packet{s.inflight, s.queue} {
+		for _, p := range q {
+			if p.flags&flagLast != 0 {
+				msgs++
+			}
+		}
+	}
+	s.inflight, s.queue = nil, nil
+	s.base = s.next
+	if r.gaveUp != nil {
+		r.gaveUp(to, msgs)
+	}
+}
+
+// pending returns the number of packets held towards peer.
+func (r *reliable) pending(to ranks.Rank) int {
+	s := r.peers[to]
+	if s == nil {
+		return 0
+	}
+	return len(s.inflight) + len(s.queue)
+}

@@ -1,0 +1,287 @@
+package verbs
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/ranks"
+	ibv "github.com/vigil-hpc/vigil/verbs"
+)
+
+// lossyNet connects reliable layers in memory with loss, duplication and
+// reordering, driven by a simulated clock.
+type lossyNet struct {
+	rng                 *rand.Rand
+	nodes               []*reliable
+	inflight            []datagram
+	loss, dup, reorder  float64
+	delivered           [][]string // per receiver, "from:msg" in order
+	cut                 map[ranks.Rank]bool
+	gaveUp              map[ranks.Rank]int
+	sentDatagrams, lost int
+}
+
+type datagram struct {
+	from, to ranks.Rank
+	b        []byte
+}
+
+func newLossyNet(n int, seed int64, frag int) *lossyNet {
+	ln := &lossyNet{rng: rand.New(rand.NewSource(seed)), delivered: make([][]string, n),
+		cut: map[ranks.Rank]bool{}, gaveUp: map[ranks.Rank]int{}}
+	for i := 0; i < n; i++ {
+		me := ranks.Rank(i)
+		cfg := defaultRelConfig(frag)
+		cfg.window = 4
+		r := newReliable(cfg)
+		r.xmit = func(to ranks.Rank, p []byte) {
+			ln.sentDatagrams++
+			ln.inflight = append(ln.inflight, datagram{me, to, append([]byte(nil), p...)})
+		}
+		r.deliver = func(from ranks.Rank, ctl bool, m []byte) {
+			ln.delivered[me] = append(ln.delivered[me], fmt.Sprintf("%d:%v:%s", from, ctl, m))
+		}
+		r.gaveUp = func(to ranks.Rank, msgs int) { ln.gaveUp[to] += msgs }
+		ln.nodes = append(ln.nodes, r)
+	}
+	return ln
+}
+
+// step delivers (or loses, duplicates, reorders) what is in flight.
+func (ln *lossyNet) step() {
+	batch := ln.inflight
+	ln.inflight = nil
+	if ln.rng.Float64() < ln.reorder {
+		ln.rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+	}
+	for _, d := range batch {
+		if ln.cut[d.to] || ln.cut[d.from] || ln.rng.Float64() < ln.loss {
+			ln.lost++
+			continue
+		}
+		copies := 1
+		if ln.rng.Float64() < ln.dup {
+			copies = 2
+		}
+		for c := 0; c < copies; c++ {
+			h, frag, err := decodePacket(d.b)
+			if err != nil {
+				panic(err)
+			}
+			if h.kind == kindAck {
+				ln.nodes[d.to].onAck(d.from, h.seq, 0)
+			} else {
+				ln.nodes[d.to].onData(d.from, h, frag)
+			}
+		}
+	}
+}
+
+func (ln *lossyNet) run(t *testing.T, clock *int64, steps int) {
+	t.Helper()
+	for i := 0; i < steps; i++ {
+		ln.step()
+		*clock += 5e6 // 5 ms per round
+		for _, r := range ln.nodes {
+			r.tick(*clock)
+		}
+	}
+}
+
+func TestReliableLossDupReorder(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		ln := newLossyNet(3, seed, 7)
+		ln.loss, ln.dup, ln.reorder = 0.25, 0.2, 0.5
+		var clock int64
+		want := make([][]string, 3)
+		for k := 0; k < 40; k++ {
+			from := ranks.Rank(k % 3)
+			to := ranks.Rank((k + 1 + k/3%2) % 3)
+			msg := bytes.Repeat([]byte{byte('a' + k%26)}, k%20) // 0..19 bytes: 1..3 fragments
+			if err := ln.nodes[from].send(to, k%5 == 0, msg, clock); err != nil {
+				t.Fatal(err)
+			}
+			want[to] = append(want[to], fmt.Sprintf("%d:%v:%s", from, k%5 == 0, msg))
+			ln.run(t, &clock, 1)
+		}
+		ln.run(t, &clock, 1000)
+		if len(ln.gaveUp) != 0 {
+			t.Fatalf("seed %d: gave up on %v", seed, ln.gaveUp)
+		}
+		for r := range want {
+			// Per-sender order is what the layer guarantees: compare per sender.
+			for from := 0; from < 3; from++ {
+				w, g := perSender(want[r], from), perSender(ln.delivered[r], from)
+				if fmt.Sprint(w) != fmt.Sprint(g) {
+					t.Fatalf("seed %d: rank %d from %d got %q, want %q", seed, r, from, g, w)
+				}
+			}
+		}
+		for r, n := range ln.nodes {
+			for p := range n.peers {
+				if n.pending(p) != 0 {
+					t.Fatalf("seed %d: rank %d still holds %d packets to %d", seed, r, n.pending(p), p)
+				}
+			}
+		}
+		if ln.lost == 0 {
+			t.Fatalf("seed %d: the network lost nothing: the test tests nothing", seed)
+		}
+	}
+}
+
+func perSender(l []string, from int) []string {
+	var out []string
+	p := fmt.Sprintf("%d:", from)
+	for _, s := range l {
+		if len(s) >= len(p) && s[:len(p)] == p {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A dead peer is given up after maxTries, its messages counted; when it
+// comes back the base in the next packets makes it skip the abandoned ones.
+func TestReliableGiveUpAndSkip(t *testing.T) {
+	ln := newLossyNet(2, 7, 100)
+	var clock int64
+	ln.cut[1] = true
+	for i := 0; i < 6; i++ {
+		if err := ln.nodes[0].send(1, false, []byte(fmt.Sprint("lost", i)), clock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln.run(t, &clock, 2000) // 10 s simulated
+	if ln.gaveUp[1] != 6 {
+		t.Fatalf("gave up %d messages, want 6", ln.gaveUp[1])
+	}
+	if ln.nodes[0].pending(1) != 0 {
+		t.Fatalf("%d packets still held", ln.nodes[0].pending(1))
+	}
+	ln.cut[1] = false
+	if err := ln.nodes[0].send(1, false, []byte("after"), clock); err != nil {
+		t.Fatal(err)
+	}
+	ln.run(t, &clock, 50)
+	if got := fmt.Sprint(ln.delivered[1]); got != "[0:false:after]" {
+		t.Fatalf("after reconnect rank 1 got %s, want [0:false:after]", got)
+	}
+}
+
+func TestReliableLimits(t *testing.T) {
+	ln := newLossyNet(2, 1, 10)
+	ln.nodes[0].cfg.queueMax = 3
+	if err := ln.nodes[0].send(1, false, make([]byte, 1<<20+1), 0); err == nil {
+		t.Fatal("oversized message accepted")
+	}
+	for i := 0; ; i++ {
+		err := ln.nodes[0].send(1, false, make([]byte, 10), 0)
+		if err != nil {
+			if i < 3 {
+				t.Fatalf("queue full after %d messages: %v", i, err)
+			}
+			break
+		}
+		if i > 100 {
+			t.Fatal("queue never full")
+		}
+	}
+	// Bogus acks beyond what was sent do not crash or ack the unsent.
+	ln.nodes[0].onAck(1, 1<<60, 0)
+	ln.nodes[0].onAck(5, 3, 0)
+}
+
+func TestPacketCodec(t *testing.T) {
+	b := appendData(nil, flagLast|flagControl, 9, 4, []byte("xyz"))
+	h, f, err := decodePacket(b)
+	if err != nil || h.kind != kindData || h.seq != 9 || h.base != 4 || string(f) != "xyz" || h.flags != flagLast|flagControl {
+		t.Fatalf("round trip: %+v %q %v", h, f, err)
+	}
+	h, _, err = decodePacket(appendAck(nil, 77))
+	if err != nil || h.kind != kindAck || h.seq != 77 {
+		t.Fatalf("ack round trip: %+v %v", h, err)
+	}
+	for _, bad := range [][]byte{nil, {1}, {3, 0}, appendData(nil, 0, 0, 0, nil), appendData(nil, 0, 3, 4, nil),
+		appendData(nil, 0x80, 3, 1, nil), append(appendAck(nil, 1), 0)} {
+		if _, _, err := decodePacket(bad); err == nil {
+			t.Errorf("decodePacket(%x) accepted", bad)
+		}
+	}
+	ep := ibv.Endpoint{QPN: 17, PSN: 0x123456, LID: 3, GID: ibv.GID{15: 1}}
+	for _, c := range []control{{op: ctlConnReq, ep: ep}, {op: ctlConnAck, ep: ep, echo: 99}} {
+		got, err := decodeControl(c.append(nil))
+		if err != nil || got != c {
+			t.Fatalf("control round trip: %+v -> %+v %v", c, got, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {9}, {ctlConnReq, 1}, control{op: ctlConnReq}.append(nil)} {
+		if _, err := decodeControl(bad); err == nil {
+			t.Errorf("decodeControl(%x) accepted", bad)
+		}
+	}
+}
+
+func TestAddressRoundTrip(t *testing.T) {
+	a := Address{GID: ibv.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 15: 1}, QPN: 0x11, QKey: ibv.DefaultQKey,
+		Slots: ibv.RemoteMR{Addr: 0x7f0000001000, Len: 64, RKey: 0xabc}}
+	got, err := ParseAddress(a.String())
+	if err != nil || got != a {
+		t.Fatalf("%s -> %+v %v", a, got, err)
+	}
+	for _, bad := range []string{"127.0.0.1:5", "verbs1:", "verbs1:zz:0:1:1:1000:64:1", a.String() + ":1",
+		"verbs1:00000000000000000000000000000000:0:1:1:1000:64:1", // no GID, no LID
+		"verbs1:0000000000000000000000000000000a:0:1:1:1003:64:1", // unaligned
+		"verbs1:0000000000000000000000000000000a:0:99999999:1:1000:64:1"} {
+		if _, err := ParseAddress(bad); err == nil {
+			t.Errorf("ParseAddress(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodePacket(f *testing.F) {
+	f.Add(appendData(nil, flagLast, 1, 1, []byte("m")))
+	f.Add(appendAck(nil, 5))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, frag, err := decodePacket(b)
+		if err != nil {
+			return
+		}
+		var re []byte
+		if h.kind == kindData {
+			re = appendData(nil, h.flags, h.seq, h.base, frag)
+		} else {
+			re = appendAck(nil, h.seq)
+		}
+		if !bytes.Equal(re, b) {
+			t.Fatalf("re-encoding %x gave %x", b, re)
+		}
+	})
+}
+
+func FuzzDecodeControl(f *testing.F) {
+	f.Add(control{op: ctlConnAck, ep: ibv.Endpoint{QPN: 5}, echo: 3}.append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeControl(b)
+		if err == nil && !bytes.Equal(c.append(nil), b) {
+			t.Fatalf("re-encoding %x differs", b)
+		}
+	})
+}
+
+func FuzzParseAddress(f *testing.F) {
+	f.Add(Address{GID: ibv.GID{1}, QPN: 3, Slots: ibv.RemoteMR{Addr: 8, Len: 8, RKey: 1}}.String())
+	f.Add("verbs1:x")
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAddress(s)
+		if err != nil {
+			return
+		}
+		b, err := ParseAddress(a.String())
+		if err != nil || b != a {
+			t.Fatalf("%q -> %+v -> %v %v", s, a, b, err)
+		}
+	})
+}

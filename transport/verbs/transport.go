@@ -1,0 +1,702 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+	ibv "github.com/vigil-hpc/vigil/verbs"
+)
+
+// Config configures a Transport.
+type Config struct {
+	// Self is this process's rank, below N.
+	Self ranks.Rank
+	// N is the number of ranks of the job.
+	N int
+	// JobID and Key authenticate every datagram as the TCP transport's
+	// frames (internal/wire); Key has at least 16 bytes.
+	JobID uint64
+	Key   []byte
+	// Device is the RDMA device to open ("" = the first one).
+	Device string
+	// Netdev restricts the source GID to one network device's addresses.
+	Netdev string
+	// RC are the settings of the heartbeat RC connections (zero value:
+	// Timeout 14 ≈ 67 ms, RetryCnt 6: a dead observer shows as a failed
+	// write after ≈ 0.5 s; shorter ones break links to live but slow
+	// peers, which costs a reconnection, never a suspicion).
+	RC ibv.RCParams
+	// Incarnation identifies this start of the process (0: drawn).
+	Incarnation uint64
+	// Logger receives connection events and rejections (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Resource sizes.
+const (
+	recvDepth    = 256 // posted UD receive buffers
+	sendBufs     = 128 // UD send buffers (≤ the send queue)
+	udSendWR     = 256
+	maxPassive   = 4 // RC QPs kept for emitters writing into our slots
+	hbWRID       = 1 << 62
+	spinFor      = 50 * time.Microsecond // receive polling before sleeping on the CQ channel
+	writerSendWR = 128
+)
+
+// Transport is the verbs implementation of transport.Transport.
+type Transport struct {
+	cfg   Config
+	log   *slog.Logger
+	ctx   *ibv.Context
+	pd    *ibv.PD
+	slots *ibv.MR // the slot array: REMOTE_WRITE, N words
+	hbs   *hb.Slots
+	sendQ *ibv.CQ // UD send completions
+	recvQ *ibv.CQ // UD receive completions, with a channel
+	ud    *ibv.QP
+	ring  *ibv.RecvRing
+	pcq   *ibv.CQ // passive RC QPs (nothing is ever posted on them)
+	mtu   int
+
+	// udMu serialises posts on the UD QP and the send buffer pool: the
+	// protocol goroutine sends messages, the emitter thread fallback
+	// heartbeats.
+	udMu    sync.Mutex
+	sendMR  *ibv.MR
+	free    []int
+	dests   []*ibv.UDDest
+	wcs     []ibv.WC
+	hbFrame *wire.HeartbeatFrame
+
+	peers   []Address
+	handler transport.Handler
+	incs    *wire.Incarnations
+
+	// relMu guards the reliability layer and the RC handshake state: Send
+	// (the node's goroutine) posts at once, the receive goroutine handles
+	// packets as they arrive, the timer goroutine retransmits.
+	relMu   sync.Mutex
+	rel     *reliable
+	tx      *wire.Codec
+	txBuf   []byte
+	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
+	passive []*passiveQP
+	ready   []delivery // messages to hand over once relMu is released
+
+	links      []atomic.Pointer[hbLink]
+	connecting []atomic.Bool
+
+	kick    chan struct{} // wakes the timer goroutine after a send
+	connReq chan ranks.Rank
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	started bool
+	closed  atomic.Bool
+
+	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
+	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
+	rcWrites, rcErrors, udHeartbeats         atomic.Uint64
+	linksUp                                  atomic.Uint64
+	rcQPs, ahs                               atomic.Int64
+	rejMu                                    sync.Mutex
+	rejected                                 map[string]uint64
+	lastLog                                  map[string]time.Time
+}
+
+// delivery is a whole message for the handler.
+type delivery struct {
+	from ranks.Rank
+	msg  []byte
+}
+
+// passiveQP is the observer's end of an emitter's heartbeat connection.
+type passiveQP struct {
+	emitter ranks.Rank
+	remote  uint32 // the emitter's QP number
+	qp      *ibv.QP
+}
+
+// Open opens the RDMA device and creates everything the transport needs
+// before the address exchange: the slot array (registered REMOTE_WRITE,
+// exactly N words, nothing else of this process exposed), the UD QP with
+// its receive ring and send buffers, and the CQs of the RC heartbeat
+// links. It fails with an error wrapping ibv.ErrNoDevice on a machine
+// without RDMA.
+func Open(cfg Config) (*Transport, error) {
+	switch {
+	case cfg.N < 1:
+		return nil, fmt.Errorf("verbs transport: Config.N = %d, want ≥ 1", cfg.N)
+	case int64(cfg.Self) >= int64(cfg.N):
+		return nil, fmt.Errorf("verbs transport: Config.Self = %d, want < N = %d", cfg.Self, cfg.N)
+	case cfg.JobID == 0:
+		return nil, fmt.Errorf("verbs transport: Config.JobID is zero")
+	case len(cfg.Key) < wire.MinKeyLen:
+		return nil, fmt.Errorf("verbs transport: Config.Key has %d bytes, want ≥ %d", len(cfg.Key), wire.MinKeyLen)
+	}
+	if cfg.RC == (ibv.RCParams{}) {
+		cfg.RC = ibv.DefaultRCParams()
+		cfg.RC.Timeout, cfg.RC.RetryCnt = 14, 6
+	}
+	if cfg.Incarnation == 0 {
+		cfg.Incarnation = wire.NewIncarnation()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	t := &Transport{cfg: cfg, log: cfg.Logger.With("transport", "verbs"),
+		incs:     wire.NewIncarnations(cfg.N),
+		links:    make([]atomic.Pointer[hbLink], cfg.N),
+		dests:    make([]*ibv.UDDest, cfg.N),
+		wcs:      make([]ibv.WC, 16),
+		pending:  map[ranks.Rank]*pendingLink{},
+		kick:     make(chan struct{}, 1),
+		connReq:  make(chan ranks.Rank, 64),
+		quit:     make(chan struct{}),
+		rejected: map[string]uint64{},
+		lastLog:  map[string]time.Time{},
+	}
+	t.connecting = make([]atomic.Bool, cfg.N)
+	var err error
+	if t.ctx, err = ibv.Open(cfg.Device); err != nil {
+		return nil, err
+	}
+	if err := t.setup(); err != nil {
+		t.ctx.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Transport) setup() error {
+	var err error
+	if t.pd, err = t.ctx.AllocPD(); err != nil {
+		return err
+	}
+	if t.slots, err = t.pd.AllocMR(8*t.cfg.N, ibv.AccessRemoteWrite); err != nil {
+		return err
+	}
+	t.hbs = hb.SlotsOver(t.slots.Words())
+	if t.sendQ, err = t.ctx.CreateCQ(2*udSendWR, false); err != nil {
+		return err
+	}
+	if t.recvQ, err = t.ctx.CreateCQ(2*recvDepth, true); err != nil {
+		return err
+	}
+	if t.ud, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.UD, SendCQ: t.sendQ, RecvCQ: t.recvQ,
+		MaxSendWR: udSendWR, MaxRecvWR: recvDepth, MaxInline: 64, Netdev: t.cfg.Netdev}); err != nil {
+		return err
+	}
+	t.mtu = t.ud.PathMTU().Bytes()
+	if t.mtu < 256 {
+		return fmt.Errorf("verbs transport: path MTU %d too small", t.mtu)
+	}
+	if t.ring, err = t.ud.NewRecvRing(recvDepth, t.mtu); err != nil {
+		return err
+	}
+	if t.sendMR, err = t.pd.AllocMR(sendBufs*t.mtu, ibv.AccessLocalWrite); err != nil {
+		return err
+	}
+	for i := sendBufs - 1; i >= 0; i-- {
+		t.free = append(t.free, i)
+	}
+	if t.pcq, err = t.ctx.CreateCQ(16, false); err != nil {
+		return err
+	}
+	p := wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, Incarnation: t.cfg.Incarnation,
+		N: t.cfg.N, MaxPayload: t.mtu}
+	t.tx = wire.NewCodec(p)
+	t.hbFrame = t.tx.NewHeartbeatFrame()
+	frag := t.mtu - wire.HeaderSize - wire.TagSize - dataHeader
+	t.rel = newReliable(defaultRelConfig(frag))
+	t.rel.xmit, t.rel.deliver, t.rel.gaveUp = t.xmit, t.deliver, t.gaveUp
+	return nil
+}
+
+// Slots returns the slot array in registered memory: the node's observer
+// check loads its emitter's word there (node.Config.Slots).
+func (t *Transport) Slots() *hb.Slots { return t.hbs }
+
+// Device returns the name of the RDMA device in use.
+func (t *Transport) Device() string { return t.ctx.Name() }
+
+// Addr returns this rank's address for the bootstrap exchange.
+func (t *Transport) Addr() string {
+	ep := t.ud.Endpoint()
+	return Address{GID: ep.GID, LID: ep.LID, QPN: ep.QPN, QKey: ep.QKey, Slots: t.slots.Remote()}.String()
+}
+
+// Start takes every rank's address (indexed by rank, as the bootstrap
+// exchange returns them) and the message handler, and starts the receive
+// and protocol goroutines. Errors name the bad rank.
+func (t *Transport) Start(addrs []string, h transport.Handler) error {
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	if t.started {
+		return errors.New("verbs transport: Start called twice")
+	}
+	if h == nil {
+		return errors.New("verbs transport: nil Handler")
+	}
+	if len(addrs) != t.cfg.N {
+		return fmt.Errorf("verbs transport: %d addresses for %d ranks", len(addrs), t.cfg.N)
+	}
+	peers := make([]Address, len(addrs))
+	for r, s := range addrs {
+		a, err := ParseAddress(s)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+		if a.Slots.Len < uint64(8*t.cfg.N) {
+			return fmt.Errorf("rank %d: slot array of %d bytes, want %d for %d ranks", r, a.Slots.Len, 8*t.cfg.N, t.cfg.N)
+		}
+		peers[r] = a
+	}
+	if mine := t.Addr(); addrs[t.cfg.Self] != mine {
+		return fmt.Errorf("verbs transport: the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
+	}
+	t.peers, t.handler, t.started = peers, h, true
+	t.wg.Add(2)
+	go t.recvLoop()
+	go t.protoLoop()
+	return nil
+}
+
+// Send implements transport.Transport: the message goes out over the
+// reliable UD channel (fragmented above one datagram), posted at once as
+// far as the peer's window allows, queued otherwise; Send does not wait
+// for acks.
+func (t *Transport) Send(to ranks.Rank, payload []byte) error {
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	if int64(to) >= int64(t.cfg.N) {
+		return transport.ErrUnknownRank
+	}
+	if len(payload) > t.rel.cfg.maxMsg {
+		return transport.ErrTooLarge
+	}
+	if !t.started {
+		return errors.New("verbs transport: Send before Start")
+	}
+	t.relMu.Lock()
+	err := t.rel.send(to, false, payload, now())
+	t.relMu.Unlock()
+	if err != nil {
+		t.msgsDropped.Add(1)
+		return err
+	}
+	t.msgsSent.Add(1)
+	t.bytesSent.Add(uint64(len(payload)))
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// protoLoop runs the reliability layer's timers (retransmissions, giving
+// up) and starts the RC handshakes the emitter thread asks for.
+func (t *Transport) protoLoop() {
+	defer t.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.quit:
+			return
+		case r := <-t.connReq:
+			t.relMu.Lock()
+			t.connect(r)
+			t.relMu.Unlock()
+		case <-t.kick:
+		case <-timer.C:
+		}
+		t.relMu.Lock()
+		t.udMu.Lock()
+		t.reap()
+		starved := len(t.free) == 0
+		t.udMu.Unlock()
+		next := t.rel.tick(now())
+		t.relMu.Unlock()
+		wait := time.Hour
+		if next != 0 {
+			wait = max(time.Duration(next-now()), time.Millisecond)
+		}
+		if starved {
+			wait = time.Millisecond
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// xmit sends one reliability-layer payload as an authenticated Msg frame
+// from a registered send buffer. A datagram that cannot be posted is lost
+// like one lost on the wire: the reliability layer resends it.
+func (t *Transport) xmit(to ranks.Rank, payload []byte) {
+	var err error
+	if t.txBuf, err = t.tx.Append(t.txBuf[:0], wire.Msg, payload); err != nil {
+		t.logLimited("xmit", slog.LevelError, "cannot frame datagram", "err", err)
+		return
+	}
+	t.udMu.Lock()
+	defer t.udMu.Unlock()
+	d, err := t.dest(to)
+	if err != nil {
+		t.logLimited("ah", slog.LevelWarn, "no address handle", "to", to, "err", err)
+		return
+	}
+	if len(t.free) == 0 {
+		t.reap()
+		if len(t.free) == 0 {
+			return
+		}
+	}
+	slot := t.free[len(t.free)-1]
+	off := slot * t.mtu
+	copy(t.sendMR.Bytes()[off:], t.txBuf)
+	if err := t.ud.PostSendUDFrom(uint64(slot), *d, t.sendMR, off, len(t.txBuf), true); err != nil {
+		t.logLimited("post", slog.LevelWarn, "UD send failed", "to", to, "err", err)
+		return
+	}
+	t.free = t.free[:len(t.free)-1]
+}
+
+// dest returns (creating on first use) the UD destination of rank r. The
+// caller holds udMu.
+func (t *Transport) dest(r ranks.Rank) (*ibv.UDDest, error) {
+	if d := t.dests[r]; d != nil {
+		return d, nil
+	}
+	ah, err := t.ud.CreateAHFor(t.peers[r].endpoint())
+	if err != nil {
+		return nil, err
+	}
+	d := &ibv.UDDest{AH: ah, QPN: t.peers[r].QPN, QKey: t.peers[r].QKey}
+	t.dests[r] = d
+	t.ahs.Add(1)
+	return d, nil
+}
+
+// reap polls the UD send CQ and returns finished buffers to the pool. The
+// caller holds udMu.
+func (t *Transport) reap() {
+	for {
+		n, err := t.sendQ.Poll(t.wcs)
+		if err != nil {
+			t.logLimited("reap", slog.LevelError, "polling the UD send CQ", "err", err)
+			return
+		}
+		for i := range t.wcs[:n] {
+			wc := &t.wcs[i]
+			if wc.WRID < sendBufs {
+				t.free = append(t.free, int(wc.WRID))
+			}
+			if err := wc.Err(); err != nil {
+				t.reject("ud_send_error", err)
+			}
+		}
+		if n < len(t.wcs) {
+			return
+		}
+	}
+}
+
+// onPacket handles one received Msg frame payload (receive goroutine;
+// p is only valid during the call: the layer copies what it keeps).
+// Messages it completes are handed to the handler after relMu is
+// released, so that a handler that blocks never blocks Send.
+func (t *Transport) onPacket(from ranks.Rank, p []byte) {
+	h, frag, err := decodePacket(p)
+	if err != nil {
+		t.reject("bad_packet", err)
+		return
+	}
+	t.relMu.Lock()
+	if h.kind == kindAck {
+		t.rel.onAck(from, h.seq, now())
+	} else {
+		t.rel.onData(from, h, frag)
+	}
+	ready := t.ready
+	t.ready = t.ready[:0]
+	t.relMu.Unlock()
+	for i, d := range ready {
+		t.msgsRecv.Add(1)
+		t.bytesRecv.Add(uint64(len(d.msg)))
+		t.handler(d.from, d.msg)
+		ready[i] = delivery{}
+	}
+	t.relMu.Lock()
+	if len(t.ready) == 0 {
+		t.ready = ready[:0] // reuse the backing array
+	}
+	t.relMu.Unlock()
+}
+
+// deliver receives whole messages, in order, from the reliability layer
+// (relMu held). The message is the layer's own copy: it goes to the
+// handler as is.
+func (t *Transport) deliver(from ranks.Rank, ctl bool, m []byte) {
+	if ctl {
+		t.onControl(from, m)
+		return
+	}
+	t.ready = append(t.ready, delivery{from, m})
+}
+
+// gaveUp is called when a peer stopped acknowledging.
+func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
+	t.msgsDropped.Add(uint64(msgs))
+	t.logLimited("gaveup", slog.LevelInfo, "peer does not acknowledge: messages dropped", "to", to, "messages", msgs)
+	if p := t.pending[to]; p != nil {
+		p.close()
+		delete(t.pending, to)
+	}
+	t.connecting[to].Store(false)
+}
+
+// recvLoop reaps UD receives: event mode when idle (armed CQ, blocking on
+// its channel), polling while completions keep coming.
+func (t *Transport) recvLoop() {
+	defer t.wg.Done()
+	rx := wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: t.mtu})
+	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
+	var idleSince time.Time
+	for {
+		select {
+		case <-t.quit:
+			return
+		default:
+		}
+		n, err := t.ring.Poll(fn)
+		if err != nil {
+			t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if n > 0 {
+			idleSince = time.Time{}
+			continue
+		}
+		// Busy: keep polling for a short while after the last
+		// completion (a reply often follows); idle: arm the CQ and
+		// sleep on its channel.
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if time.Since(idleSince) < spinFor {
+			continue
+		}
+		idleSince = time.Time{}
+		if err := t.recvQ.Arm(false); err != nil {
+			t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if n, _ = t.ring.Poll(fn); n > 0 {
+			continue
+		}
+		if _, err := t.recvQ.Wait(50 * time.Millisecond); err != nil {
+			t.logLimited("wait", slog.LevelError, "waiting for receive events", "err", err)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// onDatagram authenticates one received datagram. Heartbeats are stored
+// into the slot array here (the same word an RDMA write lands in); message
+// packets go to the protocol goroutine.
+func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
+	if msg == nil {
+		t.reject("recv_error", wc.Err())
+		return
+	}
+	f, n, err := rx.Decode(msg)
+	if err != nil {
+		t.reject(reasonOr(err, "bad_frame"), err)
+		return
+	}
+	if n != len(msg) {
+		t.reject("trailing_bytes", fmt.Errorf("%d bytes after a %d-byte frame", len(msg)-n, n))
+		return
+	}
+	if want := t.peers[f.Sender].QPN; wc.SrcQP != want {
+		t.reject("wrong_source_qp", fmt.Errorf("rank %d frame from QP %d, rank %d published QP %d", f.Sender, wc.SrcQP, f.Sender, want))
+		return
+	}
+	if _, err := t.incs.Observe(f.Sender, f.Incarnation); err != nil {
+		t.reject(reasonOr(err, "stale"), err)
+		return
+	}
+	switch f.Type {
+	case wire.Heartbeat:
+		seq, err := wire.DecodeHeartbeat(f.Payload)
+		if err != nil {
+			t.reject(reasonOr(err, "bad_heartbeat"), err)
+			return
+		}
+		t.hbs.Store(f.Sender, seq)
+		t.hbRecv.Add(1)
+	case wire.Msg:
+		t.onPacket(f.Sender, f.Payload)
+	default:
+		t.reject("unexpected_type", fmt.Errorf("%s frame over UD", f.Type))
+	}
+}
+
+func reasonOr(err error, def string) string {
+	if r := wire.ReasonOf(err); r != "" {
+		return r
+	}
+	return def
+}
+
+// reject counts a dropped datagram by reason and logs at most once per
+// second per reason.
+func (t *Transport) reject(reason string, err error) {
+	t.rejMu.Lock()
+	t.rejected[reason]++
+	t.rejMu.Unlock()
+	t.logLimited("reject:"+reason, slog.LevelWarn, "datagram rejected", "reason", reason, "err", err)
+}
+
+func (t *Transport) logLimited(key string, level slog.Level, msg string, args ...any) {
+	now := time.Now()
+	t.rejMu.Lock()
+	if last, ok := t.lastLog[key]; ok && now.Sub(last) < time.Second {
+		t.rejMu.Unlock()
+		return
+	}
+	t.lastLog[key] = now
+	t.rejMu.Unlock()
+	t.log.Log(context.Background(), level, msg, args...)
+}
+
+// Stats implements transport.Transport. HeartbeatsRecv counts only the
+// heartbeats that arrived as UD datagrams: an RDMA write lands in the slot
+// without the observer's CPU knowing.
+func (t *Transport) Stats() transport.Stats {
+	s := transport.Stats{
+		MsgsSent: t.msgsSent.Load(), MsgsRecv: t.msgsRecv.Load(),
+		BytesSent: t.bytesSent.Load(), BytesRecv: t.bytesRecv.Load(),
+		HeartbeatsSent: t.hbSent.Load(), HeartbeatsRecv: t.hbRecv.Load(),
+		MsgsDropped: t.msgsDropped.Load(), HeartbeatsDropped: t.hbDropped.Load(),
+	}
+	t.rejMu.Lock()
+	s.Rejected = make(map[string]uint64, len(t.rejected))
+	for k, v := range t.rejected {
+		s.Rejected[k] = v
+	}
+	t.rejMu.Unlock()
+	return s
+}
+
+// VerbsStats are the counters specific to the verbs transport.
+type VerbsStats struct {
+	// RCWrites are heartbeats written with RDMA WRITE; UDHeartbeats those
+	// sent as datagrams (before a link was up, or after it failed).
+	RCWrites, UDHeartbeats uint64
+	// RCErrors counts heartbeat links that failed (a write completed in
+	// error): evidence about the observer, never a suspicion by itself.
+	RCErrors uint64
+	// LinksUp counts heartbeat RC links established.
+	LinksUp uint64
+}
+
+// VerbsStats returns the verbs-specific counters.
+func (t *Transport) VerbsStats() VerbsStats {
+	return VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
+		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load()}
+}
+
+// Resources is what one transport holds on the device and in registered
+// memory.
+type Resources struct {
+	// QPs counts queue pairs: the UD QP plus the RC QPs of heartbeat
+	// links (active, pending and passive ends).
+	QPs int
+	// AHs counts address handles (one per rank messaged so far).
+	AHs int
+	// Objects counts every live verbs object (PD, MRs, CQs, QPs, AHs,
+	// receive ring, writers).
+	Objects int
+	// RegisteredBytes is the registered memory: slot array, receive
+	// ring, send buffers.
+	RegisteredBytes int
+}
+
+// Resources returns the transport's current resource use.
+func (t *Transport) Resources() Resources {
+	slot := (t.mtu + ibv.GRHSize + 63) &^ 63
+	return Resources{QPs: 1 + int(t.rcQPs.Load()), AHs: int(t.ahs.Load()), Objects: t.ctx.Live(),
+		RegisteredBytes: t.slots.Len() + recvDepth*slot + t.sendMR.Len()}
+}
+
+// Close implements transport.Transport: it stops the goroutines, frees
+// every verbs object explicitly, checks that none is left (a leak is an
+// error) and closes the device. The emitter must no longer call
+// SendHeartbeat.
+func (t *Transport) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	close(t.quit)
+	t.wg.Wait()
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := range t.links {
+		if l := t.links[i].Swap(nil); l != nil {
+			add(l.retire())
+		}
+	}
+	t.relMu.Lock()
+	for r, p := range t.pending {
+		add(p.close())
+		delete(t.pending, r)
+	}
+	for _, p := range t.passive {
+		add(t.closePassive(p))
+	}
+	t.passive = nil
+	t.relMu.Unlock()
+	add(t.ud.SetError()) // flush posted receives before freeing their buffers
+	add(t.ring.Close())
+	for i, d := range t.dests {
+		if d != nil {
+			add(d.AH.Close())
+			t.dests[i] = nil
+			t.ahs.Add(-1)
+		}
+	}
+	add(t.ud.Close())
+	for _, c := range []interface{ Close() error }{t.sendMR, t.slots, t.sendQ, t.recvQ, t.pcq, t.pd} {
+		add(c.Close())
+	}
+	if n := t.ctx.Live(); n != 0 {
+		errs = append(errs, fmt.Errorf("verbs transport: %d verbs objects still open after Close (leak)", n))
+	}
+	add(t.ctx.Close())
+	return errors.Join(errs...)
+}
+
+func now() int64 { return time.Now().UnixNano() }
