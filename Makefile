@@ -3,13 +3,17 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all build demo test unit e2e fuzz lint bench clean rxe-test
+.PHONY: all build build-verbs demo test unit e2e fuzz lint bench clean rxe-test
 
 
 all: build
 
 build:
 	$(GO) build -o bin/vigil ./cmd/vigil
+
+# vigil with the RDMA transport (needs libibverbs-dev) and PMIx (libpmix-dev).
+build-verbs:
+	$(GO) build -tags pmix,verbs -o bin/vigil ./cmd/vigil
 
 # The main job: 16 ranks over TCP on this machine, SIGKILL injection, and a
 # timeline checked against Theorem 1 of seed 000.
@@ -36,7 +40,7 @@ rxe-test:
 	rxe/run.sh
 
 lint:
-	gofmt -l . ; $(GO) vet ./... ; $(GO) vet -tags pmix ./... ; staticcheck ./... ; staticcheck -tags pmix ./...
+	gofmt -l . ; $(GO) vet ./... ; $(GO) vet -tags pmix,verbs ./... ; staticcheck ./... ; staticcheck -tags pmix,verbs ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
