@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -118,7 +119,8 @@ func work(x uint64) uint64 {
 	return x
 }
 
-var sink uint64
+// Sink keeps the probes' work observable so the compiler cannot drop it.
+var Sink atomic.Uint64
 
 func ftq(res *NoiseResult, opt ProbeOptions) {
 	q := opt.Quantum
@@ -136,7 +138,7 @@ func ftq(res *NoiseResult, opt ProbeOptions) {
 		counts[i] = c
 	}
 	res.Elapsed = time.Since(start)
-	sink += x
+	Sink.Add(x)
 	res.Samples = n
 	var top, sum uint64
 	for _, c := range counts {
@@ -181,7 +183,7 @@ func fwq(res *NoiseResult, opt ProbeOptions) {
 		ts = append(ts, time.Since(t0))
 	}
 	res.Elapsed = time.Since(start)
-	sink += x
+	Sink.Add(x)
 	res.Samples = len(ts)
 	if len(ts) == 0 {
 		return
