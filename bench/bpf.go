@@ -29,8 +29,8 @@ func mountTracefs() error { return unix.Mount("tracefs", tracefs, "tracefs", 0, 
 // sched_wakeup(pid): if pid is the emitter, wake[pid] = now.
 type bpfSched struct {
 	cls, wake, steal, hist, counters *ebpf.Map
-	progs                                   []*ebpf.Program
-	links                                   []link.Link
+	progs                            []*ebpf.Program
+	links                            []link.Link
 }
 
 type bpfResult struct {
