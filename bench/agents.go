@@ -40,8 +40,8 @@ type AgentReport struct {
 	// the worst wake-up lateness.
 	Missed  uint64
 	MaxLate time.Duration
-	// RealTime counts the emitters that ran under SCHED_FIFO.
-	RealTime int
+	// FIFO counts the emitters that ran under SCHED_FIFO.
+	FIFO int
 	// Evicted counts agents that were declared dead by the others.
 	Evicted int
 }
@@ -111,7 +111,7 @@ func summarizeAgentLines(lines []launch.Line) AgentReport {
 			r.Missed += l.Missed
 			r.MaxLate = max(r.MaxLate, time.Duration(l.MaxLateNs))
 			if l.RealTime {
-				r.RealTime++
+				r.FIFO++
 			}
 		case "evicted":
 			r.Evicted++

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// AttributionRow is the scheduler's account of a stand-alone detector
+// beside a compute-only load that keeps every CPU busy.
+type AttributionRow struct {
+	H        time.Duration
+	RealTime bool
+	Duration time.Duration
+	// EmitterHow says how the emitter thread was identified.
+	EmitterHow string
+	Attribution
+	AgentReport
+}
+
+// Attribute runs ranks agents at h (δ = 10h) beside one burner per CPU for
+// d, and measures with WatchSched: application = the burners, detector =
+// the agents' threads, emitter = agent 0's heartbeat thread.
+func Attribute(ctx context.Context, vigilBin string, ranks int, h time.Duration, rt bool, d time.Duration) (AttributionRow, error) {
+	row := AttributionRow{H: h, RealTime: rt, Duration: d}
+	agents, err := StartAgents(vigilBin, ranks, DetectorSpec{H: h, Delta: 10 * h, Grace: accuracyGrace, RealTime: rt}, nil)
+	if err != nil {
+		return row, err
+	}
+	defer func() {
+		if agents != nil {
+			agents.Stop()
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // let the emitter settle into its policy
+	pids := agents.Pids()
+	tid, how, err := EmitterThread(pids[0])
+	if err != nil {
+		return row, err
+	}
+	row.EmitterHow = how
+	burn, err := StartBurners(0)
+	if err != nil {
+		return row, err
+	}
+	w, err := WatchSched(burn.Pids(), pids, [2]int{pids[0], tid})
+	if err != nil {
+		burn.Stop()
+		return row, fmt.Errorf("bench: watching the scheduler: %w", err)
+	}
+	sleepCtx(ctx, d)
+	row.Attribution = w.Stop()
+	burn.Stop()
+	row.AgentReport = agents.Stop()
+	agents = nil
+	return row, ctx.Err()
+}
