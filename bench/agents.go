@@ -26,7 +26,6 @@ type DetectorSpec struct {
 // the local launcher, separate from the application's processes.
 type AgentJob struct {
 	job   *launch.Job
-	lines chan launch.Line
 	done  chan struct{}
 	log   []launch.Line
 }
