@@ -25,9 +25,9 @@ type DetectorSpec struct {
 // AgentJob is a stand-alone detector: N `vigil agent` processes started by
 // the local launcher, separate from the application's processes.
 type AgentJob struct {
-	job   *launch.Job
-	done  chan struct{}
-	log   []launch.Line
+	job  *launch.Job
+	done chan struct{}
+	log  []launch.Line
 }
 
 // AgentReport is what the agents said by the time they stopped.
