@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,11 @@ type MPIRun struct {
 	TimeLimit time.Duration
 	// Env is passed to every rank (mpirun -x), e.g. VIGIL_H=1ms.
 	Env []string
+	// Bind is mpirun's --bind-to (default: "core" when there are no more
+	// ranks than CPUs, else "none"). Unbound busy-polling ranks that land
+	// on the same CPU turn a sub-microsecond PingPong into a 4 ms
+	// scheduler tick, which would swamp any detector effect.
+	Bind string
 }
 
 // MPIOutput is what the program printed.
@@ -71,7 +77,14 @@ type MPIOutput struct {
 
 // mpirunArgs builds the mpirun command line.
 func (r MPIRun) mpirunArgs() []string {
-	a := []string{"--oversubscribe", "--bind-to", "none", "-n", strconv.Itoa(r.Ranks)}
+	bind := r.Bind
+	if bind == "" {
+		bind = "none"
+		if r.Ranks <= runtime.NumCPU() {
+			bind = "core"
+		}
+	}
+	a := []string{"--oversubscribe", "--bind-to", bind, "-n", strconv.Itoa(r.Ranks)}
 	if os.Geteuid() == 0 {
 		a = append([]string{"--allow-run-as-root"}, a...)
 	}

@@ -67,7 +67,7 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 	var ov [][]string
 	for _, r := range s.Overheads {
 		ov = append(ov, []string{string(r.Load), strconv.Itoa(r.Size), usStr(r.H), string(r.Placement), fstr(r.Off), fstr(r.On),
-			fstr(r.Overhead), fstr(r.Band.Rel), strconv.FormatBool(r.Significant), strconv.Itoa(r.Suspicions)})
+			fstr(r.Overhead), fstr(r.MedianOverhead), fstr(r.Band.Rel), strconv.FormatBool(r.Significant), strconv.Itoa(r.Suspicions)})
 	}
 	var acc [][]string
 	for _, r := range s.Accuracy {
@@ -102,7 +102,7 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		{"noise.csv", []string{"probe", "detector_h_us", "noise_fraction", "samples", "max_detour_us", "p99_detour_le_ns", "pinned"}, rows},
 		{"sweep_runs.csv", []string{"h_us", "placement", "pair", "detector_on", "load", "bytes", "t_min_us", "t_max_us", "t_avg_us",
 			"false_suspicions", "missed_deadlines", "selfish_noise"}, sweep},
-		{"sweep_overhead.csv", []string{"load", "bytes", "h_us", "placement", "off_tmax_us", "on_tmax_us", "overhead", "band_rel",
+		{"sweep_overhead.csv", []string{"load", "bytes", "h_us", "placement", "off_tmax_us", "on_tmax_us", "overhead", "median_overhead", "band_rel",
 			"significant", "false_suspicions"}, ov},
 		{"accuracy.csv", []string{"load", "sched_fifo", "h_us", "delta_us", "false_suspicions", "ranks_suspected", "missed_deadlines",
 			"max_late_us", "fifo_granted", "evicted"}, acc},
@@ -208,7 +208,7 @@ func (s *Suite) Summary(files []string) string {
 		p("## Noise sweep: overhead on t_max, %d B messages\n\n", size)
 		p("Overhead = (on − off) / off of the mean t_max of %d interleaved off/on pairs per cell; δ = 10h. "+
 			"Band = ± relative σ of all off runs of that load; a value inside it is not distinguishable from noise "+
-			"(marked ·, outside: *). Full table: sweep_overhead.csv; plots: overhead_<load>.png.\n\n", s.Profile.SweepPairs)
+			"(marked ·, outside: *); \"med\" is the same overhead on medians, robust to one disturbed run. Full table: sweep_overhead.csv; plots: overhead_<load>.png.\n\n", s.Profile.SweepPairs)
 		var hs []time.Duration
 		for _, r := range s.Overheads {
 			if !slices.Contains(hs, r.H) {
@@ -244,7 +244,7 @@ func (s *Suite) Summary(files []string) string {
 						if c.Significant {
 							mark = "*"
 						}
-						p(" %+.1f %% %s |", 100*c.Overhead, mark)
+						p(" %+.1f %% %s (med %+.1f %%) |", 100*c.Overhead, mark, 100*c.MedianOverhead)
 					}
 				}
 				p("\n")

@@ -110,6 +110,10 @@ func onOff(on bool) string {
 	return "off"
 }
 
+// sweepGrace is the detector's start-up grace in the sweep: short, so that
+// suspicions during the (short) runs are possible and counted.
+const sweepGrace = 300 * time.Millisecond
+
 func sweepOne(ctx context.Context, cfg SweepConfig, h time.Duration, pl Placement, on bool) (SweepRun, error) {
 	run := SweepRun{H: h, Placement: pl, On: on}
 	delta := time.Duration(cfg.DeltaFactor) * h
@@ -119,10 +123,11 @@ func sweepOne(ctx context.Context, cfg SweepConfig, h time.Duration, pl Placemen
 		switch pl {
 		case InProcess:
 			mr.Bin = cfg.MPI.IMBVigil
-			mr.Env = []string{"VIGIL_H=" + fmt.Sprint(h.Nanoseconds()), "VIGIL_DELTA=" + fmt.Sprint(delta.Nanoseconds())}
+			mr.Env = []string{"VIGIL_H=" + fmt.Sprint(h.Nanoseconds()), "VIGIL_DELTA=" + fmt.Sprint(delta.Nanoseconds()),
+				"VIGIL_GRACE=" + fmt.Sprint(sweepGrace.Nanoseconds())}
 		case StandAlone:
 			var err error
-			if agents, err = StartAgents(cfg.VigilBin, cfg.Ranks, DetectorSpec{H: h, Delta: delta, RealTime: true}, nil); err != nil {
+			if agents, err = StartAgents(cfg.VigilBin, cfg.Ranks, DetectorSpec{H: h, Delta: delta, Grace: sweepGrace, RealTime: true}, nil); err != nil {
 				return run, err
 			}
 		default:
@@ -161,6 +166,9 @@ type OverheadRow struct {
 	Off, On float64
 	// Overhead = (On − Off) / Off.
 	Overhead float64
+	// MedianOverhead is the same with medians instead of means: robust to
+	// the odd run where the machine's other jobs took a whole timeslice.
+	MedianOverhead float64
 	// Band is the natural variability of every off run of this load and
 	// size in the sweep (relative σ).
 	Band Band
@@ -214,7 +222,7 @@ func Overheads(runs []SweepRun) []OverheadRow {
 		b := VariabilityBand(offAll[g.ls])
 		ov := Overhead(o, n)
 		rows = append(rows, OverheadRow{Load: g.l, Size: g.s, H: g.h, Placement: g.pl, Off: o, On: n,
-			Overhead: ov, Band: b, Significant: !math.IsNaN(ov) && b.Significant(ov), Suspicions: susp[g]})
+			Overhead: ov, MedianOverhead: Overhead(Quantile(offs, 0.5), Quantile(ons, 0.5)), Band: b, Significant: !math.IsNaN(ov) && b.Significant(ov), Suspicions: susp[g]})
 	}
 	slices.SortFunc(rows, func(a, b OverheadRow) int {
 		switch {

@@ -14,8 +14,9 @@
  * Built with -DWITH_VIGIL and linked with libvigil, the program also runs
  * Vigil's detector inside the application process (a library thread, the
  * "in-process" placement of seed 004): it starts it after MPI_Init with
- * the addresses exchanged by an MPI_Allgather, heartbeat period VIGIL_H and
- * time-out VIGIL_DELTA (nanoseconds, or with a unit: 10ms), and at the end
+ * the addresses exchanged by an MPI_Allgather, heartbeat period VIGIL_H,
+ * time-out VIGIL_DELTA and start-up grace VIGIL_GRACE (nanoseconds, or with
+ * a unit: 10ms; defaults 10 ms, 10 h and libvigil's), and at the end
  * prints the failures it reported (false suspicions: nobody dies here):
  *
  *   vigil,<h_ns>,<delta_ns>,<events summed over ranks>
@@ -170,7 +171,7 @@ static int64_t env_ns(const char *name, int64_t def)
 	char *end;
 	double x = strtod(v, &end);
 	if (end == v || x <= 0)
-		die("bad duration in VIGIL_H or VIGIL_DELTA");
+		die("bad duration in VIGIL_H, VIGIL_DELTA or VIGIL_GRACE");
 	if (!strcmp(end, "") || !strcmp(end, "ns"))
 		return (int64_t)x;
 	if (!strcmp(end, "us") || !strcmp(end, "µs"))
@@ -179,7 +180,7 @@ static int64_t env_ns(const char *name, int64_t def)
 		return (int64_t)(x * 1e6);
 	if (!strcmp(end, "s"))
 		return (int64_t)(x * 1e9);
-	die("bad unit in VIGIL_H or VIGIL_DELTA (want ns, us, ms or s)");
+	die("bad unit in VIGIL_H, VIGIL_DELTA or VIGIL_GRACE (want ns, us, ms or s)");
 	return 0;
 }
 
@@ -206,6 +207,7 @@ static void vigil_up(void)
 	cfg.size = np;
 	vh = cfg.heartbeat_ns = env_ns("VIGIL_H", 10000000);
 	vdelta = cfg.suspect_ns = env_ns("VIGIL_DELTA", 10 * cfg.heartbeat_ns);
+	cfg.grace_ns = env_ns("VIGIL_GRACE", 0);
 	cfg.job_id = secret.job;
 	cfg.key = secret.key;
 	cfg.key_len = sizeof secret.key;
