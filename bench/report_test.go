@@ -17,7 +17,8 @@ func TestReportFromResults(t *testing.T) {
 	s := &Suite{Profile: Quick, Out: t.TempDir(), Command: "vigil bench quick", Started: time.Now(),
 		Durations: map[string]time.Duration{"sweep": time.Second}, Errors: map[string]string{"imb-go": "boom"},
 		IMBMPI: []Result{{Load: PingPong, Ranks: 2, Size: 1024, Reps: 10, RankTimes: RankTimes{TMin: 700, TMax: 775, TAvg: 740}}},
-		Noise:  []NoiseRow{{H: ms, NoiseResult: NoiseResult{Probe: Selfish, Noise: 0.0123, Detours: hist, MaxDetour: 3 * time.Microsecond}}},
+		Noise: []NoiseRow{{H: ms, NoiseResult: NoiseResult{Probe: Selfish, Noise: 0.01, Detours: hist, MaxDetour: 3 * time.Microsecond}},
+			{H: ms, On: true, NoiseResult: NoiseResult{Probe: Selfish, Noise: 0.0123, Detours: hist, MaxDetour: 5 * time.Microsecond}}},
 		SweepRuns: []SweepRun{
 			{H: ms, Placement: InProcess, Results: []Result{res(PingPong, 1024, 10)}},
 			{H: ms, Placement: InProcess, On: true, Results: []Result{res(PingPong, 1024, 13)}},
@@ -58,7 +59,7 @@ func TestReportFromResults(t *testing.T) {
 		t.Errorf("sweep_overhead.csv:\n%s", b)
 	}
 	md := s.Summary(files)
-	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "1.2300 %", "+30.0 % * (med +30.0 %)", "| compute | SCHED_FIFO asked | 1ms |",
+	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "| Selfish | 1ms | 1.00 ± 0.00 % | 1.23 ± 0.00 % | +0.23 % | 3µs / 5µs |", "+30.0 % * (med +30.0 %)", "| compute | SCHED_FIFO asked | 1ms |",
 		"no BPF here", "| vigil | 8 | 1.08s | 1.09s |", "1.6s (incomplete)", "vigil bench quick"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("summary lacks %q:\n%s", w, md)

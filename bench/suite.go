@@ -13,10 +13,12 @@ import (
 // Parts are the suite's parts, in the order they run.
 var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "sched", "h2h"}
 
-// NoiseRow is a noise probe run beside a stand-alone detector (or none).
+// NoiseRow is a noise probe run, with or without a stand-alone detector
+// at heartbeat period H.
 type NoiseRow struct {
-	// H is the detector's heartbeat period (0: no detector).
-	H time.Duration
+	H    time.Duration
+	On   bool
+	Pair int
 	NoiseResult
 }
 
@@ -138,36 +140,44 @@ func (s *Suite) runIMBGo() error {
 	return nil
 }
 
+// runNoise runs every probe with the detector off and on (stand-alone, 2
+// agents) at each of the profile's SchedHs, interleaved off, on, off, on.
 func (s *Suite) runNoise(ctx context.Context) error {
-	hs := append([]time.Duration{0}, s.Profile.SchedHs...)
-	for _, h := range hs {
-		var agents *AgentJob
-		if h > 0 {
-			var err error
-			if agents, err = StartAgents(s.VigilBin, 2, DetectorSpec{H: h, Delta: 10 * h, RealTime: true}, nil); err != nil {
-				return err
-			}
-		}
-		for _, p := range Probes {
-			if ctx.Err() != nil {
-				break
-			}
-			r, err := RunProbe(p, ProbeOptions{Duration: s.Profile.ProbeDuration, CPU: 0})
-			if err != nil {
+	for _, h := range s.Profile.SchedHs {
+		for k := range noisePairs {
+			for _, on := range []bool{false, true} {
+				var agents *AgentJob
+				if on {
+					var err error
+					if agents, err = StartAgents(s.VigilBin, 2, DetectorSpec{H: h, Delta: 10 * h, RealTime: true}, nil); err != nil {
+						return err
+					}
+				}
+				for _, p := range Probes {
+					if ctx.Err() != nil {
+						break
+					}
+					r, err := RunProbe(p, ProbeOptions{Duration: s.Profile.ProbeDuration, CPU: 0})
+					if err != nil {
+						if agents != nil {
+							agents.Stop()
+						}
+						return err
+					}
+					s.Noise = append(s.Noise, NoiseRow{H: h, On: on, Pair: k, NoiseResult: r})
+					s.logf("noise %-7s h=%-6v pair %d detector %-3s: noise %.2f %%, max detour %v", p, h, k, onOff(on), 100*r.Noise, r.MaxDetour)
+				}
 				if agents != nil {
 					agents.Stop()
 				}
-				return err
 			}
-			s.Noise = append(s.Noise, NoiseRow{H: h, NoiseResult: r})
-			s.logf("noise %-7s detector h=%-6v noise %.4f%%, max detour %v", p, h, 100*r.Noise, r.MaxDetour)
-		}
-		if agents != nil {
-			agents.Stop()
 		}
 	}
 	return nil
 }
+
+// noisePairs is the number of off/on pairs of the noise probes.
+const noisePairs = 2
 
 func (s *Suite) runSched(ctx context.Context) error {
 	for _, h := range s.Profile.SchedHs {
