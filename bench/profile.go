@@ -47,7 +47,7 @@ var Quick = Profile{
 	IMBRanks: 2, IMBSizes: []int{0, 1, 1 << 10, 64 << 10, 1 << 20, 4 << 20}, IMBMaxReps: 200, IMBTimeLimit: 100 * ms,
 	ProbeDuration: time.Second,
 	SweepSizes:    []int{0, 1 << 10, 64 << 10}, SweepTimeLimit: 40 * ms, SweepMaxReps: 200,
-	SweepHs: DefaultHs, SweepPairs: 4,
+	SweepHs: DefaultHs, SweepPairs: 6,
 	AccuracyRanks: 4, AccuracyHs: []time.Duration{10 * ms, ms, 300 * us, 100 * us}, AccuracyDuration: 1500 * ms,
 	AccuracyLoads: []string{Compute, string(PingPong), string(Allreduce)},
 	SchedHs:       []time.Duration{ms, 100 * us}, SchedDuration: time.Second,

@@ -272,6 +272,23 @@ func (s *Suite) Summary(files []string) string {
 				p("\n")
 			}
 		}
+		for _, pl := range []Placement{InProcess, StandAlone} {
+			p("| all loads and sizes | %s | median of cells |", pl)
+			for _, h := range hs {
+				var xs []float64
+				for _, r := range s.Overheads {
+					if r.Placement == pl && r.H == h && !math.IsNaN(r.MedianOverhead) {
+						xs = append(xs, r.MedianOverhead)
+					}
+				}
+				if len(xs) == 0 {
+					p(" — |")
+					continue
+				}
+				p(" med %+.1f %% |", 100*Quantile(xs, 0.5))
+			}
+			p("\n")
+		}
 		susp := 0
 		for _, r := range s.SweepRuns {
 			susp += r.Suspicions

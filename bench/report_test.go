@@ -59,7 +59,7 @@ func TestReportFromResults(t *testing.T) {
 		t.Errorf("sweep_overhead.csv:\n%s", b)
 	}
 	md := s.Summary(files)
-	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "| Selfish | 1ms | 1.00 ± 0.00 % | 1.23 ± 0.00 % | +0.23 % | 3µs / 5µs |", "+30.0 % * (med +30.0 %)", "| compute | SCHED_FIFO asked | 1ms |",
+	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "| Selfish | 1ms | 1.00 ± 0.00 % | 1.23 ± 0.00 % | +0.23 % | 3µs / 5µs |", "+30.0 % * (med +30.0 %)", "| all loads and sizes | in-process | median of cells | med +30.0 % |", "| compute | SCHED_FIFO asked | 1ms |",
 		"no BPF here", "| vigil | 8 | 1.08s | 1.09s |", "1.6s (incomplete)", "vigil bench quick"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("summary lacks %q:\n%s", w, md)
