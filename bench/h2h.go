@@ -52,15 +52,10 @@ type H2HRow struct {
 	Period time.Duration
 	// MsgsPerPeriod and BytesPerPeriod are summed over all members.
 	MsgsPerPeriod, BytesPerPeriod float64
-	// For the kill of one rank and then of Several at once: the first
-	// survivor to learn of a death, and the last survivor to learn of all
-	// (stabilization); missing reports leave Complete false.
-	FirstOne, StableOne         time.Duration
-	FirstSeveral, StableSeveral time.Duration
-	CompleteOne, CompleteSev    bool
-	// Latencies are every (survivor, dead rank) delivery latency of both
-	// kills, for CDFs.
-	Latencies []time.Duration
+	// One is the kill of one rank; Spread of Several ranks at once, no two
+	// of them neighbours; Adjacent of Several neighbouring ranks at once
+	// (the observation ring's worst case).
+	One, Spread, Adjacent Kill
 	// FalseSuspicions counts "dead" reports during the burner run, where
 	// nobody died; Refuted counts members memberlist declared dead that
 	// came back.
@@ -223,8 +218,9 @@ func HeadToHead(ctx context.Context, cfg H2HConfig) ([]H2HRow, error) {
 				}
 			}
 			if cfg.Log != nil {
-				fmt.Fprintf(cfg.Log, "h2h %-10s N=%-3d first %v stable %v | several: first %v stable %v | %.1f msgs %.0f B per period | false %d\n",
-					sys, n, row.FirstOne, row.StableOne, row.FirstSeveral, row.StableSeveral, row.MsgsPerPeriod, row.BytesPerPeriod, row.FalseSuspicions)
+				fmt.Fprintf(cfg.Log, "h2h %-10s N=%-3d one: first %v stable %v | spread: %v %v | adjacent: %v %v | %.1f msgs %.0f B per period | false %d\n",
+					sys, n, row.One.First, row.One.Stable, row.Spread.First, row.Spread.Stable, row.Adjacent.First, row.Adjacent.Stable,
+					row.MsgsPerPeriod, row.BytesPerPeriod, row.FalseSuspicions)
 			}
 			rows = append(rows, row)
 		}
@@ -243,28 +239,73 @@ func waitReady(c *children, n int) error {
 	return err
 }
 
+// Kill is the outcome of one kill -9 of one or more ranks at once.
+type Kill struct {
+	Victims []int
+	// First is when the first survivor reported a victim, Stable when the
+	// last survivor learned of the last victim; Complete is false when
+	// some survivor had not reported every victim within H2HConfig.Wait.
+	First, Stable time.Duration
+	Complete      bool
+	// Latencies are every (survivor, victim) report's delay.
+	Latencies []time.Duration
+}
+
+// h2hKills runs one system at size n twice: (a) traffic, then a kill of
+// one rank, then of Several ranks spread over the ring (no two adjacent
+// among the survivors); (b) a kill of Several adjacent ranks (1, 2, …).
 func h2hKills(cfg H2HConfig, sys System, n int) (H2HRow, error) {
 	row := H2HRow{System: sys, N: n, Period: cfg.Period}
-	c, err := startChildren(cfg, sys, n)
+	err := h2hRun(cfg, sys, n, func(c *children, stats map[int]ChildLine, kill func([]int) Kill) {
+		var other []ChildLine
+		c.collect(time.Second, stats, &other, nil) // settle
+		before := maps2(stats)
+		c.collect(cfg.Window, stats, &other, nil)
+		row.MsgsPerPeriod, row.BytesPerPeriod = trafficPerPeriod(before, stats, cfg.Period)
+		row.One = kill([]int{n / 2})
+		var survivors []int
+		for r := range n {
+			if r != n/2 {
+				survivors = append(survivors, r)
+			}
+		}
+		var spread []int
+		for i := 1; i < len(survivors) && len(spread) < cfg.Several; i += 2 {
+			spread = append(spread, survivors[i])
+		}
+		row.Spread = kill(spread)
+	})
 	if err != nil {
 		return row, err
 	}
+	err = h2hRun(cfg, sys, n, func(c *children, stats map[int]ChildLine, kill func([]int) Kill) {
+		var adj []int
+		for v := 1; v < n-1 && len(adj) < cfg.Several; v++ {
+			adj = append(adj, v)
+		}
+		row.Adjacent = kill(adj)
+	})
+	return row, err
+}
+
+// h2hRun starts n children of sys, waits until they are ready and runs
+// body with a kill function; it stops the children afterwards.
+func h2hRun(cfg H2HConfig, sys System, n int, body func(c *children, stats map[int]ChildLine, kill func([]int) Kill)) error {
+	c, err := startChildren(cfg, sys, n)
+	if err != nil {
+		return err
+	}
 	defer c.stop()
 	if err := waitReady(c, n); err != nil {
-		return row, err
+		return err
 	}
 	stats := map[int]ChildLine{}
-	var other []ChildLine
-	c.collect(time.Second, stats, &other, nil) // settle
-	before := maps2(stats)
-	c.collect(cfg.Window, stats, &other, nil)
-	row.MsgsPerPeriod, row.BytesPerPeriod = trafficPerPeriod(before, stats, cfg.Period)
-
 	alive := make([]bool, n)
 	for i := range alive {
 		alive[i] = true
 	}
-	kill := func(victims []int) (first, stable time.Duration, complete bool, lat []time.Duration) {
+	kill := func(victims []int) Kill {
+		k := Kill{Victims: victims}
 		t0 := MonoNow()
 		for _, v := range victims {
 			c.cmds[v].Process.Signal(syscall.SIGKILL)
@@ -280,8 +321,8 @@ func h2hKills(cfg H2HConfig, sys System, n int) (H2HRow, error) {
 		}
 		var got []ChildLine
 		c.collect(cfg.Wait, stats, &got, func() bool {
-			for _, l := range got {
-				if l.Ev == "dead" {
+			if len(got) > 0 {
+				if l := got[len(got)-1]; l.Ev == "dead" {
 					delete(want, [2]int{l.Rank, l.Dead})
 				}
 			}
@@ -290,26 +331,18 @@ func h2hKills(cfg H2HConfig, sys System, n int) (H2HRow, error) {
 		for _, l := range got {
 			if l.Ev == "dead" && slices.Contains(victims, l.Dead) && alive[l.Rank] {
 				d := time.Duration(l.Mono - t0)
-				lat = append(lat, d)
-				if first == 0 || d < first {
-					first = d
+				k.Latencies = append(k.Latencies, d)
+				if k.First == 0 || d < k.First {
+					k.First = d
 				}
-				stable = max(stable, d)
+				k.Stable = max(k.Stable, d)
 			}
 		}
-		return first, stable, len(want) == 0, lat
+		k.Complete = len(want) == 0
+		return k
 	}
-	var l1, l2 []time.Duration
-	row.FirstOne, row.StableOne, row.CompleteOne, l1 = kill([]int{n / 2})
-	several := make([]int, 0, cfg.Several)
-	for v := 1; len(several) < min(cfg.Several, n-2) && v < n; v++ {
-		if alive[v] {
-			several = append(several, v)
-		}
-	}
-	row.FirstSeveral, row.StableSeveral, row.CompleteSev, l2 = kill(several)
-	row.Latencies = append(l1, l2...)
-	return row, nil
+	body(c, stats, kill)
+	return nil
 }
 
 func maps2(m map[int]ChildLine) map[int]ChildLine {

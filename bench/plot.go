@@ -102,16 +102,17 @@ func overheadPlot(rows []OverheadRow, l Load, size int) (*plot.Plot, bool, error
 
 func cdfPlot(rows []H2HRow) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "Detection latency CDF (kill -9 → survivor's report)"
+	p.Title.Text = "Detection latency CDF (kill -9 → survivor's report, all kills)"
 	p.X.Label.Text = "latency (ms)"
 	p.Y.Label.Text = "fraction of reports"
 	var args []any
 	for _, r := range rows {
-		if len(r.Latencies) == 0 {
+		lat := append(append(slices.Clone(r.One.Latencies), r.Spread.Latencies...), r.Adjacent.Latencies...)
+		if len(lat) == 0 {
 			continue
 		}
-		ms := make([]float64, len(r.Latencies))
-		for i, d := range r.Latencies {
+		ms := make([]float64, len(lat))
+		for i, d := range lat {
 			ms[i] = float64(d) / float64(time.Millisecond)
 		}
 		x, y := CDF(ms)
@@ -138,16 +139,13 @@ func h2hPlot(rows []H2HRow) (*plot.Plot, error) {
 	p.Y.Label.Text = "stabilization (ms)"
 	var args []any
 	for _, sys := range []System{Vigil, Memberlist} {
-		for _, kind := range []string{"one kill", "several at once"} {
+		for i, kind := range []string{"one kill", "spread", "adjacent"} {
 			var pts plotter.XYs
 			for _, r := range rows {
 				if r.System != sys {
 					continue
 				}
-				d := r.StableOne
-				if kind != "one kill" {
-					d = r.StableSeveral
-				}
+				d := []Kill{r.One, r.Spread, r.Adjacent}[i].Stable
 				if d > 0 {
 					pts = append(pts, plotter.XY{X: float64(r.N), Y: float64(d) / float64(time.Millisecond)})
 				}

@@ -85,11 +85,15 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 	}
 	var h2h, lat [][]string
 	for _, r := range s.H2H {
-		h2h = append(h2h, []string{string(r.System), strconv.Itoa(r.N), usStr(r.Period), fstr(r.MsgsPerPeriod), fstr(r.BytesPerPeriod),
-			usStr(r.FirstOne), usStr(r.StableOne), strconv.FormatBool(r.CompleteOne), usStr(r.FirstSeveral), usStr(r.StableSeveral),
-			strconv.FormatBool(r.CompleteSev), strconv.Itoa(r.FalseSuspicions), strconv.Itoa(r.Refuted)})
-		for _, l := range r.Latencies {
-			lat = append(lat, []string{string(r.System), strconv.Itoa(r.N), usStr(l)})
+		row := []string{string(r.System), strconv.Itoa(r.N), usStr(r.Period), fstr(r.MsgsPerPeriod), fstr(r.BytesPerPeriod)}
+		for _, k := range []Kill{r.One, r.Spread, r.Adjacent} {
+			row = append(row, usStr(k.First), usStr(k.Stable), strconv.FormatBool(k.Complete))
+		}
+		h2h = append(h2h, append(row, strconv.Itoa(r.FalseSuspicions), strconv.Itoa(r.Refuted)))
+		for i, k := range []Kill{r.One, r.Spread, r.Adjacent} {
+			for _, l := range k.Latencies {
+				lat = append(lat, []string{string(r.System), strconv.Itoa(r.N), []string{"one", "spread", "adjacent"}[i], usStr(l)})
+			}
 		}
 	}
 	for _, f := range []struct {
@@ -109,9 +113,10 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		{"sched.csv", []string{"h_us", "sched_fifo", "source", "window_us", "detector_cpu_ns", "emitter_cpu_ns", "app_cpu_ns",
 			"preemptions", "taken_ns", "runq_p50_le_ns", "runq_p99_le_ns", "runq_max_le_ns", "emitter_wait_ns", "emitter_slices",
 			"false_suspicions", "emitter_found_by", "fallback_reason"}, sched},
-		{"h2h.csv", []string{"system", "n", "period_us", "msgs_per_period", "bytes_per_period", "first_one_us", "stable_one_us",
-			"complete_one", "first_several_us", "stable_several_us", "complete_several", "false_suspicions", "refuted"}, h2h},
-		{"h2h_latency.csv", []string{"system", "n", "latency_us"}, lat},
+		{"h2h.csv", []string{"system", "n", "period_us", "msgs_per_period", "bytes_per_period", "one_first_us", "one_stable_us",
+			"one_complete", "spread_first_us", "spread_stable_us", "spread_complete", "adjacent_first_us", "adjacent_stable_us",
+			"adjacent_complete", "false_suspicions", "refuted"}, h2h},
+		{"h2h_latency.csv", []string{"system", "n", "kill", "latency_us"}, lat},
 	} {
 		if err := write(f.name, f.header, f.rows); err != nil {
 			return names, err
@@ -354,26 +359,29 @@ func (s *Suite) Summary(files []string) string {
 	if len(s.H2H) > 0 {
 		p("## Head-to-head: Vigil vs hashicorp/memberlist v0.7.0\n\n")
 		p("Same period %v: Vigil h = %v, δ = 5h; memberlist ProbeInterval = %v, ProbeTimeout = period/2, other LAN defaults. "+
-			"kill -9 of one rank, then of %d adjacent ranks at once (ranks 1, 2, …: the ring's worst case, where Vigil reconnects "+
-			"one failure after the other; seed 000's Theorem 1 bounds it by T(f) ≥ f(f+1)δ, i.e. 12δ for f = 3). Latencies are from the kill to a survivor's report (CLOCK_MONOTONIC). "+
-			"Traffic: payload messages and bytes sent by all members per period, without TCP/UDP/IP headers.\n\n",
-			s.Profile.H2HPeriod, s.Profile.H2HPeriod, s.Profile.H2HPeriod, s.Profile.H2HSeveral)
-		p("| system | N | first detection (1) | all survivors know (1) | first (%d) | all know (%d) | msgs/period | bytes/period | false suspicions under burners |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+			"kill -9 of one rank; then of %d ranks at once, spread over the ring (no two neighbours); and, in a fresh job, of %d "+
+			"adjacent ranks (1, 2, …: the observation ring's worst case, where Vigil reconnects one failure after the other; "+
+			"seed 000's Theorem 1 bounds it by T(f) ≥ f(f+1)δ, i.e. 12δ for f = 3). Each cell is first report / last survivor "+
+			"knows every victim (stabilization), from the kill, on CLOCK_MONOTONIC. Traffic: payload messages and bytes sent by all "+
+			"members per period, without TCP/UDP/IP headers.\n\n",
+			s.Profile.H2HPeriod, s.Profile.H2HPeriod, s.Profile.H2HPeriod, s.Profile.H2HSeveral, s.Profile.H2HSeveral)
+		p("| system | N | one kill | %d spread | %d adjacent | msgs/period | bytes/period | false suspicions under burners |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
 			s.Profile.H2HSeveral, s.Profile.H2HSeveral)
-		for _, r := range s.H2H {
-			inc := func(d time.Duration, ok bool) string {
-				if !ok {
-					return durStr(d) + " (incomplete)"
-				}
-				return durStr(d)
+		cell := func(k Kill) string {
+			c := durStr(k.First) + " / " + durStr(k.Stable)
+			if !k.Complete {
+				c += " (incomplete)"
 			}
-			p("| %s | %d | %s | %s | %s | %s | %.1f | %.0f | %d |\n", r.System, r.N, durStr(r.FirstOne), inc(r.StableOne, r.CompleteOne),
-				durStr(r.FirstSeveral), inc(r.StableSeveral, r.CompleteSev), r.MsgsPerPeriod, r.BytesPerPeriod, r.FalseSuspicions)
+			return c
+		}
+		for _, r := range s.H2H {
+			p("| %s | %d | %s | %s | %s | %.1f | %.0f | %d |\n", r.System, r.N, cell(r.One), cell(r.Spread), cell(r.Adjacent),
+				r.MsgsPerPeriod, r.BytesPerPeriod, r.FalseSuspicions)
 		}
 		p("\nPlots: detection_cdf.png, h2h.png.\n\n")
 	}
 	if len(files) > 0 {
-		p("Files: %s.\n", strings.Join(files, ", "))
+		p("Files in `%s`: %s.\n", s.Out, strings.Join(files, ", "))
 	}
 	return b.String()
 }

@@ -27,10 +27,10 @@ func TestReportFromResults(t *testing.T) {
 		Verdicts: []AccuracyVerdict{{Load: Compute, RealTime: true, SmallestSafe: ms, RealTimeGranted: true}},
 		Sched:    []AttributionRow{{H: ms, Duration: time.Second, Attribution: Attribution{Source: "schedstat", Why: "no BPF here", DetectorCPU: 2e6}}},
 		H2H: []H2HRow{
-			{System: Vigil, N: 8, Period: 200 * ms, FirstOne: 1080 * ms, StableOne: 1090 * ms, CompleteOne: true, MsgsPerPeriod: 8,
-				Latencies: []time.Duration{1080 * ms, 1090 * ms}},
-			{System: Memberlist, N: 8, Period: 200 * ms, FirstOne: 1500 * ms, StableOne: 1600 * ms, MsgsPerPeriod: 16,
-				Latencies: []time.Duration{1500 * ms}},
+			{System: Vigil, N: 8, Period: 200 * ms, MsgsPerPeriod: 8,
+				One: Kill{First: 1080 * ms, Stable: 1090 * ms, Complete: true, Latencies: []time.Duration{1080 * ms, 1090 * ms}}},
+			{System: Memberlist, N: 8, Period: 200 * ms, MsgsPerPeriod: 16,
+				One: Kill{First: 1500 * ms, Stable: 1600 * ms, Latencies: []time.Duration{1500 * ms}}},
 		},
 	}
 	s.Overheads = Overheads(s.SweepRuns)
@@ -60,7 +60,7 @@ func TestReportFromResults(t *testing.T) {
 	}
 	md := s.Summary(files)
 	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "| Selfish | 1ms | 1.00 ± 0.00 % | 1.23 ± 0.00 % | +0.23 % | 3µs / 5µs |", "+30.0 % * (med +30.0 %)", "| all loads and sizes | in-process | median of cells | med +30.0 % |", "| compute | SCHED_FIFO asked | 1ms |",
-		"no BPF here", "| vigil | 8 | 1.08s | 1.09s |", "1.6s (incomplete)", "vigil bench quick"} {
+		"no BPF here", "| vigil | 8 | 1.08s / 1.09s | — / — (incomplete) |", "1.5s / 1.6s (incomplete)", "vigil bench quick"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("summary lacks %q:\n%s", w, md)
 		}
