@@ -59,7 +59,7 @@ func (s *Suite) WritePlots() ([]string, error) {
 
 func overheadPlot(rows []OverheadRow, l Load, size int) (*plot.Plot, bool, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s, %d B: overhead on t_max vs heartbeat period (δ = 10h)", l, size)
+	p.Title.Text = fmt.Sprintf("%s, %d B: overhead on t_max (medians of interleaved runs), δ = 10h", l, size)
 	p.X.Label.Text = "h (µs, log scale)"
 	p.Y.Label.Text = "overhead (%)"
 	p.X.Scale = plot.LogScale{}
@@ -70,8 +70,8 @@ func overheadPlot(rows []OverheadRow, l Load, size int) (*plot.Plot, bool, error
 	for _, pl := range []Placement{InProcess, StandAlone} {
 		var pts plotter.XYs
 		for _, r := range rows {
-			if r.Load == l && r.Size == size && r.Placement == pl && !math.IsNaN(r.Overhead) {
-				pts = append(pts, plotter.XY{X: float64(r.H) / 1e3, Y: 100 * r.Overhead})
+			if r.Load == l && r.Size == size && r.Placement == pl && !math.IsNaN(r.MedianOverhead) {
+				pts = append(pts, plotter.XY{X: float64(r.H) / 1e3, Y: 100 * r.MedianOverhead})
 				band = r.Band.Rel
 				xs = append(xs, float64(r.H)/1e3)
 			}
@@ -92,7 +92,7 @@ func overheadPlot(rows []OverheadRow, l Load, size int) (*plot.Plot, bool, error
 	poly.Color = color.RGBA{R: 200, G: 200, B: 200, A: 255}
 	poly.LineStyle.Width = 0
 	p.Add(poly)
-	p.Legend.Add(fmt.Sprintf("variability band ±%.1f %%", 100*band), poly)
+	p.Legend.Add(fmt.Sprintf("variability band of the off runs ±%.1f %%", 100*band), poly)
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return nil, false, err
 	}
