@@ -249,6 +249,8 @@ type Kill struct {
 	Complete      bool
 	// Latencies are every (survivor, victim) report's delay.
 	Latencies []time.Duration
+	// Missing lists the (survivor, victim) reports that never came.
+	Missing [][2]int
 }
 
 // h2hKills runs one system at size n twice: (a) traffic, then a kill of
@@ -339,6 +341,10 @@ func h2hRun(cfg H2HConfig, sys System, n int, body func(c *children, stats map[i
 			}
 		}
 		k.Complete = len(want) == 0
+		for sv := range want {
+			k.Missing = append(k.Missing, sv)
+		}
+		slices.SortFunc(k.Missing, func(a, b [2]int) int { return (a[0]-b[0])*n + a[1] - b[1] })
 		return k
 	}
 	body(c, stats, kill)

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"encoding/csv"
+
 	"fmt"
+	"github.com/vigil-hpc/vigil/hb"
 	"math"
 	"os"
 	"path/filepath"
@@ -377,6 +379,19 @@ func (s *Suite) Summary(files []string) string {
 		for _, r := range s.H2H {
 			p("| %s | %d | %s | %s | %s | %.1f | %.0f | %d |\n", r.System, r.N, cell(r.One), cell(r.Spread), cell(r.Adjacent),
 				r.MsgsPerPeriod, r.BytesPerPeriod, r.FalseSuspicions)
+		}
+		for _, r := range s.H2H {
+			for i, k := range []Kill{r.One, r.Spread, r.Adjacent} {
+				if len(k.Missing) > 0 {
+					p("\n%s N=%d, %s kill of ranks %v: reports never received within %v (survivor, victim): %v.", r.System, r.N,
+						[]string{"one", "spread", "adjacent"}[i], k.Victims, s.Profile.H2HWait, k.Missing)
+					if f := len(k.Victims); r.System == Vigil && f > hb.MaxOverlapping(r.N) {
+						p(" %d overlapping failures exceed what seed 000's Theorem 1 covers at N = %d (⌊log2 N⌋ − 1 = %d).",
+							f, r.N, hb.MaxOverlapping(r.N))
+					}
+					p("\n")
+				}
+			}
 		}
 		p("\nPlots: detection_cdf.png, h2h.png.\n\n")
 	}
