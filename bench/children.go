@@ -167,23 +167,27 @@ type countingTransport struct {
 	msgs, bytes atomic.Uint64
 }
 
+// WriteTo counts and sends one datagram.
 func (t *countingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	t.msgs.Add(1)
 	t.bytes.Add(uint64(len(b)))
 	return t.NetTransport.WriteTo(b, addr)
 }
 
+// WriteToAddress counts and sends one datagram.
 func (t *countingTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	t.msgs.Add(1)
 	t.bytes.Add(uint64(len(b)))
 	return t.NetTransport.WriteToAddress(b, a)
 }
 
+// DialTimeout opens a counted stream connection.
 func (t *countingTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	c, err := t.NetTransport.DialTimeout(addr, timeout)
 	return t.count(c, err)
 }
 
+// DialAddressTimeout opens a counted stream connection.
 func (t *countingTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
 	c, err := t.NetTransport.DialAddressTimeout(a, timeout)
 	return t.count(c, err)
@@ -202,6 +206,7 @@ type countingConn struct {
 	t *countingTransport
 }
 
+// Write counts the bytes written.
 func (c *countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.t.bytes.Add(uint64(n))
@@ -213,16 +218,19 @@ type mlEvents struct {
 	dead, alive chan int
 }
 
+// NotifyJoin reports a member (re)joining.
 func (e *mlEvents) NotifyJoin(n *memberlist.Node) {
 	if r, err := strconv.Atoi(n.Name); err == nil {
 		e.alive <- r
 	}
 }
+// NotifyLeave reports a member declared dead (or gone).
 func (e *mlEvents) NotifyLeave(n *memberlist.Node) {
 	if r, err := strconv.Atoi(n.Name); err == nil {
 		e.dead <- r
 	}
 }
+// NotifyUpdate ignores metadata updates.
 func (e *mlEvents) NotifyUpdate(*memberlist.Node) {}
 
 // MemberlistChild is the body of `vigil bench child memberlist`: one

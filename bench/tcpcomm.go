@@ -95,9 +95,12 @@ func (g *TCPGroup) Run(load Load, opt RunOptions) ([]Result, error) {
 	return res[0], errors.Join(errs...)
 }
 
+// Rank is this endpoint's rank.
 func (c *tcpComm) Rank() int { return c.rank }
+// Size is the group's number of ranks.
 func (c *tcpComm) Size() int { return c.size }
 
+// Send queues a copy of b for rank to (to self: straight into the inbox).
 func (c *tcpComm) Send(to int, b []byte) error {
 	if to < 0 || to >= c.size {
 		return fmt.Errorf("bench: send to rank %d of %d", to, c.size)
@@ -109,6 +112,7 @@ func (c *tcpComm) Send(to int, b []byte) error {
 	return c.tr.Send(ranks.Rank(to), b)
 }
 
+// Recv waits up to recvTimeout for the next message from rank from.
 func (c *tcpComm) Recv(from int) ([]byte, error) {
 	if from < 0 || from >= c.size {
 		return nil, fmt.Errorf("bench: receive from rank %d of %d", from, c.size)
