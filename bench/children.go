@@ -224,12 +224,14 @@ func (e *mlEvents) NotifyJoin(n *memberlist.Node) {
 		e.alive <- r
 	}
 }
+
 // NotifyLeave reports a member declared dead (or gone).
 func (e *mlEvents) NotifyLeave(n *memberlist.Node) {
 	if r, err := strconv.Atoi(n.Name); err == nil {
 		e.dead <- r
 	}
 }
+
 // NotifyUpdate ignores metadata updates.
 func (e *mlEvents) NotifyUpdate(*memberlist.Node) {}
 

@@ -97,6 +97,7 @@ func (g *TCPGroup) Run(load Load, opt RunOptions) ([]Result, error) {
 
 // Rank is this endpoint's rank.
 func (c *tcpComm) Rank() int { return c.rank }
+
 // Size is the group's number of ranks.
 func (c *tcpComm) Size() int { return c.size }
 
