@@ -184,7 +184,7 @@ func (c *children) stop() {
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	go func() {
-		for range c.lines {
+		for range c.lines { // keep the readers from blocking until they end
 		}
 	}()
 	select {
@@ -195,6 +195,7 @@ func (c *children) stop() {
 		}
 		<-done
 	}
+	close(c.lines) // every reader has returned: ends the drain above
 	if c.srv != nil {
 		c.srv.Close()
 	}
