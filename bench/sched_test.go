@@ -56,8 +56,8 @@ func TestSchedWatch(t *testing.T) {
 	for x := 0; time.Now().Before(deadline); x++ {
 		_ = x * x
 	}
+	a := w.Stop() // before the emitter's goroutine returns: its locked thread then exits
 	stop.Store(true)
-	a := w.Stop()
 	t.Logf("%+v", a)
 	if a.AppCPU == 0 {
 		t.Errorf("no application CPU time seen: %+v", a)
