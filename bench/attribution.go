@@ -35,11 +35,19 @@ func Attribute(ctx context.Context, vigilBin string, ranks int, h time.Duration,
 			agents.Stop()
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // let the emitter settle into its policy
 	pids := agents.Pids()
-	tid, how, err := EmitterThread(pids[0])
-	if err != nil {
-		return row, err
+	// With rt, wait (up to 2 s) until the emitter runs under SCHED_FIFO,
+	// which identifies it for sure; else let it settle for 200 ms.
+	var tid int
+	var how string
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		time.Sleep(20 * time.Millisecond)
+		if tid, how, err = EmitterThread(pids[0]); err != nil {
+			return row, err
+		}
+		if how == "SCHED_FIFO thread" || (!rt && time.Until(deadline) < 1800*time.Millisecond) || time.Now().After(deadline) {
+			break
+		}
 	}
 	row.EmitterHow = how
 	burn, err := StartBurners(0)
