@@ -27,6 +27,8 @@ func main() {
 		err = agentMain(args)
 	case "daemon":
 		err = daemonMain(args)
+	case "bench":
+		err = benchMain(args)
 	case "help", "-h", "-help", "--help":
 		usage()
 		return
@@ -50,5 +52,6 @@ commands:
   run      launch N detector agents on this machine (-n N) and print events
   agent    one detector process, bootstrapped from its environment
   daemon   one node's daemon (node-level mode, seed 003), or -attach a local process
+  bench    benchmarks: vigil bench quick|full|<part> (CSV, PNG, SUMMARY.md)
 `)
 }

@@ -1,0 +1,5 @@
+package bench
+
+import "golang.org/x/sys/unix"
+
+func unixGettid() int { return unix.Gettid() }

@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+)
+
+// Profile sets the size of every part of the suite.
+type Profile struct {
+	Name string
+	// Go IMB over the TCP transport, and the C IMB under mpirun.
+	IMBRanks     int
+	IMBSizes     []int
+	IMBMaxReps   int
+	IMBTimeLimit time.Duration
+	// Noise probes: duration of each.
+	ProbeDuration time.Duration
+	// Noise sweep.
+	SweepSizes     []int
+	SweepTimeLimit time.Duration
+	SweepMaxReps   int
+	SweepHs        []time.Duration
+	SweepPairs     int
+	// Accuracy sweep.
+	AccuracyRanks    int
+	AccuracyHs       []time.Duration
+	AccuracyDuration time.Duration
+	AccuracyLoads    []string
+	// Scheduler attribution.
+	SchedHs       []time.Duration
+	SchedDuration time.Duration
+	// Head-to-head.
+	H2HSizes   []int
+	H2HPeriod  time.Duration
+	H2HWindow  time.Duration
+	H2HSeveral int
+	H2HBurn    time.Duration
+	H2HWait    time.Duration
+}
+
+var us, ms = time.Microsecond, time.Millisecond
+
+// Quick is the profile of `vigil bench quick`: under 10 minutes on a
+// 2-core machine.
+var Quick = Profile{
+	Name:     "quick",
+	IMBRanks: 2, IMBSizes: []int{0, 1, 1 << 10, 64 << 10, 1 << 20, 4 << 20}, IMBMaxReps: 200, IMBTimeLimit: 100 * ms,
+	ProbeDuration: time.Second,
+	SweepSizes:    []int{0, 1 << 10, 64 << 10}, SweepTimeLimit: 40 * ms, SweepMaxReps: 200,
+	SweepHs: DefaultHs, SweepPairs: 6,
+	AccuracyRanks: 4, AccuracyHs: []time.Duration{10 * ms, ms, 300 * us, 100 * us}, AccuracyDuration: 1500 * ms,
+	AccuracyLoads: []string{Compute, string(PingPong), string(Allreduce)},
+	SchedHs:       []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
+	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
+	H2HWait: 15 * time.Second,
+}
+
+// Full is the profile of `vigil bench full` (about an hour).
+var Full = Profile{
+	Name:     "full",
+	IMBRanks: 2, IMBSizes: IMBSizes(IMBMaxSize), IMBMaxReps: IMBMaxReps, IMBTimeLimit: time.Second,
+	ProbeDuration: 5 * time.Second,
+	SweepSizes:    IMBSizes(IMBMaxSize), SweepTimeLimit: 200 * ms, SweepMaxReps: IMBMaxReps,
+	SweepHs: DefaultHs, SweepPairs: 5,
+	AccuracyRanks: 8,
+	AccuracyHs: []time.Duration{100 * ms, 30 * ms, 10 * ms, 3 * ms, ms, 500 * us, 300 * us, 200 * us, 100 * us,
+		50 * us},
+	AccuracyDuration: 10 * time.Second,
+	AccuracyLoads:    []string{Compute, string(PingPong), string(Sendrecv), string(Allreduce), string(Bcast)},
+	SchedHs:          []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
+	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
+	H2HWait: 30 * time.Second,
+}
+
+// ProfileNamed returns the profile called name.
+func ProfileNamed(name string) (Profile, error) {
+	switch name {
+	case "quick":
+		return Quick, nil
+	case "full":
+		return Full, nil
+	}
+	return Profile{}, fmt.Errorf("bench: unknown profile %q (want quick or full)", name)
+}

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Parts are the suite's parts, in the order they run.
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "sched", "h2h"}
+
+// NoiseRow is a noise probe run, with or without a stand-alone detector
+// at heartbeat period H.
+type NoiseRow struct {
+	H    time.Duration
+	On   bool
+	Pair int
+	NoiseResult
+}
+
+// Suite runs the benchmark parts of a profile and keeps their results.
+type Suite struct {
+	Profile Profile
+	// Root is the module's source tree (for csrc/bench and ./capi).
+	Root string
+	// VigilBin is the vigil executable (agents and children).
+	VigilBin string
+	// Out is the output directory.
+	Out string
+	// Command is the command line recorded in the summary.
+	Command string
+	Log     io.Writer
+
+	Started   time.Time
+	Durations map[string]time.Duration
+	Errors    map[string]string
+
+	MPI       MPIBuild
+	IMBGo     []Result
+	IMBMPI    []Result
+	Noise     []NoiseRow
+	SweepRuns []SweepRun
+	Overheads []OverheadRow
+	Accuracy  []AccuracyRow
+	Verdicts  []AccuracyVerdict
+	Sched     []AttributionRow
+	H2H       []H2HRow
+}
+
+func (s *Suite) logf(format string, a ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, format+"\n", a...)
+	}
+}
+
+// Run runs the named parts (all when parts is empty). A part that fails is
+// recorded in Errors and the others still run.
+func (s *Suite) Run(ctx context.Context, parts []string) error {
+	if len(parts) == 0 {
+		parts = Parts
+	}
+	for _, p := range parts {
+		if !slices.Contains(Parts, p) {
+			return fmt.Errorf("bench: unknown part %q (want %s)", p, strings.Join(Parts, ", "))
+		}
+	}
+	s.Started = time.Now()
+	s.Durations, s.Errors = map[string]time.Duration{}, map[string]string{}
+	needMPI := slices.ContainsFunc(parts, func(p string) bool { return p == "imb-mpi" || p == "sweep" || p == "accuracy" })
+	if needMPI {
+		s.logf("building the MPI load program and libvigil")
+		b, err := BuildMPI(ctx, s.Root, filepath.Join(s.Out, "build"))
+		if err != nil {
+			return err
+		}
+		s.MPI = b
+	}
+	pr := s.Profile
+	for _, p := range Parts {
+		if !slices.Contains(parts, p) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		t0 := time.Now()
+		s.logf("== %s", p)
+		var err error
+		switch p {
+		case "imb-go":
+			err = s.runIMBGo()
+		case "imb-mpi":
+			var o MPIOutput
+			o, err = MPIRun{Bin: s.MPI.IMB, Ranks: pr.IMBRanks, Loads: Loads, Sizes: pr.IMBSizes, MaxReps: pr.IMBMaxReps,
+				TimeLimit: pr.IMBTimeLimit}.Run(ctx)
+			s.IMBMPI = o.Results
+		case "noise":
+			err = s.runNoise(ctx)
+		case "sweep":
+			s.SweepRuns, err = Sweep(ctx, SweepConfig{MPI: s.MPI, VigilBin: s.VigilBin, Ranks: pr.IMBRanks, Loads: Loads,
+				Sizes: pr.SweepSizes, MaxReps: pr.SweepMaxReps, TimeLimit: pr.SweepTimeLimit, Hs: pr.SweepHs,
+				Placements: []Placement{InProcess, StandAlone}, Pairs: pr.SweepPairs, ProbeDuration: pr.ProbeDuration / 4, Log: s.Log})
+			s.Overheads = Overheads(s.SweepRuns)
+		case "accuracy":
+			s.Accuracy, s.Verdicts, err = Accuracy(ctx, AccuracyConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks,
+				Hs: pr.AccuracyHs, Duration: pr.AccuracyDuration, Loads: pr.AccuracyLoads, Sizes: []int{0, 1 << 10, 64 << 10},
+				RealTime: []bool{false, true}, Log: s.Log})
+		case "sched":
+			err = s.runSched(ctx)
+		case "h2h":
+			s.H2H, err = HeadToHead(ctx, H2HConfig{VigilBin: s.VigilBin, Sizes: pr.H2HSizes, Period: pr.H2HPeriod, DeltaFactor: 5,
+				Window: pr.H2HWindow, Several: pr.H2HSeveral, BurnFor: pr.H2HBurn, Wait: pr.H2HWait, Log: s.Log})
+		}
+		s.Durations[p] = time.Since(t0)
+		if err != nil {
+			s.Errors[p] = err.Error()
+			s.logf("%s failed: %v", p, err)
+		}
+	}
+	return ctx.Err()
+}
+
+func (s *Suite) runIMBGo() error {
+	g, err := NewTCPGroup(s.Profile.IMBRanks)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	for _, l := range Loads {
+		r, err := g.Run(l, RunOptions{Sizes: s.Profile.IMBSizes, MaxReps: s.Profile.IMBMaxReps, TimeLimit: s.Profile.IMBTimeLimit})
+		if err != nil {
+			return fmt.Errorf("%s: %w", l, err)
+		}
+		s.IMBGo = append(s.IMBGo, r...)
+	}
+	return nil
+}
+
+// runNoise runs every probe with the detector off and on (stand-alone, 2
+// agents) at each of the profile's SchedHs, interleaved off, on, off, on.
+func (s *Suite) runNoise(ctx context.Context) error {
+	for _, h := range s.Profile.SchedHs {
+		for k := range noisePairs {
+			for _, on := range []bool{false, true} {
+				var agents *AgentJob
+				if on {
+					var err error
+					if agents, err = StartAgents(s.VigilBin, 2, DetectorSpec{H: h, Delta: 10 * h, RealTime: true}, nil); err != nil {
+						return err
+					}
+				}
+				for _, p := range Probes {
+					if ctx.Err() != nil {
+						break
+					}
+					r, err := RunProbe(p, ProbeOptions{Duration: s.Profile.ProbeDuration, CPU: 0})
+					if err != nil {
+						if agents != nil {
+							agents.Stop()
+						}
+						return err
+					}
+					s.Noise = append(s.Noise, NoiseRow{H: h, On: on, Pair: k, NoiseResult: r})
+					s.logf("noise %-7s h=%-6v pair %d detector %-3s: noise %.2f %%, max detour %v", p, h, k, onOff(on), 100*r.Noise, r.MaxDetour)
+				}
+				if agents != nil {
+					agents.Stop()
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// noisePairs is the number of off/on pairs of the noise probes.
+const noisePairs = 2
+
+func (s *Suite) runSched(ctx context.Context) error {
+	for _, h := range s.Profile.SchedHs {
+		for _, rt := range []bool{false, true} {
+			row, err := Attribute(ctx, s.VigilBin, 2, h, rt, s.Profile.SchedDuration)
+			if err != nil {
+				return err
+			}
+			s.Sched = append(s.Sched, row)
+			s.logf("sched h=%-6v fifo=%-5v source %s: detector CPU %.2f ms, preemptions %d, taken %.2f ms, emitter run-queue p99 ≤ %v",
+				h, rt, row.Source, float64(row.DetectorCPU)/1e6, row.Preemptions, float64(row.StolenNs)/1e6,
+				time.Duration(row.EmitterRunq.Quantile(0.99)))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/vigil-hpc/vigil/bench"
+)
+
+const benchUsage = `usage: vigil bench <name> [flags]
+
+names:
+  quick | full        every part with the quick (≤ 10 min) or full profile
+  ` + "imb-go, imb-mpi, noise, sweep, accuracy, sched, h2h" + `
+                      one part (-profile quick|full)
+  child vigil|memberlist ...
+                      a head-to-head child process (started by h2h)
+
+Outputs go to -out: CSV files, PNG plots and SUMMARY.md.
+`
+
+func benchMain(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "help" {
+		fmt.Fprint(os.Stderr, benchUsage)
+		if len(args) == 0 {
+			return errors.New("bench: name missing")
+		}
+		return nil
+	}
+	name, args := args[0], args[1:]
+	if name == "child" {
+		if len(args) == 0 {
+			return errors.New("bench child: want vigil or memberlist")
+		}
+		switch args[0] {
+		case "vigil":
+			return bench.VigilChild(args[1:], os.Stdout)
+		case "memberlist":
+			return bench.MemberlistChild(args[1:], os.Stdout)
+		}
+		return fmt.Errorf("bench child: %q: want vigil or memberlist", args[0])
+	}
+	profile := "quick"
+	var parts []string
+	switch {
+	case name == "quick" || name == "full":
+		profile = name
+	case slices.Contains(bench.Parts, name):
+		parts = []string{name}
+	default:
+		fmt.Fprint(os.Stderr, benchUsage)
+		return fmt.Errorf("bench: unknown name %q", name)
+	}
+	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	out := fs.String("out", "", "output directory (default bench-out/<name>)")
+	root := fs.String("root", "", "Vigil source tree, for csrc/bench and ./capi (default: found from the working directory)")
+	summary := fs.String("summary", "", "also write the markdown summary to this file (e.g. bench/SUMMARY.md)")
+	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(bench.Parts, ","))
+	if len(parts) > 0 {
+		fs.StringVar(&profile, "profile", "quick", "profile: quick or full")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *only != "" {
+		parts = strings.Split(*only, ",")
+	}
+	pr, err := bench.ProfileNamed(profile)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = filepath.Join("bench-out", name)
+	}
+	if *root == "" {
+		if *root, err = findModuleRoot(); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: self, Out: *out, Log: os.Stderr,
+		Command: "vigil bench " + strings.Join(append([]string{name}, args...), " ")}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	runErr := s.Run(ctx, parts)
+	files, err := s.WriteCSVs()
+	if err != nil {
+		return err
+	}
+	plots, err := s.WritePlots()
+	if err != nil {
+		return err
+	}
+	md := s.Summary(append(files, plots...))
+	if err := os.WriteFile(filepath.Join(*out, "SUMMARY.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	if *summary != "" {
+		if err := os.WriteFile(*summary, []byte(md), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("vigil bench: results in %s (SUMMARY.md, %d CSV, %d PNG)\n", *out, len(files), len(plots))
+	if runErr != nil {
+		return runErr
+	}
+	if len(s.Errors) > 0 {
+		return fmt.Errorf("bench: %d part(s) failed (see SUMMARY.md)", len(s.Errors))
+	}
+	return nil
+}
+
+// findModuleRoot walks up from the working directory to Vigil's go.mod.
+func findModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/vigil-hpc/vigil\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("bench: not inside Vigil's source tree (go.mod of github.com/vigil-hpc/vigil); use -root")
+		}
+		dir = parent
+	}
+}
