@@ -3,7 +3,7 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all build build-verbs demo test unit e2e fuzz lint bench clean rxe-test
+.PHONY: all build build-verbs demo test unit e2e fuzz lint bench bench-full microbench clean rxe-test
 
 
 all: build
@@ -42,8 +42,21 @@ rxe-test:
 lint:
 	gofmt -l . ; $(GO) vet ./... ; $(GO) vet -tags pmix,verbs ./... ; staticcheck ./... ; staticcheck -tags pmix,verbs ./...
 
-bench:
+# Go microbenchmarks of the hot paths (observer check, frames, overlays).
+microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
+
+# Noise, accuracy, eBPF attribution and memberlist head-to-head (bench/):
+# the quick profile (5-7 min) regenerates bench/SUMMARY.md; the full one takes about an hour.
+bench:
+	scripts/deps.sh test
+	$(GO) build -o bin/vigil ./cmd/vigil
+	bin/vigil bench quick -out bench/quick -summary bench/SUMMARY.md
+
+bench-full:
+	scripts/deps.sh test
+	$(GO) build -o bin/vigil ./cmd/vigil
+	bin/vigil bench full -out bench-out/full
 
 clean:
 	rm -rf bin out
