@@ -25,6 +25,8 @@ func main() {
 		err = runMain(args)
 	case "agent":
 		err = agentMain(args)
+	case "sim":
+		err = simMain(args)
 	case "help", "-h", "-help", "--help":
 		usage()
 		return
@@ -47,5 +49,6 @@ commands:
            checked against the bound of seed 000's Theorem 1 (exit 0 = all good)
   run      launch N detector agents on this machine (-n N) and print events
   agent    one detector process, bootstrapped from its environment
+  sim      simulations of the papers' results (stab, probe, bcast, era, all)
 `)
 }
