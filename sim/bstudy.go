@@ -98,7 +98,7 @@ type bRunner struct {
 	model func(sc BcastScenario) BcastStats
 }
 
-func newRunner(alg string, n int, pre int) (*bRunner, error) {
+func newRunner(alg string, n, pre, tOverride int) (*bRunner, error) {
 	if n < 4 {
 		return nil, fmt.Errorf("sim: broadcast study needs N ≥ 4, got %d", n)
 	}
@@ -141,6 +141,12 @@ func newRunner(alg string, n int, pre int) (*bRunner, error) {
 		r.model = func(sc BcastScenario) BcastStats { return bfbModel(n, sc) }
 	default:
 		return nil, fmt.Errorf("sim: unknown broadcast algorithm %q (want one of %v)", alg, BcastAlgs)
+	}
+	if tOverride > 0 {
+		if r.gcfg == nil {
+			return nil, fmt.Errorf("sim: %s has no parameter T", alg)
+		}
+		r.gcfg.T, r.T = tOverride, tOverride
 	}
 	return r, nil
 }
@@ -221,10 +227,16 @@ func (r *bRunner) worker() any {
 // seeded RunSeed(seed, i)) on workers goroutines, calling progress after
 // each run.
 func BcastStudy(alg string, n int, sc BcastScenario, runs, workers int, seed uint64, progress func()) (BcastStats, error) {
+	return BcastStudyT(alg, n, 0, sc, runs, workers, seed, progress)
+}
+
+// BcastStudyT is BcastStudy with T forced to T (0: chosen as BcastStudy
+// does) for the gossip family and the corrected trees.
+func BcastStudyT(alg string, n, T int, sc BcastScenario, runs, workers int, seed uint64, progress func()) (BcastStats, error) {
 	if sc.Pre+sc.Online > n-1 || sc.Pre < 0 || sc.Online < 0 || runs < 1 {
 		return BcastStats{}, fmt.Errorf("sim: bad scenario %+v for N = %d and %d runs", sc, n, runs)
 	}
-	r, err := newRunner(alg, n, sc.Pre)
+	r, err := newRunner(alg, n, sc.Pre, T)
 	if err != nil {
 		return BcastStats{}, err
 	}

@@ -45,6 +45,8 @@ const simUsage = `usage: vigil sim <stab|probe|bcast|era|all> [flags]
          the corrected trees CTF CBF at N = 4,096 (L = 2 µs, o = 1 µs), and
          their scaling with N (seed 002 §IV)
   era    ERA decision time vs n and tree shape (seed 001 Theorem 5)
+  tsweep latency and work of OCG, CCG, FCG and CTF vs T at N = 4,096 (expected
+         failures): how the equations' T compares with the best T
   all    all of the above
 
 Each writes CSV files and PNG figures into -out.
@@ -80,9 +82,9 @@ func simMain(args []string) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	subs := map[string]func(*simOpts) error{"stab": simStab, "probe": simProbe, "bcast": simBcast, "era": simERA}
+	subs := map[string]func(*simOpts) error{"stab": simStab, "probe": simProbe, "bcast": simBcast, "era": simERA, "tsweep": simTSweep}
 	if sub == "all" {
-		for _, s := range []string{"probe", "era", "bcast", "stab"} {
+		for _, s := range []string{"probe", "era", "tsweep", "bcast", "stab"} {
 			if err := subs[s](&o); err != nil {
 				return err
 			}
@@ -330,6 +332,57 @@ var bcastHeader = []string{"alg", "n", "scenario", "runs", "T", "C", "latency_us
 func bcastRow(st sim.BcastStats) []any {
 	return []any{st.Alg, st.N, st.Scenario, st.Runs, st.T, st.C, st.Latency, st.LatencyP50, st.LatencyP99, st.LatencyMax,
 		st.Delivery, st.Work, st.Inconsistency, st.Inconsistent, st.SOS, st.LatencyWork(), st.Model}
+}
+
+// --- tsweep ----------------------------------------------------------------
+
+func simTSweep(o *simOpts) error {
+	n, runs := 4096, o.runsOr(2000)
+	if o.quick {
+		n, runs = 256, o.runsOr(100)
+	}
+	algs := []string{"OCG", "CCG", "FCG", "CTF"}
+	sc := sim.Scenarios(n)[1]
+	type pt struct {
+		alg string
+		T   int
+	}
+	var pts []pt
+	for _, a := range algs {
+		for T := 6; T <= 48; T += 2 {
+			pts = append(pts, pt{a, T})
+		}
+	}
+	bar := newBar(o, "tsweep", len(pts)*runs)
+	w, err := newCSV(o, "tsweep.csv", bcastHeader...)
+	if err != nil {
+		return err
+	}
+	lat, work := map[string]plotter.XYs{}, map[string]plotter.XYs{}
+	for _, p := range pts {
+		st, err := sim.BcastStudyT(p.alg, n, p.T, sc, runs, o.workers, o.seed, func() { bar.add(1) })
+		if err != nil {
+			return err
+		}
+		w.row(bcastRow(st)...)
+		if st.Inconsistent == 0 && st.Latency < 400 {
+			lat[p.alg] = append(lat[p.alg], plotter.XY{X: float64(p.T), Y: st.Latency})
+			work[p.alg] = append(work[p.alg], plotter.XY{X: float64(p.T), Y: st.Work})
+		}
+	}
+	bar.finish()
+	if err := w.close(); err != nil {
+		return err
+	}
+	var ls, ws []any
+	for _, a := range algs {
+		ls, ws = append(ls, a, lat[a]), append(ws, a, work[a])
+	}
+	title := fmt.Sprintf("N=%d, %s failures, consistent runs only", n, sc.Name)
+	if err := savePlot(o, "tsweep_latency.png", "Latency vs T, "+title, "T (µs)", "latency (µs)", false, ls...); err != nil {
+		return err
+	}
+	return savePlot(o, "tsweep_work.png", "Work vs T, "+title, "T (µs)", "messages", false, ws...)
 }
 
 // --- era -------------------------------------------------------------------
