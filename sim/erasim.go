@@ -245,3 +245,32 @@ func ERAStudy(name string, cfg ERAConfig, runs, workers int, seed uint64, unit f
 	st.Msgs /= k
 	return st, nil
 }
+
+// TreeDepth returns the height of t over ranks 0..n-1 without failures (the
+// number of edges from the deepest rank to the root): ERA decides in
+// 2 × TreeDepth parallel steps when nothing fails (one UP wave, one DOWN
+// wave), which is Theorem 5's 2 log_δ n for a complete δ-ary tree.
+func TreeDepth(t era.Tree, n int) int {
+	depth := make([]int, n)
+	for i := range depth {
+		depth[i] = -1
+	}
+	var walk func(r ranks.Rank) int
+	walk = func(r ranks.Rank) int {
+		if depth[r] >= 0 {
+			return depth[r]
+		}
+		p, ok := t.Parent(r, nil)
+		d := 0
+		if ok {
+			d = 1 + walk(p)
+		}
+		depth[r] = d
+		return d
+	}
+	h := 0
+	for r := range n {
+		h = max(h, walk(ranks.Rank(r)))
+	}
+	return h
+}

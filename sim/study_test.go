@@ -140,6 +140,9 @@ func TestERASim(t *testing.T) {
 			if name != "bin/bin" && name != "bin/star" && r.Decided != int64(ERABound(n, deg)) {
 				t.Fatalf("%s n=%d: %d steps, want %d", name, n, r.Decided, ERABound(n, deg))
 			}
+			if r.Decided != int64(2*TreeDepth(tr, n)) {
+				t.Fatalf("%s n=%d: %d steps, want 2 × depth = %d", name, n, r.Decided, 2*TreeDepth(tr, n))
+			}
 			for seed := range uint64(20) {
 				f, err := SimulateERA(ERAConfig{N: n, Tree: tr, Net: LogP{L: 2, O: 1, G: 1}, Failures: min(3, n-1),
 					Window: 30, Detect: 5}, seed)

@@ -407,7 +407,7 @@ func simERA(o *simOpts) error {
 	}
 	bar := newBar(o, "era", total)
 	w, err := newCSV(o, "era.csv", "net", "tree", "n", "failures", "runs", "decided", "decided_max", "first_decided",
-		"msgs", "bound_2log", "undecided", "disagreed")
+		"msgs", "two_depth", "thm5_2log_delta", "undecided", "disagreed")
 	if err != nil {
 		return err
 	}
@@ -433,12 +433,12 @@ func simERA(o *simOpts) error {
 				if err != nil {
 					return err
 				}
-				bound := sim.ERABound(n, deg)
+				bound, thm := 2*sim.TreeDepth(tree, n), sim.ERABound(n, deg)
 				for _, st := range []sim.ERAStats{ff, fl} {
 					if st.Undecided > 0 || st.Disagreed > 0 {
 						return fmt.Errorf("sim era: %s n=%d f=%d: %d undecided, %d disagreeing runs", tn, n, st.Failures, st.Undecided, st.Disagreed)
 					}
-					w.row(nt.name, tn, n, st.Failures, st.Runs, st.Decided, st.DecidedMax, st.FirstDecided, st.Msgs, bound, st.Undecided, st.Disagreed)
+					w.row(nt.name, tn, n, st.Failures, st.Runs, st.Decided, st.DecidedMax, st.FirstDecided, st.Msgs, bound, thm, st.Undecided, st.Disagreed)
 				}
 				res[key{nt.name, tn}] = append(res[key{nt.name, tn}], ff, fl)
 			}
@@ -470,7 +470,7 @@ func simERA(o *simOpts) error {
 		if nt.name == "logp" {
 			ylab = "µs (L=2µs, o=g=1µs)"
 		} else {
-			ls = append(ls, "2⌈log2 n⌉ bound (bin)", bound)
+			ls = append(ls, "Theorem 5: 2 log2 n (bin)", bound)
 		}
 		if err := savePlot(o, "era_"+nt.name+".png", "ERA: time until every process decided", "n", ylab, true, ls...); err != nil {
 			return err

@@ -91,10 +91,13 @@ func TestSimQuick(t *testing.T) {
 			continue
 		}
 		d := num(t, r, "decided")
+		if d != num(t, r, "two_depth") {
+			t.Errorf("era %s n=%s: %v steps, want 2 × depth = %v", r["tree"], r["n"], d, num(t, r, "two_depth"))
+		}
 		switch r["tree"] {
 		case "bin", "4ary", "star":
-			if d != num(t, r, "bound_2log") {
-				t.Errorf("era %s n=%s: %v steps, want 2 log_δ n = %v", r["tree"], r["n"], d, num(t, r, "bound_2log"))
+			if d != num(t, r, "thm5_2log_delta") {
+				t.Errorf("era %s n=%s: %v steps, want 2 log_δ n = %v", r["tree"], r["n"], d, num(t, r, "thm5_2log_delta"))
 			}
 		}
 	}
