@@ -124,15 +124,17 @@ func (o *simOpts) sizes(ns []int) []int {
 // --- stab ------------------------------------------------------------------
 
 func simStab(o *simOpts) error {
-	ns := []int{1000, 4000, 16000, 64000, 128000, 256000}
+	ns := []int{1000, 4000, 16000, 64000, 256000}
 	runsFor := func(n int) int {
 		switch {
+		case n <= 4000:
+			return o.runsOr(20)
 		case n <= 16000:
-			return o.runsOr(40)
+			return o.runsOr(8)
 		case n <= 64000:
-			return o.runsOr(12)
+			return o.runsOr(3)
 		}
-		return o.runsOr(4)
+		return o.runsOr(1)
 	}
 	if o.quick {
 		ns = []int{64, 256, 1024}
@@ -250,9 +252,9 @@ func simProbe(o *simOpts) error {
 // --- bcast -----------------------------------------------------------------
 
 func simBcast(o *simOpts) error {
-	n0, runs0 := 4096, o.runsOr(100000)
+	n0, runs0 := 4096, o.runsOr(10000)
 	scaleN := []int{128, 256, 512, 1024, 2048, 4096, 8192, 16384}
-	scaleRuns := o.runsOr(1000)
+	scaleRuns := o.runsOr(200)
 	if o.quick {
 		n0, runs0 = 256, o.runsOr(200)
 		scaleN, scaleRuns = []int{64, 128, 256}, o.runsOr(50)
@@ -508,6 +510,7 @@ func (c *csvOut) row(vs ...any) {
 		}
 	}
 	c.w.Write(rec) //nolint:errcheck // reported by Flush
+	c.w.Flush()    // a long sweep keeps what it has if interrupted
 }
 
 func (c *csvOut) close() error {
