@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ type simOpts struct {
 	runs    int // 0: the subcommand's default
 	maxN    int
 	quiet   bool
+	plans   string
 	stderr  io.Writer
 }
 
@@ -69,11 +71,17 @@ func simMain(args []string) error {
 	fs.IntVar(&o.runs, "runs", 0, "runs per point (0: the subcommand's default)")
 	fs.IntVar(&o.maxN, "maxn", 0, "largest n of the sweeps (0: the subcommand's default)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
+	fs.StringVar(&o.plans, "plans", "max-burst,random-1y", "stab: failure plans to run (max-burst, random-1y)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sim %s: unexpected arguments %q", sub, fs.Args())
+	}
+	for _, p := range strings.Split(o.plans, ",") {
+		if p != "max-burst" && p != "random-1y" {
+			return fmt.Errorf("sim: unknown failure plan %q in -plans (want max-burst, random-1y)", p)
+		}
 	}
 	if o.workers < 1 || o.runs < 0 || o.maxN < 0 {
 		return fmt.Errorf("sim: -workers must be ≥ 1, -runs and -maxn ≥ 0")
@@ -155,6 +163,9 @@ func simStab(o *simOpts) error {
 			p    sim.FailurePlan
 		}{{"max-burst", sim.Burst{Window: sc.Delta / 10}}, {"random-1y", sim.Exponential{MTBF: sim.Year}}}
 		for _, p := range plans {
+			if !slices.Contains(strings.Split(o.plans, ","), p.name) {
+				continue
+			}
 			for _, n := range ns {
 				jobs = append(jobs, job{sc, p.p, p.name, n})
 				total += runsFor(n) * n // progress weighted by size
