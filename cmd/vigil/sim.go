@@ -34,6 +34,8 @@ type simOpts struct {
 	maxN    int
 	quiet   bool
 	plans   string
+	algs    string
+	scaling bool
 	stderr  io.Writer
 }
 
@@ -71,12 +73,19 @@ func simMain(args []string) error {
 	fs.IntVar(&o.runs, "runs", 0, "runs per point (0: the subcommand's default)")
 	fs.IntVar(&o.maxN, "maxn", 0, "largest n of the sweeps (0: the subcommand's default)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
+	fs.StringVar(&o.algs, "algs", strings.Join(sim.BcastAlgs, ","), "bcast: algorithms to run")
+	fs.BoolVar(&o.scaling, "scaling", true, "bcast: also run the scaling study")
 	fs.StringVar(&o.plans, "plans", "max-burst,random-1y", "stab: failure plans to run (max-burst, random-1y)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sim %s: unexpected arguments %q", sub, fs.Args())
+	}
+	for _, a := range strings.Split(o.algs, ",") {
+		if !slices.Contains(sim.BcastAlgs, a) {
+			return fmt.Errorf("sim: unknown algorithm %q in -algs (want some of %v)", a, sim.BcastAlgs)
+		}
 	}
 	for _, p := range strings.Split(o.plans, ",") {
 		if p != "max-burst" && p != "random-1y" {
@@ -271,10 +280,14 @@ func simBcast(o *simOpts) error {
 		scaleN, scaleRuns = []int{64, 128, 256}, o.runsOr(50)
 	}
 	scaleN = o.sizes(scaleN)
+	if !o.scaling {
+		scaleN = nil
+	}
+	algs := strings.Split(o.algs, ",")
 	scs := sim.Scenarios(n0)[:3]
-	total := len(sim.BcastAlgs) * len(scs) * runs0
+	total := len(algs) * len(scs) * runs0
 	for range scaleN {
-		total += len(sim.BcastAlgs) * 2 * scaleRuns
+		total += len(algs) * 2 * scaleRuns
 	}
 	bar := newBar(o, "bcast", total)
 	w, err := newCSV(o, fmt.Sprintf("bcast_%d.csv", n0), bcastHeader...)
@@ -283,7 +296,7 @@ func simBcast(o *simOpts) error {
 	}
 	study := map[string][]sim.BcastStats{}
 	for _, sc := range scs {
-		for _, a := range sim.BcastAlgs {
+		for _, a := range algs {
 			st, err := sim.BcastStudy(a, n0, sc, runs0, o.workers, o.seed, func() { bar.add(1) })
 			if err != nil {
 				return err
@@ -302,7 +315,7 @@ func simBcast(o *simOpts) error {
 	scaling := map[string]map[string][]sim.BcastStats{"none": {}, "n/64": {}}
 	for _, n := range scaleN {
 		for _, sc := range []sim.BcastScenario{sim.Scenarios(n)[0], sim.Scenarios(n)[3]} {
-			for _, a := range sim.BcastAlgs {
+			for _, a := range algs {
 				st, err := sim.BcastStudy(a, n, sc, scaleRuns, o.workers, o.seed, func() { bar.add(1) })
 				if err != nil {
 					return err
@@ -328,7 +341,7 @@ func simBcast(o *simOpts) error {
 	}
 	for _, name := range []string{"none", "n/64"} {
 		var ls []any
-		for _, a := range sim.BcastAlgs {
+		for _, a := range algs {
 			ls = append(ls, a, xy(scaling[name][a], func(v sim.BcastStats) (float64, float64) { return float64(v.N), v.Latency }))
 		}
 		file := "bcast_scaling_" + strings.ReplaceAll(name, "/", "") + ".png"
@@ -546,7 +559,19 @@ func xy[T any](vs []T, f func(T) (float64, float64)) plotter.XYs {
 }
 
 // savePlot draws named line series (name, plotter.XYs, ...) into out/name.
+// A plot without any point is not written; a log axis needs x > 0.
 func savePlot(o *simOpts, file, title, xl, yl string, logX bool, series ...any) error {
+	series = nonEmpty(series)
+	if len(series) == 0 {
+		return nil
+	}
+	for i := 1; i < len(series); i += 2 {
+		if xs, ok := series[i].(plotter.XYs); ok {
+			for _, v := range xs {
+				logX = logX && v.X > 0
+			}
+		}
+	}
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xl, yl
 	if logX {
@@ -561,6 +586,9 @@ func savePlot(o *simOpts, file, title, xl, yl string, logX bool, series ...any) 
 
 // saveScatter draws named point sets.
 func saveScatter(o *simOpts, file, title, xl, yl string, series ...any) error {
+	if len(nonEmpty(series)) == 0 {
+		return nil
+	}
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xl, yl
 	p.Legend.Top = true

@@ -132,7 +132,7 @@ func TestSimQuick(t *testing.T) {
 // TestSimBadInput: clear errors, no crash.
 func TestSimBadInput(t *testing.T) {
 	dir := t.TempDir()
-	for _, args := range [][]string{{}, {"nope"}, {"era", "-workers", "0"}, {"probe", "extra"}, {"-quick"}} {
+	for _, args := range [][]string{{}, {"nope"}, {"era", "-workers", "0"}, {"probe", "extra"}, {"-quick"}, {"bcast", "-algs", "NOPE"}, {"stab", "-plans", "x"}} {
 		if err := simMain(append(args, "-out", dir)); err == nil {
 			t.Errorf("sim %q: no error", args)
 		}
