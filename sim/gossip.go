@@ -71,6 +71,13 @@ type GossipConfig struct {
 	// NoSOS disables FCG's SOS mode (seed 002's Lemma 4 and Claim 5
 	// analysis).
 	NoSOS bool
+	// Tree, when set, replaces the random gossip phase by a deterministic
+	// tree (a corrected tree, not in seed 002): node x, reached at step τ,
+	// sends to its i-th child Tree.to[off[x]+i] in step τ+1+i while that
+	// step is before T. Table indices are ring positions and the root is
+	// 0. The correction phase (Alg) is unchanged, so the variant keeps
+	// Alg's delivery guarantee, which holds for any set of g-nodes.
+	Tree *FloodTable
 }
 
 // Validate reports the first bad field.
@@ -88,6 +95,8 @@ func (c *GossipConfig) Validate() error {
 		return fmt.Errorf("sim: GossipConfig.F = %d, want in [1, %d]", c.F, maxF)
 	case c.Alg > FCG:
 		return fmt.Errorf("sim: unknown gossip algorithm %d", c.Alg)
+	case c.Tree != nil && c.Tree.M != c.N:
+		return fmt.Errorf("sim: GossipConfig.Tree has %d nodes, want N = %d", c.Tree.M, c.N)
 	}
 	return nil
 }
@@ -206,7 +215,6 @@ func (g *GossipSim) Config() GossipConfig { return g.cfg }
 // never for one that stays alive. r draws the gossip targets.
 func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 	c := &g.cfg
-	n := c.N
 	ell := int32(c.Ell)
 	copy(g.death, death)
 	var res GossipResult
@@ -218,13 +226,7 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 		return g.finish(res)
 	}
 
-	// Gossip phase. At step s every colored, alive node with tau < s < T
-	// sends one message to a uniform random other node. Only the first
-	// message to reach an alive, unreached node matters (the others are
-	// ignored by every variant), so the targets are drawn only among the
-	// not yet targeted nodes: a message hits that pool with probability
-	// |pool|/(N−1), the number of hits among the senders is drawn by
-	// geometric skips.
+	// Dissemination phase: random gossip, or the tree.
 	T := int32(c.T)
 	horizon := T + ell + 2
 	if cap(g.arrivals) < int(horizon)+1 {
@@ -236,6 +238,45 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 		arrivals[i] = arrivals[i][:0]
 		dying[i] = dying[i][:0]
 	}
+	if c.Tree != nil {
+		g.treePhase(&res, arrivals)
+	} else {
+		g.gossipPhase(&res, arrivals, dying, r)
+	}
+	res.Msgs = res.GossipMsgs
+	for x := range nodes {
+		if nodes[x].state == stG {
+			res.GNodes++
+		}
+	}
+	if c.Alg == GOS {
+		// Done when the gossip stops; a node reached later is done then.
+		for x := range nodes {
+			nd := &nodes[x]
+			if nd.state == stG {
+				nd.state, nd.exit = stDone, max(nd.tau, T-1)
+			}
+		}
+		return g.finish(res)
+	}
+	g.correct(&res)
+	return g.finish(res)
+}
+
+// gossipPhase is the random gossip phase of seed 002: it leaves the
+// g-nodes in state stG with their tau. At step s every colored, alive node
+// with tau < s < T sends one message to a uniform random other node. Only
+// the first message to reach an alive, unreached node matters (the others
+// are ignored by every variant), so the targets are drawn only among the
+// not yet targeted nodes: a message hits that pool with probability
+// |pool|/(N−1), the number of hits among the senders is drawn by geometric
+// skips.
+func (g *GossipSim) gossipPhase(res *GossipResult, arrivals, dying [][]uint32, r *rand.Rand) {
+	c := &g.cfg
+	n := c.N
+	ell := int32(c.Ell)
+	nodes := g.nodes
+	T := int32(c.T)
 	npool := 0
 	for x := 1; x < n; x++ {
 		g.hitAt[x] = -1
@@ -299,24 +340,38 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 			}
 		}
 	}
-	res.Msgs = res.GossipMsgs
-	for x := range nodes {
-		if nodes[x].state == stG {
-			res.GNodes++
-		}
-	}
-	if c.Alg == GOS {
-		// Done when the gossip stops; a node reached later is done then.
-		for x := range nodes {
-			nd := &nodes[x]
-			if nd.state == stG {
-				nd.state, nd.exit = stDone, max(nd.tau, T-1)
+}
+
+// treePhase is the deterministic dissemination of GossipConfig.Tree: the
+// same timing as gossip (a node reached at τ sends from step τ+1 on, one
+// message per step, each delivered ℓ+1 later) but to its tree children.
+func (g *GossipSim) treePhase(res *GossipResult, arrivals [][]uint32) {
+	c := &g.cfg
+	t := c.Tree
+	ell := int32(c.Ell)
+	T := int32(c.T)
+	nodes := g.nodes
+	arrivals[0] = append(arrivals[0], 0)
+	for s := int32(0); s < int32(len(arrivals)); s++ {
+		for _, x := range arrivals[s] {
+			if g.death[x] <= s || nodes[x].state == stG {
+				continue
+			}
+			nodes[x].state, nodes[x].tau = stG, s
+			lo, hi := t.off[x], t.off[x+1]
+			for i := lo; i < hi; i++ {
+				st := s + 1 + (i - lo)
+				if st >= T || g.death[x] <= st {
+					break
+				}
+				res.GossipMsgs++
+				y := t.to[i]
+				if at := st + ell + 1; g.death[y] > at {
+					arrivals[at] = append(arrivals[at], y)
+				}
 			}
 		}
-		return g.finish(res)
 	}
-	g.correct(&res)
-	return g.finish(res)
 }
 
 // finish fills the counts from the node states.

@@ -29,6 +29,8 @@ func main() {
 		err = daemonMain(args)
 	case "bench":
 		err = benchMain(args)
+	case "sim":
+		err = simMain(args)
 	case "help", "-h", "-help", "--help":
 		usage()
 		return
@@ -53,5 +55,6 @@ commands:
   agent    one detector process, bootstrapped from its environment
   daemon   one node's daemon (node-level mode, seed 003), or -attach a local process
   bench    benchmarks: vigil bench quick|full|<part> (CSV, PNG, SUMMARY.md)
+  sim      simulations of the papers' results (stab, probe, bcast, era, all)
 `)
 }

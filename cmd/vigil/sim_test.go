@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// TestSimQuick runs `vigil sim all -quick` in process and checks that every
+// CSV and PNG file is written and that the values agree with closed forms
+// and the papers' bounds.
+func TestSimQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := simMain([]string{"all", "-quick", "-q", "-out", dir}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"stab_lownoise.png", "stab_lowlat.png", "probe_rounds.png", "probe_L.png", "era_steps.png",
+		"era_logp.png", "bcast_256_none.png", "bcast_256_expected.png", "bcast_scaling_none.png", "bcast_scaling_n64.png",
+		"tsweep_latency.png", "tsweep_work.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG file (%v)", f, err)
+		}
+	}
+
+	// Broadcast study at N = 256, L = 2, o = g = 1 (µs): the binomial tree
+	// takes ⌈log2 N⌉(2o+L) with N−1 messages, BIG delivers as the tree and
+	// completes o log2 N later with N log2 N messages (seed 002 §IV.B.3),
+	// BFB's failure-free model is (2o+L) log2 N; the corrected algorithms
+	// are consistent.
+	for _, r := range readCSV(t, dir, "bcast_256.csv") {
+		alg, sc := r["alg"], r["scenario"]
+		lat, work, deliv := num(t, r, "latency_us"), num(t, r, "work_msgs"), num(t, r, "last_delivery_us")
+		inc := num(t, r, "inconsistent_runs")
+		if sc == "none" {
+			switch alg {
+			case "OPT":
+				if lat != 32 || work != 255 {
+					t.Errorf("OPT: latency %v work %v, want 32 µs and 255", lat, work)
+				}
+			case "BIG":
+				if deliv != 32 || lat != 40 || work != 256*8 {
+					t.Errorf("BIG: delivery %v completion %v work %v, want 32, 40, 2048", deliv, lat, work)
+				}
+			case "BFB":
+				if lat != 32 {
+					t.Errorf("BFB: latency %v, want 32", lat)
+				}
+			case "HBA", "BMG":
+				// Seed 000 §3.1.2's bound B = 8 t log2 n with t = 2o+L.
+				if inc != 0 || deliv <= 0 || deliv > 8*4*8 {
+					t.Errorf("%s: delivery %v (bound 256), %v inconsistent runs", alg, deliv, inc)
+				}
+			}
+		}
+		switch alg {
+		case "FCG", "CTF", "CBF":
+			if inc != 0 {
+				t.Errorf("%s %s: %v inconsistent runs", alg, sc, inc)
+			}
+		case "CCG", "BIG", "HBA", "BMG":
+			if sc != "expected-online" && inc != 0 {
+				t.Errorf("%s %s: %v inconsistent runs", alg, sc, inc)
+			}
+		}
+		if work <= 0 || lat <= 0 || math.IsNaN(lat) {
+			t.Errorf("%s %s: latency %v work %v", alg, sc, lat, work)
+		}
+	}
+	for _, r := range readCSV(t, dir, "bcast_scaling.csv") {
+		n := int(num(t, r, "n"))
+		if r["alg"] == "OPT" && r["scenario"] == "none" {
+			if want := float64(4 * bits.Len(uint(n-1))); num(t, r, "latency_us") != want {
+				t.Errorf("OPT n=%d: latency %v, want ⌈log2 n⌉·4 = %v", n, num(t, r, "latency_us"), want)
+			}
+		}
+	}
+
+	// ERA (seed 001 Theorem 5): without failures the binary tree decides in
+	// exactly 2 × depth parallel steps, the star in 2; every run decides.
+	for _, r := range readCSV(t, dir, "era.csv") {
+		if num(t, r, "undecided") != 0 || num(t, r, "disagreed") != 0 {
+			t.Errorf("era %v: undecided or disagreeing processes", r)
+		}
+		if r["net"] != "steps" || r["failures"] != "0" {
+			continue
+		}
+		d := num(t, r, "decided")
+		if d != num(t, r, "two_depth") {
+			t.Errorf("era %s n=%s: %v steps, want 2 × depth = %v", r["tree"], r["n"], d, num(t, r, "two_depth"))
+		}
+		switch r["tree"] {
+		case "bin", "4ary", "star":
+			if d != num(t, r, "thm5_2log_delta") {
+				t.Errorf("era %s n=%s: %v steps, want 2 log_δ n = %v", r["tree"], r["n"], d, num(t, r, "thm5_2log_delta"))
+			}
+		}
+	}
+
+	// Random probing: L(N) within the balls-and-bins bounds, at least
+	// log(N)/log(1/p) rounds on average.
+	for _, r := range readCSV(t, dir, "probe.csv") {
+		n := num(t, r, "n")
+		l, lo, hi := num(t, r, "mean_L"), num(t, r, "bound_lo"), num(t, r, "bound_hi")
+		if n >= 100 && (l < lo || l > hi) {
+			t.Errorf("probe N=%v: mean L %v outside [%v, %v]", n, l, lo, hi)
+		}
+		if mr := num(t, r, "mean_rounds"); mr < math.Log(n) || mr > 3*math.Log(n)+5 {
+			t.Errorf("probe N=%v: %v rounds on average", n, mr)
+		}
+	}
+
+	// Detector: every run stabilizes; the first failure is known about
+	// δ − h/2 after it on average (seed 000 §4.2), never before δ − h.
+	for _, r := range readCSV(t, dir, "stab.csv") {
+		delta, h := 60.0, 10.0
+		if r["scenario"] == "LOWLAT" {
+			delta, h = 1, 0.1
+		}
+		fk, st := num(t, r, "first_known_s"), num(t, r, "stabilized_s")
+		if num(t, r, "unstable") != 0 || fk < delta-h || st < fk || num(t, r, "failures") < 1 {
+			t.Errorf("stab %v: first known %v s, stable %v s (δ = %v s)", r, fk, st, delta)
+		}
+	}
+}
+
+// TestSimBadInput: clear errors, no crash.
+func TestSimBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{}, {"nope"}, {"era", "-workers", "0"}, {"probe", "extra"}, {"-quick"}, {"bcast", "-algs", "NOPE"}, {"stab", "-plans", "x"}} {
+		if err := simMain(append(args, "-out", dir)); err == nil {
+			t.Errorf("sim %q: no error", args)
+		}
+	}
+}
+
+func readCSV(t *testing.T, dir, name string) []map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("%s: %v (%d records)", name, err, len(recs))
+	}
+	var out []map[string]string
+	for _, rec := range recs[1:] {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = rec[i]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func num(t *testing.T, r map[string]string, k string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(r[k], 64)
+	if err != nil {
+		t.Fatalf("column %s: %v", k, err)
+	}
+	return v
+}
