@@ -3,7 +3,7 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all build build-verbs demo test unit e2e fuzz lint bench bench-full microbench clean rxe-test
+.PHONY: all build build-verbs demo test unit e2e fuzz lint bench bench-full microbench sim bench-sim clean rxe-test
 
 
 all: build
@@ -57,6 +57,15 @@ bench-full:
 	scripts/deps.sh test
 	$(GO) build -o bin/vigil ./cmd/vigil
 	bin/vigil bench full -out bench-out/full
+
+# The papers' large-scale results from the real cores (sim/RESULTS.md):
+# every sweep at the sizes recorded there (about 30 min on 2 cores).
+sim:
+	$(GO) run ./cmd/vigil sim all -out sim/results
+
+# Simulator throughput, 256k runs, memory per node.
+bench-sim:
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./sim/
 
 clean:
 	rm -rf bin out
