@@ -95,17 +95,9 @@ func VigilChild(args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	open := func(slots *hb.Slots, hd transport.Handler) (transport.Transport, error) {
-		tr, err := tcp.Listen(tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(), Slots: slots, Handler: hd})
+		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(), Slots: slots, Handler: hd}, bs.Exchange)
 		if err != nil {
-			return nil, err
-		}
-		addrs, err := bs.Exchange(ctx, tr.Addr())
-		if err == nil {
-			err = tr.SetPeers(addrs)
-		}
-		if err != nil {
-			tr.Close()
-			return nil, err
+			return nil, err // not a typed nil in the interface
 		}
 		return tr, nil
 	}

@@ -61,18 +61,10 @@ func agentMain(args []string) error {
 			}
 			return vt, nil
 		}
-		tr, err := tcp.Listen(tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
-			Slots: slots, Handler: h, Logger: logger})
+		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
+			Slots: slots, Handler: h, Logger: logger}, bs.Exchange)
 		if err != nil {
-			return nil, err
-		}
-		addrs, err := bs.Exchange(ctx, tr.Addr())
-		if err == nil {
-			err = tr.SetPeers(addrs)
-		}
-		if err != nil {
-			tr.Close()
-			return nil, err
+			return nil, err // not a typed nil in the interface
 		}
 		return tr, nil
 	}
