@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -14,6 +15,10 @@ import (
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/mem"
 )
+
+// syncSeeds is how many seeds per overlay the three-failure test runs; for
+// a longer run: go test -race -run TestThreeAdjacent ./node/ -args -sync.seeds=20
+var syncSeeds = flag.Int("sync.seeds", 3, "seeds per overlay of TestThreeAdjacentFailuresReachEverySurvivor")
 
 // syncCfg is a small cluster's timing, generous enough for -race on a
 // loaded machine.
@@ -32,13 +37,14 @@ var syncCfg = node.Config{
 // makes rank 0 fetch 3's record from their source. Every survivor must end
 // with D = {1, 2, 3}, with the crash reported as a crash by its observer.
 func TestThreeAdjacentFailuresReachEverySurvivor(t *testing.T) {
-	seeds := 3
+	seeds := *syncSeeds
 	if testing.Short() {
 		seeds = 1
 	}
 	for _, overlay := range []string{"hba", "bmg"} {
 		for seed := uint64(1); seed <= uint64(seeds); seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", overlay, seed), func(t *testing.T) {
+				t.Parallel() // eight small clusters at once: δ = 500 ms leaves room
 				cfg := syncCfg
 				cfg.Broadcast = overlay
 				c := startCluster(t, 8, cfg, mem.WithDelay(2*time.Millisecond, seed))
