@@ -65,9 +65,10 @@ type Node struct {
 	em    *hb.Emitter
 
 	// Owned by the event loop.
-	ring  *hb.Ring
-	bc    *bcast.Broadcaster
-	agree *agreeState // agreements (agree.go)
+	ring   *hb.Ring
+	bc     *bcast.Broadcaster
+	agree  *agreeState // agreements (agree.go)
+	syncer syncState   // dead-list repair (sync.go)
 
 	// Fail-stop enforcement: the slot word of each rank in D_i when it
 	// joined D_i, and when we last told it so.
@@ -262,6 +263,9 @@ func (n *Node) receive(in inbound) {
 			return
 		}
 		n.apply(out)
+		if out.ObserverChanged {
+			n.syncSegment(m.Observer) // extension: sync.go
+		}
 	case *wire.Leave:
 		if m.Rank != in.from {
 			n.bad.Add(1)
@@ -290,8 +294,11 @@ func (n *Node) receive(in inbound) {
 		n.deliver(m.Message, fresh)
 		n.forwarded.Add(uint64(len(fwd)))
 		n.sendAll(fwd, m)
+		n.syncBcast(in.from, &m.Message) // extension: sync.go
 	case *wire.Agree:
 		n.agreeRecv(in.from, m)
+	case *wire.Sync:
+		n.onSync(in.from, m)
 	default:
 		n.bad.Add(1)
 	}

@@ -28,8 +28,9 @@
 //
 // # Messages
 //
-// Protocol messages (NewObserver, Leave, Bcast, Evicted, and Agree, which
-// carries the agreement messages of package era) start with a type byte;
+// Protocol messages (NewObserver, Leave, Bcast, Evicted, Agree, which
+// carries the agreement messages of package era, and Sync, which repairs
+// dead lists) start with a type byte;
 // see AppendMessage and DecodeMessage. Decoders reject malformed input with
 // an *Error naming the field, never panic, and allocate at most in
 // proportion to the input length.
@@ -43,6 +44,7 @@
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeFrame$' -fuzztime 60s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzReadFrames$' -fuzztime 60s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeMessage$' -fuzztime 60s
+//	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeSync$' -fuzztime 30s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeHello$' -fuzztime 30s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeHeartbeat$' -fuzztime 30s
 //

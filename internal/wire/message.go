@@ -21,7 +21,7 @@ const (
 )
 
 // Message is a protocol message carried in a Msg frame: *NewObserver,
-// *Leave, *Bcast, *Evicted or *Agree.
+// *Leave, *Bcast, *Evicted, *Agree or *Sync.
 type Message interface {
 	// Type returns the message's type byte.
 	Type() MsgType
@@ -123,7 +123,7 @@ func PeekType(b []byte) (MsgType, error) {
 		return 0, errf(ReasonTruncated, "message.type", "empty message")
 	}
 	t := MsgType(b[0])
-	if t < TypeNewObserver || t > TypeAgree {
+	if t < TypeNewObserver || t > TypeSync {
 		return 0, errf(ReasonBadType, "message.type", "unknown message type %d", b[0])
 	}
 	return t, nil
@@ -250,6 +250,10 @@ func DecodeMessage(b []byte, n int) (Message, error) {
 	case TypeAgree:
 		if a := d.agree(); a != nil {
 			m = a
+		}
+	case TypeSync:
+		if s := d.sync(); s != nil {
+			m = s
 		}
 	}
 	if d.err == nil && len(d.b) > 0 {

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Dead-list repair: an extension to seed 000, outside Algorithm 1.
+//
+// The double hypercube broadcast tolerates k−1 failures during the
+// broadcast (k = ⌊log2 |A|⌋). Beyond Theorem 1's ⌊log2 N⌋−1 overlapping
+// failures it can miss a survivor: at N = 8, with ranks 1, 2 and 3 crashed
+// at once, rank 4 announces 3 with D = {3}, and rank 0's only neighbours in
+// the second hypercube are 1 and 2. Algorithm 1 has nothing to repair it:
+// T5 adds only the announced ranks to D_i. Two digest checks do:
+//
+//   - Broadcast digest. Every broadcast carries its source's D. A node that
+//     receives a broadcast for the first time and finds in m.D ranks it
+//     does not hold dead asks the source about them (SYNC with Ask); the
+//     source answers with its records of those it holds (SYNC with
+//     Records). Any later broadcast, of any failure, thus repairs the
+//     earlier ones it follows.
+//   - Segment digest. An observer that mends the ring sends NEWOBSERVER to
+//     its new emitter, skipping a segment of ranks it holds dead; all of
+//     them lie strictly between the emitter and the observer on the ring.
+//     The emitter asks its new observer about those it does not hold dead.
+//
+// A record is delivered through the normal path (ring.Learn, then
+// deliver): events, observer retargeting, the agreements' Part 4 and
+// zombie tracking apply, with the record's real kind (a departure stays a
+// departure) and detector. Only ranks an answer names are learned.
+// Requests are deduplicated: a rank is not asked about again within δ of
+// the previous request (the answer may have been lost, or its source may
+// have died meanwhile). Lists are at most wire.MaxSyncRanks long; longer
+// ones go in several messages.
+//
+// Not covered: a broadcast lost beyond the tolerance that is followed by
+// no later broadcast reaching the node and by no ring change next to it;
+// then nothing carries the missing rank to it.
+
+// syncState is the dead-list repair's state, owned by the event loop.
+type syncState struct {
+	// asked holds, for each rank asked about and not yet learned, when the
+	// last request was sent (monotonic ns).
+	asked map[ranks.Rank]int64
+}
+
+// syncBcast is the broadcast digest: after the first reception of m (T5
+// done), ask about the ranks of m.D this node does not hold dead. The
+// source holds all of them; if it is known dead, from (the forwarder) is
+// asked instead.
+func (n *Node) syncBcast(from ranks.Rank, m *bcast.Message) {
+	to := m.ID.Source
+	if to == n.cfg.Rank || n.ring.Dead().Has(to) {
+		to = from
+	}
+	n.syncAsk(to, m.D.Members())
+}
+
+// syncSegment is the segment digest: observer j announced itself with
+// NEWOBSERVER, so every rank strictly between this node and j on the ring
+// is in D_j. Ask j about those not in D_i.
+func (n *Node) syncSegment(j ranks.Rank) {
+	size := ranks.Rank(n.cfg.Size)
+	var between []ranks.Rank
+	for k := (n.cfg.Rank + 1) % size; k != j && k != n.cfg.Rank; k = (k + 1) % size {
+		between = append(between, k)
+	}
+	n.syncAsk(j, between)
+}
+
+// syncAsk sends to the ranks of candidates (in increasing order, or
+// ring order) that this node does not hold dead and has not asked about
+// within δ, in SYNC requests of at most wire.MaxSyncRanks ranks.
+func (n *Node) syncAsk(to ranks.Rank, candidates []ranks.Rank) {
+	st := &n.syncer
+	if st.asked == nil {
+		st.asked = map[ranks.Rank]int64{}
+	}
+	D := n.ring.Dead()
+	for r := range st.asked {
+		if D.Has(r) { // learned since, by any path
+			delete(st.asked, r)
+		}
+	}
+	now, window := mono(), int64(n.cfg.SuspectTimeout)
+	var ask ranks.Set
+	for _, r := range candidates {
+		if r == n.cfg.Rank || r == to || D.Has(r) {
+			continue
+		}
+		if at, ok := st.asked[r]; ok && now-at < window {
+			continue
+		}
+		st.asked[r] = now
+		ask.Add(r)
+	}
+	rs := ask.Members()
+	for len(rs) > 0 {
+		k := min(len(rs), wire.MaxSyncRanks)
+		n.log.Info("asking for dead-list records", "to", to, "ranks", rs[:k])
+		n.send(to, &wire.Sync{Ask: rs[:k]})
+		rs = rs[k:]
+	}
+}
+
+// onSync handles a SYNC from a live rank: it answers the ranks asked
+// about that this node holds dead, and learns the records it carries.
+func (n *Node) onSync(from ranks.Rank, m *wire.Sync) {
+	if len(m.Ask) > 0 {
+		var recs []wire.SyncRecord // at most len(m.Ask) ≤ wire.MaxSyncRanks
+		for _, r := range m.Ask {
+			if ev, ok := n.Known(r); ok {
+				kind := bcast.Failed
+				if ev.Left {
+					kind = bcast.Left
+				}
+				recs = append(recs, wire.SyncRecord{Rank: r, Kind: kind, Detector: ev.Detector, DetectedAt: ev.DetectedAt.UnixNano()})
+			}
+		}
+		if len(recs) > 0 {
+			n.send(from, &wire.Sync{Records: recs})
+		}
+	}
+	for _, rec := range m.Records {
+		if rec.Rank == n.cfg.Rank || rec.Rank == from {
+			// A live rank cannot be gone. (A node the job holds dead is
+			// told so by EVICTED, not by a record.)
+			n.bad.Add(1)
+			n.log.Warn("dropping SYNC record of a live rank", "from", from, "rank", rec.Rank)
+			continue
+		}
+		fresh, observerChanged := n.ring.Learn([]ranks.Rank{rec.Rank}) // as T5
+		if observerChanged {
+			n.retarget()
+		}
+		if len(fresh) > 0 {
+			n.log.Info("learned a dead rank from SYNC", "from", from, "rank", rec.Rank, "kind", rec.Kind)
+		}
+		n.deliver(bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
+	}
+}
