@@ -48,6 +48,9 @@ type Stats struct {
 	// BcastsStarted, BcastsForwarded count broadcasts this node started and
 	// broadcast messages it sent on behalf of others.
 	BcastsStarted, BcastsForwarded uint64
+	// SyncsSent counts the SYNC requests and answers of the dead-list
+	// repair (sync.go): messages outside seed 000's algorithm.
+	SyncsSent uint64
 	// BadMessages counts payloads that failed to decode or made no sense.
 	BadMessages uint64
 }
@@ -88,8 +91,8 @@ type Node struct {
 	subs    []chan Event
 	closing bool
 
-	started, forwarded, bad atomic.Uint64
-	closeOnce               sync.Once
+	started, forwarded, bad, syncsSent atomic.Uint64
+	closeOnce                          sync.Once
 }
 
 type inbound struct {
@@ -470,6 +473,7 @@ func (n *Node) Stats() Stats {
 		Emitter:         n.em.Stats(),
 		BcastsStarted:   n.started.Load(),
 		BcastsForwarded: n.forwarded.Load(),
+		SyncsSent:       n.syncsSent.Load(),
 		BadMessages:     n.bad.Load(),
 	}
 }

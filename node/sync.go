@@ -100,6 +100,7 @@ func (n *Node) syncAsk(to ranks.Rank, candidates []ranks.Rank) {
 	for len(rs) > 0 {
 		k := min(len(rs), wire.MaxSyncRanks)
 		n.log.Info("asking for dead-list records", "to", to, "ranks", rs[:k])
+		n.syncsSent.Add(1)
 		n.send(to, &wire.Sync{Ask: rs[:k]})
 		rs = rs[k:]
 	}
@@ -120,6 +121,7 @@ func (n *Node) onSync(from ranks.Rank, m *wire.Sync) {
 			}
 		}
 		if len(recs) > 0 {
+			n.syncsSent.Add(1)
 			n.send(from, &wire.Sync{Records: recs})
 		}
 	}
