@@ -34,11 +34,9 @@ type Daemon struct {
 	locals map[ranks.Rank]*local
 	free   []int // free heartbeat slots
 	past   []Event
-	// Fail-stop of daemons: the slot word of each daemon in D when it
-	// joined D, and when we last told it it is evicted.
-	deadSeq     map[ranks.Rank]uint64
-	evictedSent map[ranks.Rank]int64
-	evicted     chan struct{}
+	// Fail-stop of daemons: daemons in D whose slot word must not move.
+	zombies *hb.Zombies
+	evicted chan struct{}
 
 	inbox  chan inbound
 	gone   chan localGone
@@ -82,7 +80,7 @@ func Start(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), slots: hb.NewSlots(l.Nodes),
 		ring: ring, prop: prop, locals: map[ranks.Rank]*local{},
-		deadSeq: map[ranks.Rank]uint64{}, evictedSent: map[ranks.Rank]int64{}, evicted: make(chan struct{}),
+		zombies: hb.NewZombies(), evicted: make(chan struct{}),
 		inbox: make(chan inbound, 1024), gone: make(chan localGone, 64),
 		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
 		quit: make(chan struct{}), done: make(chan struct{}), conns: map[*net.UnixConn]struct{}{},

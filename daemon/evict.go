@@ -1,10 +1,6 @@
 package daemon
 
-import (
-	"time"
-
-	"github.com/vigil-hpc/vigil/ranks"
-)
+import "github.com/vigil-hpc/vigil/ranks"
 
 // Fail-stop of daemons, as node.Node does for ranks (seed 000 assumes
 // crash failures): a daemon declared dead that resumes is told so and stops.
@@ -13,27 +9,23 @@ import (
 // them heartbeating later (zombies).
 func (d *Daemon) recordDead(nodes []ranks.Rank) {
 	for _, r := range nodes {
-		d.deadSeq[r] = d.slots.Load(r)
+		d.zombies.Hold(r, d.slots.Load(r))
 	}
 }
 
 // checkZombies looks for heartbeats from daemons in D: a daemon declared
 // dead that resumed still heartbeats its old observer. It is told to stop.
 func (d *Daemon) checkZombies(now int64) {
-	for r, seq := range d.deadSeq {
-		if cur := d.slots.Load(r); cur > seq {
-			d.deadSeq[r] = cur
-			d.evict(r, now)
-		}
+	for _, r := range d.zombies.Moved(d.slots) {
+		d.evict(r, now)
 	}
 }
 
-// evict sends EVICTED to r, at most every 100 ms.
+// evict sends EVICTED to r, at most every hb.EvictInterval.
 func (d *Daemon) evict(r ranks.Rank, now int64) {
-	if last, ok := d.evictedSent[r]; ok && now-last < int64(100*time.Millisecond) {
+	if !d.zombies.Due(r, now) {
 		return
 	}
-	d.evictedSent[r] = now
 	d.log.Warn("daemon held dead is alive: evicting it", "zombie", r)
 	d.send(r, AppendEvicted(nil, Evicted{r}))
 }

@@ -75,10 +75,9 @@ type Node struct {
 
 	// Fail-stop enforcement: the slot word of each rank in D_i when it
 	// joined D_i, and when we last told it so.
-	deadSeq     map[ranks.Rank]uint64
-	evictedSent map[ranks.Rank]int64
-	evicted     chan struct{}
-	isEvicted   atomic.Bool
+	zombies   *hb.Zombies
+	evicted   chan struct{}
+	isEvicted atomic.Bool
 
 	inbox chan inbound
 	reqs  chan func()
@@ -126,9 +125,8 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		done:   make(chan struct{}),
 		byRank: map[ranks.Rank]int{},
 
-		deadSeq:     map[ranks.Rank]uint64{},
-		evictedSent: map[ranks.Rank]int64{},
-		evicted:     make(chan struct{}),
+		zombies: hb.NewZombies(),
+		evicted: make(chan struct{}),
 	}
 	if cfg.Slots != nil {
 		n.slots = cfg.Slots
@@ -247,7 +245,7 @@ func (n *Node) receive(in inbound) {
 		n.onEvicted(in.from, ev)
 		return
 	}
-	if _, zombie := n.deadSeq[in.from]; zombie {
+	if n.zombies.Held(in.from) {
 		// A rank we hold dead is talking: it was declared dead while
 		// paused and resumed. Its word is not to be trusted; tell it.
 		n.evict(in.from, now)
@@ -330,24 +328,21 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 // old observer. It is told it is evicted, so that it stops (fail-stop)
 // instead of suspecting live ranks with stale knowledge.
 func (n *Node) checkZombies() {
-	if len(n.deadSeq) == 0 {
+	moved := n.zombies.Moved(n.slots)
+	if moved == nil {
 		return
 	}
 	now := mono()
-	for r, seq := range n.deadSeq {
-		if cur := n.slots.Load(r); cur > seq {
-			n.deadSeq[r] = cur
-			n.evict(r, now)
-		}
+	for _, r := range moved {
+		n.evict(r, now)
 	}
 }
 
-// evict sends EVICTED to r, at most every 100 ms.
+// evict sends EVICTED to r, at most every hb.EvictInterval.
 func (n *Node) evict(r ranks.Rank, now int64) {
-	if last, ok := n.evictedSent[r]; ok && now-last < int64(100*time.Millisecond) {
+	if !n.zombies.Due(r, now) {
 		return
 	}
-	n.evictedSent[r] = now
 	n.log.Warn("rank held dead is alive: evicting it", "zombie", r)
 	n.send(r, &wire.Evicted{Rank: r})
 }
@@ -391,7 +386,7 @@ func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
 		n.byRank[r] = len(n.events)
 		n.events = append(n.events, ev)
 		if !ev.Left { // a departing rank may still be flushing: not a zombie
-			n.deadSeq[r] = n.slots.Load(r)
+			n.zombies.Hold(r, n.slots.Load(r))
 		}
 		for _, c := range n.subs {
 			c <- ev // never blocks: each channel holds Size events, and a rank goes once
