@@ -160,6 +160,25 @@ static void fd_fail(const char *what, int rc)
 		vigil_strerror(rc), msg);
 }
 
+/* fd_go starts an initialised detector in mode m: callback, vigil_start,
+ * then the ready line. On failure the library is finalised and the
+ * application runs without a detector (fd_fail says why). */
+static void fd_go(int m)
+{
+	int rc;
+	vigil_set_failure_callback(on_event, NULL);
+	if ((rc = vigil_start()) != VIGIL_OK) {
+		fd_fail("vigil_start", rc);
+		vigil_finalize();
+		return;
+	}
+	mode = m;
+	if (json) {
+		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"%s\"}\n", world_rank, mode_name());
+		fflush(stdout);
+	}
+}
+
 /* fd_start_daemon attaches to the node's stand-alone detector: no
  * collective, no detector thread in this process but the heartbeat word's. */
 static void fd_start_daemon(void)
@@ -169,17 +188,7 @@ static void fd_start_daemon(void)
 		fd_fail("vigil_init_daemon", rc);
 		return;
 	}
-	vigil_set_failure_callback(on_event, NULL);
-	if ((rc = vigil_start()) != VIGIL_OK) {
-		fd_fail("vigil_start", rc);
-		vigil_finalize();
-		return;
-	}
-	mode = MODE_DAEMON;
-	if (json) {
-		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"daemon\"}\n", world_rank);
-		fflush(stdout);
-	}
+	fd_go(MODE_DAEMON);
 }
 
 /* fd_start runs after PMPI_Init*: collective over MPI_COMM_WORLD. */
@@ -255,17 +264,7 @@ static void fd_start(void)
 		free(all);
 		return;
 	}
-	vigil_set_failure_callback(on_event, NULL);
-	if ((rc = vigil_start()) != VIGIL_OK) {
-		fd_fail("vigil_start", rc);
-		vigil_finalize();
-		return;
-	}
-	mode = want;
-	if (json) {
-		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"%s\"}\n", world_rank, mode_name());
-		fflush(stdout);
-	}
+	fd_go(want);
 }
 
 static void fd_stop(void)
