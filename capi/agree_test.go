@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testnet"
 )
 
 // agreeLine is a line printed by csrc/tests/agree.c.
@@ -32,7 +34,7 @@ type agreeLine struct {
 func TestCAgree(t *testing.T) {
 	bin := compileC(t, lib(t, ""), "tests/agree.c", false)
 	const n, victim = 4, 0
-	addrs := freeAddrs(t, n)
+	addrs := testnet.FreeAddrs(t, n)
 	lines := make(chan agreeLine, 256)
 	done := make(chan struct{}, n)
 	var cmds []*exec.Cmd

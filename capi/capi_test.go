@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/launch"
 )
 
@@ -126,24 +126,6 @@ func TestCAPICheck(t *testing.T) {
 	}
 }
 
-// freeAddrs returns n loopback addresses with free ports.
-func freeAddrs(t *testing.T, n int) []string {
-	var out []string
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
-
 // procs is a set of processes of one explicitly configured job.
 type procs struct {
 	t     *testing.T
@@ -153,7 +135,7 @@ type procs struct {
 }
 
 func startExplicit(t *testing.T, bin, mode string, n int, hMs, deltaMs int) *procs {
-	addrs := freeAddrs(t, n)
+	addrs := testnet.FreeAddrs(t, n)
 	p := &procs{t: t, lines: make(chan cLine, 1024)}
 	for r := 0; r < n; r++ {
 		args := append([]string{mode, fmt.Sprint(r), fmt.Sprint(hMs), fmt.Sprint(deltaMs),

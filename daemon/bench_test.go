@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/node"
 )
 
@@ -81,7 +82,7 @@ func placementRun(b *testing.B, bin, dir string, nodes, ppn int, nodeLevel, node
 	if nodeLevel {
 		ring, dppn = nodes, ppn
 	}
-	peers := freePorts(b, ring)
+	peers := testnet.FreeAddrs(b, ring)
 	var pids []int // pid of each ring member
 	for i := 0; i < ring; i++ {
 		argv := []string{bin, "daemon", "-node", strconv.Itoa(i), "-peers", strings.Join(peers, ","),

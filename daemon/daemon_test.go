@@ -9,34 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 )
-
-// freePorts returns n loopback addresses that were free a moment ago.
-func freePorts(t testing.TB, n int) []string {
-	t.Helper()
-	var out []string
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
 
 // cluster starts n daemons on loopback in this process, each spawning
 // `sleep 600` for its ppn ranks. δ is 1 s: the daemons share this process
 // (and -race's slowdown) on a loaded machine.
 func cluster(t *testing.T, n, ppn int) ([]*Daemon, []string) {
 	t.Helper()
-	addrs := freePorts(t, n)
+	addrs := testnet.FreeAddrs(t, n)
 	dir := t.TempDir()
 	var ds []*Daemon
 	var socks []string
@@ -153,7 +135,7 @@ func TestDaemonsInProcess(t *testing.T) {
 // process as ranks 0 and 2, no spawned processes), keep their heartbeat
 // words moving (no false hang in 1 s), and are told of a node's failure.
 func TestAttach(t *testing.T) {
-	addrs := freePorts(t, 2)
+	addrs := testnet.FreeAddrs(t, 2)
 	dir := t.TempDir()
 	var ds []*Daemon
 	for i := 0; i < 2; i++ {
@@ -202,7 +184,7 @@ func TestAttach(t *testing.T) {
 // neither blocks the daemon nor delays its Close.
 func TestCloseWithSilentConnection(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "n0.sock")
-	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: freePorts(t, 1), JobID: 7,
+	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: testnet.FreeAddrs(t, 1), JobID: 7,
 		Key: []byte("0123456789abcdef0123456789abcdef"), Socket: sock})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +209,7 @@ func TestCloseWithSilentConnection(t *testing.T) {
 // closing it).
 func TestReattachAfterLeave(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "n0.sock")
-	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: freePorts(t, 1), JobID: 7,
+	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: testnet.FreeAddrs(t, 1), JobID: 7,
 		Key: []byte("0123456789abcdef0123456789abcdef"), Socket: sock, KeepHung: true, HangTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -237,7 +238,7 @@ func TestNodesKill(t *testing.T) {
 			peers = append(peers, addr(i))
 		}
 	} else {
-		peers = freePorts(t, n)
+		peers = testnet.FreeAddrs(t, n)
 		prefix = func(int) []string { return nil }
 	}
 	t.Logf("network namespaces: %v; daemons at %v", netns, peers)
@@ -324,7 +325,7 @@ func TestDaemonPausedEvicted(t *testing.T) {
 	const n = 3
 	dir := t.TempDir()
 	bin := buildVigil(t, dir)
-	peers := freePorts(t, n)
+	peers := testnet.FreeAddrs(t, n)
 	p := &procs{t: t, lines: make(chan line, 1024)}
 	defer p.stop()
 	env := []string{"VIGIL_DAEMON_KEY=00112233445566778899aabbccddeeff"}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testnet"
 )
 
 // TestPMIxBridge checks the forwarding of daemon/PMIX.md end to end with a
@@ -46,7 +48,7 @@ func TestPMIxBridge(t *testing.T) {
 	}
 	bridge, listener := cc("vigil_pmix_bridge.c", "bridge"), cc("pmix_listener.c", "listener")
 
-	peers := freePorts(t, 2)
+	peers := testnet.FreeAddrs(t, 2)
 	env := append(os.Environ(), "VIGIL_DAEMON_KEY=00112233445566778899aabbccddeeff")
 	kill := func(c *exec.Cmd) {
 		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
