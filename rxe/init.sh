@@ -98,6 +98,8 @@ done
 echo "RXE-INFO stage=rxe-ready uptime_ms=$(now_ms) setup_ms=$(($(now_ms) - t0))"
 
 export VIGIL_RXE_GUEST=1 VIGIL_RXE_DEV=rxe0 VIGIL_RXE_NETDEV=$NETDEV
+# tverbs/BenchmarkHeartbeatVsC runs the stand-alone C loop between its rounds.
+[ -x /tests/hbwrite ] && export VIGIL_HBWRITE=/tests/hbwrite
 
 if [ -n "$ROLE" ]; then
 	# The two-guest job: guest b never returns (the host powers it off);

@@ -29,7 +29,7 @@
 #   RXE_GOFLAGS=f1,f2    extra Go test flags, comma-separated
 #                        (e.g. -test.cpu=1,-test.count=3)
 #   RXE_GOENV=A=1,B=2    extra environment for Go test binaries
-#   RXE_TIMEOUT=SEC      wall-clock limit for the guest (default 420)
+#   RXE_TIMEOUT=SEC      wall-clock limit for the guest (default 600)
 #   RXE_VERBOSE=1        echo the whole serial console, not only RXE- lines
 set -euo pipefail
 
@@ -41,7 +41,7 @@ BENCH=${RXE_BENCH:-.}
 BENCHTIME=${RXE_BENCHTIME:-1s}
 BENCHCOUNT=${RXE_BENCHCOUNT:-3}
 ONLY=${RXE_ONLY:-all}
-TIMEOUT=${RXE_TIMEOUT:-420}
+TIMEOUT=${RXE_TIMEOUT:-600}
 VERBOSE=${RXE_VERBOSE:-0}
 GOFLAGS_EXTRA=${RXE_GOFLAGS:-}
 GOENV_EXTRA=${RXE_GOENV:-}
@@ -433,6 +433,24 @@ report() {
 	fi
 	if [[ -n $sl && -n $ml ]]; then
 		awk -v m="$ml" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f\n", m / 1000, s, m / 1000 / s }'
+	fi
+	local mp
+	mp=$(metric 'tverbs\/BenchmarkMessageLatencyProcs' ns_oneway_p50)
+	if [[ -n $sl && -n $mp ]]; then
+		awk -v m="$mp" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_two_procs_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f\n", m / 1000, s, m / 1000 / s }'
+	fi
+	# The settled CPU ratio: Go and C measured round by round on the same
+	# link (and the stand-alone C program between rounds), median of the
+	# per-round ratios, median over the benchmark's runs.
+	med() { sed -n "s/^RXE-BENCH name=$1 .*$2=\([0-9.]*\).*/\1/p" "$log" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+	local ic ip gh ch ph
+	ic=$(med 'tverbs\/BenchmarkHeartbeatVsC' go_over_c)
+	ip=$(med 'tverbs\/BenchmarkHeartbeatVsC' go_over_hbwrite)
+	gh=$(med 'tverbs\/BenchmarkHeartbeatVsC' go_ns_hb)
+	ch=$(med 'tverbs\/BenchmarkHeartbeatVsC' c_ns_hb)
+	ph=$(med 'tverbs\/BenchmarkHeartbeatVsC' hbwrite_ns_hb)
+	if [[ -n $ic ]]; then
+		echo "RXE-RATIO interleaved transport_hb_ns=${gh} c_loop_ns=${ch} hbwrite_ns=${ph:-none} transport_over_c_loop=${ic} transport_over_hbwrite=${ip:-none} target=1.3"
 	fi
 	local n_pass n_all
 	n_all=${#got[@]}

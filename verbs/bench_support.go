@@ -14,8 +14,10 @@ import "C"
 // cgoNop makes one cgo call to a C function that does nothing.
 func cgoNop(x int) int { return int(C.vv_nop(C.int(x))) }
 
-// writeN does n Writer.Write calls in one cgo call (values first..first+n-1).
-func (w *Writer) writeN(to RemoteAddr, first, n uint64) error {
+// WriteN does what n Write calls would (values first..first+n-1, the same
+// signalling and completion handling) in one cgo call: the C loop that the
+// CPU-per-heartbeat benchmarks compare the Go path with.
+func (w *Writer) WriteN(to RemoteAddr, first, n uint64) error {
 	if w.st == nil {
 		return ErrClosed
 	}

@@ -762,7 +762,7 @@ func BenchmarkRDMAWriteHeartbeatInC(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 1024 {
 		n := min(1024, b.N-i)
-		if err := w.writeN(to, uint64(i+1), uint64(n)); err != nil {
+		if err := w.WriteN(to, uint64(i+1), uint64(n)); err != nil {
 			b.Fatal(err)
 		}
 	}

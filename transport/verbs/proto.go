@@ -12,13 +12,15 @@ import (
 // wire.Heartbeat frame for a fallback heartbeat, or a wire.Msg frame whose
 // payload starts with this transport's reliability header:
 //
-//	DATA: kind=1 | flags | seq (u64 LE) | base (u64 LE) | fragment bytes
+//	DATA: kind=1 | flags | seq (u64 LE) | base (u64 LE) | ack (u64 LE) | fragment bytes
 //	ACK:  kind=2 | 0     | cumulative ack (u64 LE)
 //
 // seq numbers the sender's packets to this receiver from 1; base is the
 // lowest seq the sender still holds (everything below it was delivered or
 // given up on), so a receiver waiting for a packet the sender abandoned
-// skips ahead instead of stalling. flagLast ends a message; flagControl
+// skips ahead instead of stalling. ack is the cumulative ack of the other
+// direction carried for free (0: nothing received yet), so that a reply
+// acknowledges the request it answers without an ACK datagram. flagLast ends a message; flagControl
 // marks the transport's own messages (the RC handshake), which are not
 // handed to the node.
 const (
@@ -28,7 +30,7 @@ const (
 	flagLast    = 1
 	flagControl = 2
 
-	dataHeader = 18
+	dataHeader = 26
 	ackSize    = 10
 )
 
@@ -38,12 +40,14 @@ type pktHeader struct {
 	flags byte
 	seq   uint64 // DATA: the packet's seq; ACK: the cumulative ack
 	base  uint64 // DATA only
+	ack   uint64 // DATA only: the piggybacked cumulative ack (0: none)
 }
 
-func appendData(dst []byte, flags byte, seq, base uint64, frag []byte) []byte {
+func appendData(dst []byte, flags byte, seq, base, ack uint64, frag []byte) []byte {
 	dst = append(dst, kindData, flags)
 	dst = binary.LittleEndian.AppendUint64(dst, seq)
 	dst = binary.LittleEndian.AppendUint64(dst, base)
+	dst = binary.LittleEndian.AppendUint64(dst, ack)
 	return append(dst, frag...)
 }
 
@@ -70,6 +74,7 @@ func decodePacket(b []byte) (pktHeader, []byte, error) {
 		}
 		h.seq = binary.LittleEndian.Uint64(b[2:])
 		h.base = binary.LittleEndian.Uint64(b[10:])
+		h.ack = binary.LittleEndian.Uint64(b[18:])
 		if h.seq == 0 || h.base == 0 || h.base > h.seq {
 			return h, nil, fmt.Errorf("verbs datagram: DATA seq %d base %d (want 1 ≤ base ≤ seq)", h.seq, h.base)
 		}

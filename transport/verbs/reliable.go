@@ -14,12 +14,22 @@ import (
 // off: its messages are dropped and counted, as TCP's are, and the next
 // packet's base tells the receiver to skip them).
 //
+// Acks are delayed, not lost: a DATA packet received in order only marks
+// an ack as owed; every DATA packet sent carries the cumulative ack of its
+// direction, which pays the debt for free (a reply acknowledges its
+// request), and flushAcks, which the transport calls once it has handled
+// a batch of received datagrams, sends a lone ACK for what is still owed.
+// Duplicates and out-of-order packets are acked at once, and so is every
+// window/2-th packet of a long burst.
+//
 // It is pure state: time comes in as nanoseconds, datagrams go out through
 // xmit and messages come out through deliver. The transport drives it from
 // one goroutine.
 type reliable struct {
 	cfg     relConfig
 	peers   map[ranks.Rank]*peerRel
+	owed    []ranks.Rank                              // peers with ackOwed set, in the order they became so
+	sent    bool                                      // DATA transmitted since the driver last cleared it
 	xmit    func(to ranks.Rank, payload []byte)       // send one Msg-frame payload
 	deliver func(from ranks.Rank, ctl bool, m []byte) // a whole message, in order
 	gaveUp  func(to ranks.Rank, msgs int)             // msgs dropped towards to
@@ -57,6 +67,8 @@ type peerRel struct {
 	ooo      map[uint64]rpacket
 	partial  []byte
 	partCtl  bool
+	ackOwed  bool // in-order packets received since the last ack sent
+	unacked  int  // how many
 }
 
 type packet struct {
@@ -136,8 +148,28 @@ func (r *reliable) transmit(to ranks.Rank, s *peerRel, p *packet, now int64) {
 	}
 	p.tries++
 	p.due = now + p.rto
-	r.scratch = appendData(r.scratch[:0], p.flags, p.seq, s.base, p.frag)
+	r.scratch = appendData(r.scratch[:0], p.flags, p.seq, s.base, s.expected-1, p.frag)
+	s.ackOwed, s.unacked = false, 0
+	r.sent = true
 	r.xmit(to, r.scratch)
+}
+
+// sendAck sends a lone cumulative ACK to peer.
+func (r *reliable) sendAck(to ranks.Rank, s *peerRel) {
+	s.ackOwed, s.unacked = false, 0
+	r.scratch = appendAck(r.scratch[:0], s.expected-1)
+	r.xmit(to, r.scratch)
+}
+
+// flushAcks sends a lone ACK to every peer still owed one (no DATA packet
+// carried it since).
+func (r *reliable) flushAcks() {
+	for _, p := range r.owed {
+		if s := r.peers[p]; s != nil && s.ackOwed {
+			r.sendAck(p, s)
+		}
+	}
+	r.owed = r.owed[:0]
 }
 
 // onAck handles a cumulative ack from peer: every packet up to cum is
@@ -159,10 +191,13 @@ func (r *reliable) onAck(from ranks.Rank, cum uint64, now int64) {
 	r.pump(from, s, now)
 }
 
-// onData handles a DATA packet from peer: ack it, reorder, deliver whole
-// messages in order exactly once.
-func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte) {
+// onData handles a DATA packet from peer: take its piggybacked ack, ack
+// it (now or owed), reorder, deliver whole messages in order exactly once.
+func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte, now int64) {
 	s := r.peer(from)
+	if h.ack > 0 {
+		r.onAck(from, h.ack, now)
+	}
 	if h.base > s.expected {
 		// The sender gave up on [expected, base): skip them.
 		s.expected, s.partial = h.base, nil
@@ -172,9 +207,11 @@ func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte) {
 			}
 		}
 	}
+	inOrder := false
 	switch {
 	case h.seq < s.expected: // duplicate: re-ack below
 	case h.seq == s.expected:
+		inOrder = true
 		r.accept(from, s, h.flags, frag)
 		for {
 			p, ok := s.ooo[s.expected]
@@ -193,8 +230,15 @@ func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte) {
 		}
 	default: // beyond any window the sender may use: drop, it will resend
 	}
-	r.scratch = appendAck(r.scratch[:0], s.expected-1)
-	r.xmit(from, r.scratch)
+	if !inOrder || len(s.ooo) > 0 || s.unacked+1 >= max(1, r.cfg.window/2) {
+		r.sendAck(from, s) // tell the sender now what is missing, or open its window
+		return
+	}
+	s.unacked++
+	if !s.ackOwed {
+		s.ackOwed = true
+		r.owed = append(r.owed, from)
+	}
 }
 
 // accept appends the in-order fragment at s.expected and delivers a

@@ -73,9 +73,12 @@ func (ln *lossyNet) step() {
 			if h.kind == kindAck {
 				ln.nodes[d.to].onAck(d.from, h.seq, 0)
 			} else {
-				ln.nodes[d.to].onData(d.from, h, frag)
+				ln.nodes[d.to].onData(d.from, h, frag, 0)
 			}
 		}
+	}
+	for _, r := range ln.nodes { // as the transport does after each batch
+		r.flushAcks()
 	}
 }
 
@@ -195,17 +198,17 @@ func TestReliableLimits(t *testing.T) {
 }
 
 func TestPacketCodec(t *testing.T) {
-	b := appendData(nil, flagLast|flagControl, 9, 4, []byte("xyz"))
+	b := appendData(nil, flagLast|flagControl, 9, 4, 2, []byte("xyz"))
 	h, f, err := decodePacket(b)
-	if err != nil || h.kind != kindData || h.seq != 9 || h.base != 4 || string(f) != "xyz" || h.flags != flagLast|flagControl {
+	if err != nil || h.kind != kindData || h.seq != 9 || h.base != 4 || h.ack != 2 || string(f) != "xyz" || h.flags != flagLast|flagControl {
 		t.Fatalf("round trip: %+v %q %v", h, f, err)
 	}
 	h, _, err = decodePacket(appendAck(nil, 77))
 	if err != nil || h.kind != kindAck || h.seq != 77 {
 		t.Fatalf("ack round trip: %+v %v", h, err)
 	}
-	for _, bad := range [][]byte{nil, {1}, {3, 0}, appendData(nil, 0, 0, 0, nil), appendData(nil, 0, 3, 4, nil),
-		appendData(nil, 0x80, 3, 1, nil), append(appendAck(nil, 1), 0)} {
+	for _, bad := range [][]byte{nil, {1}, {3, 0}, appendData(nil, 0, 0, 0, 0, nil), appendData(nil, 0, 3, 4, 0, nil),
+		appendData(nil, 0x80, 3, 1, 0, nil), append(appendAck(nil, 1), 0)} {
 		if _, _, err := decodePacket(bad); err == nil {
 			t.Errorf("decodePacket(%x) accepted", bad)
 		}
@@ -242,7 +245,7 @@ func TestAddressRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodePacket(f *testing.F) {
-	f.Add(appendData(nil, flagLast, 1, 1, []byte("m")))
+	f.Add(appendData(nil, flagLast, 1, 1, 0, []byte("m")))
 	f.Add(appendAck(nil, 5))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, frag, err := decodePacket(b)
@@ -251,7 +254,7 @@ func FuzzDecodePacket(f *testing.F) {
 		}
 		var re []byte
 		if h.kind == kindData {
-			re = appendData(nil, h.flags, h.seq, h.base, frag)
+			re = appendData(nil, h.flags, h.seq, h.base, h.ack, frag)
 		} else {
 			re = appendAck(nil, h.seq)
 		}
@@ -284,4 +287,71 @@ func FuzzParseAddress(f *testing.F) {
 			t.Fatalf("%q -> %+v -> %v %v", s, a, b, err)
 		}
 	})
+}
+
+// A reply carries the ack of its request (no ACK datagram); what no DATA
+// carried goes out as a lone ACK when the driver flushes after a batch; a
+// duplicate is acked at once.
+func TestReliablePiggybackedAcks(t *testing.T) {
+	ln := newLossyNet(2, 1, 100)
+	take := func() []datagram { d := ln.inflight; ln.inflight = nil; return d }
+	recv := func(d datagram) pktHeader {
+		t.Helper()
+		h, frag, err := decodePacket(d.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.kind == kindAck {
+			ln.nodes[d.to].onAck(d.from, h.seq, 0)
+		} else {
+			ln.nodes[d.to].onData(d.from, h, frag, 0)
+		}
+		return h
+	}
+	if err := ln.nodes[0].send(1, false, []byte("req"), 0); err != nil {
+		t.Fatal(err)
+	}
+	req := take()
+	if len(req) != 1 {
+		t.Fatalf("request: %d datagrams, want 1", len(req))
+	}
+	recv(req[0])
+	if d := take(); len(d) != 0 {
+		t.Fatalf("in-order DATA acked at once (%d datagrams): the ack should wait for a reply or a flush", len(d))
+	}
+	if err := ln.nodes[1].send(0, false, []byte("rep"), 0); err != nil {
+		t.Fatal(err)
+	}
+	rep := take()
+	if len(rep) != 1 {
+		t.Fatalf("reply: %d datagrams, want 1", len(rep))
+	}
+	ln.nodes[1].flushAcks()
+	if d := take(); len(d) != 0 {
+		t.Fatalf("flush after the reply sent %d datagrams: the reply carried the ack", len(d))
+	}
+	if h := recv(rep[0]); h.ack != 1 {
+		t.Fatalf("reply carries ack %d, want 1", h.ack)
+	}
+	if n := ln.nodes[0].pending(1); n != 0 {
+		t.Fatalf("request still held (%d packets) after the reply's piggybacked ack", n)
+	}
+	ln.nodes[0].flushAcks()
+	acks := take()
+	if len(acks) != 1 {
+		t.Fatalf("flush: %d datagrams, want one lone ACK for the reply", len(acks))
+	}
+	if h := recv(acks[0]); h.kind != kindAck || h.seq != 1 {
+		t.Fatalf("flushed %+v, want ACK 1", h)
+	}
+	if n := ln.nodes[1].pending(0); n != 0 {
+		t.Fatalf("reply still held (%d packets)", n)
+	}
+	recv(req[0]) // duplicate
+	if d := take(); len(d) != 1 {
+		t.Fatalf("duplicate: %d datagrams, want an immediate ACK", len(d))
+	}
+	if got := fmt.Sprint(ln.delivered); got != "[[1:false:rep] [0:false:req]]" {
+		t.Fatalf("delivered %s", got)
+	}
 }

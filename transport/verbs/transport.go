@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,11 @@ type Config struct {
 	// write after ≈ 0.5 s; shorter ones break links to live but slow
 	// peers, which costs a reconnection, never a suspicion).
 	RC ibv.RCParams
+	// PollFor is how long the receive goroutine keeps polling its CQ
+	// after the last message sent or received before it sleeps on the
+	// completion channel (0: DefaultPollFor; negative: never polls on).
+	// Heartbeat datagrams do not extend it: an idle detector sleeps.
+	PollFor time.Duration
 	// Incarnation identifies this start of the process (0: drawn).
 	Incarnation uint64
 	// Logger receives connection events and rejections (nil: discarded).
@@ -48,9 +54,14 @@ const (
 	udSendWR     = 256
 	maxPassive   = 4 // RC QPs kept for emitters writing into our slots
 	hbWRID       = 1 << 62
-	spinFor      = 50 * time.Microsecond // receive polling before sleeping on the CQ channel
 	writerSendWR = 128
 )
+
+// DefaultPollFor is Config.PollFor's default: a message exchange (a
+// broadcast, an agreement) keeps the receive path polling, as perftest
+// does, for at most 1 ms of one core after its last message; an idle
+// transport sleeps on the CQ channel and costs nothing.
+const DefaultPollFor = time.Millisecond
 
 // Transport is the verbs implementation of transport.Transport.
 type Transport struct {
@@ -96,6 +107,8 @@ type Transport struct {
 	connecting []atomic.Bool
 
 	kick    chan struct{} // wakes the timer goroutine after a send
+	armed   atomic.Int64  // the timer goroutine's next wake-up (ns; 0: none)
+	busy    atomic.Int64  // poll the receive CQ until then (ns): last message + PollFor
 	connReq chan ranks.Rank
 	quit    chan struct{}
 	wg      sync.WaitGroup
@@ -105,7 +118,7 @@ type Transport struct {
 	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
 	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
 	rcWrites, rcErrors, udHeartbeats         atomic.Uint64
-	linksUp                                  atomic.Uint64
+	linksUp, asyncEvents, portErrors         atomic.Uint64
 	rcQPs, ahs                               atomic.Int64
 	rejMu                                    sync.Mutex
 	rejected                                 map[string]uint64
@@ -148,6 +161,9 @@ func Open(cfg Config) (*Transport, error) {
 	}
 	if cfg.Incarnation == 0 {
 		cfg.Incarnation = wire.NewIncarnation()
+	}
+	if cfg.PollFor == 0 {
+		cfg.PollFor = DefaultPollFor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -288,8 +304,10 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	if !t.started {
 		return errors.New("verbs transport: Send before Start")
 	}
+	n := now()
 	t.relMu.Lock()
-	err := t.rel.send(to, false, payload, now())
+	err := t.rel.send(to, false, payload, n)
+	t.wakeTimer(n)
 	t.relMu.Unlock()
 	if err != nil {
 		t.msgsDropped.Add(1)
@@ -297,11 +315,34 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	}
 	t.msgsSent.Add(1)
 	t.bytesSent.Add(uint64(len(payload)))
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
+	t.markBusy(n)
 	return nil
+}
+
+// wakeTimer wakes the timer goroutine if the reliability layer sent DATA
+// since the last call and the timer's next wake-up (stored under relMu
+// after its last tick) is later than that packet's first retransmission
+// is due. If its timer already fired, its coming tick sees the packet.
+// The caller holds relMu.
+func (t *Transport) wakeTimer(n int64) {
+	if !t.rel.sent {
+		return
+	}
+	t.rel.sent = false
+	if a := t.armed.Load(); a == 0 || a > n+t.rel.cfg.rto0 {
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// markBusy keeps the receive goroutine polling for PollFor from n: a
+// reply or an ack is likely on its way.
+func (t *Transport) markBusy(n int64) {
+	if t.cfg.PollFor > 0 {
+		t.busy.Store(n + int64(t.cfg.PollFor))
+	}
 }
 
 // protoLoop runs the reliability layer's timers (retransmissions, giving
@@ -326,15 +367,23 @@ func (t *Transport) protoLoop() {
 		t.reap()
 		starved := len(t.free) == 0
 		t.udMu.Unlock()
-		next := t.rel.tick(now())
-		t.relMu.Unlock()
+		n := now()
+		next := t.rel.tick(n)
+		t.rel.sent = false // this loop's own timer covers what tick sent
 		wait := time.Hour
 		if next != 0 {
-			wait = max(time.Duration(next-now()), time.Millisecond)
+			wait = max(time.Duration(next-n), time.Millisecond)
 		}
 		if starved {
 			wait = time.Millisecond
 		}
+		// Stored under relMu: a Send after this tick sees it (see Send).
+		if wait == time.Hour {
+			t.armed.Store(0)
+		} else {
+			t.armed.Store(n + int64(wait))
+		}
+		t.relMu.Unlock()
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -427,12 +476,15 @@ func (t *Transport) onPacket(from ranks.Rank, p []byte) {
 		t.reject("bad_packet", err)
 		return
 	}
+	n := now()
+	t.markBusy(n)
 	t.relMu.Lock()
 	if h.kind == kindAck {
-		t.rel.onAck(from, h.seq, now())
+		t.rel.onAck(from, h.seq, n)
 	} else {
-		t.rel.onData(from, h, frag)
+		t.rel.onData(from, h, frag, n)
 	}
+	t.wakeTimer(n) // the layer may have sent (window opened, CONNACK)
 	ready := t.ready
 	t.ready = t.ready[:0]
 	t.relMu.Unlock()
@@ -471,13 +523,15 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 	t.connecting[to].Store(false)
 }
 
-// recvLoop reaps UD receives: event mode when idle (armed CQ, blocking on
-// its channel), polling while completions keep coming.
+// recvLoop reaps UD receives: polling while messages are being exchanged
+// (until PollFor after the last one sent or received, yielding between
+// polls), event mode otherwise (armed CQ, sleeping on its channel). Acks
+// still owed after a batch of datagrams go out before it polls again.
 func (t *Transport) recvLoop() {
 	defer t.wg.Done()
 	rx := wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: t.mtu})
 	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
-	var idleSince time.Time
+	lastAsync := now()
 	for {
 		select {
 		case <-t.quit:
@@ -491,28 +545,33 @@ func (t *Transport) recvLoop() {
 			continue
 		}
 		if n > 0 {
-			idleSince = time.Time{}
+			t.relMu.Lock()
+			t.rel.flushAcks()
+			t.relMu.Unlock()
 			continue
 		}
-		// Busy: keep polling for a short while after the last
-		// completion (a reply often follows); idle: arm the CQ and
-		// sleep on its channel.
-		if idleSince.IsZero() {
-			idleSince = time.Now()
-		}
-		if time.Since(idleSince) < spinFor {
+		if n := now(); n < t.busy.Load() {
+			if n-lastAsync >= int64(asyncEvery) {
+				t.drainAsync()
+				lastAsync = n
+			}
+			runtime.Gosched()
 			continue
 		}
-		idleSince = time.Time{}
+		t.drainAsync()
+		lastAsync = now()
 		if err := t.recvQ.Arm(false); err != nil {
 			t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
 		if n, _ = t.ring.Poll(fn); n > 0 {
+			t.relMu.Lock()
+			t.rel.flushAcks()
+			t.relMu.Unlock()
 			continue
 		}
-		if _, err := t.recvQ.Wait(50 * time.Millisecond); err != nil {
+		if _, err := t.recvQ.Wait(asyncEvery); err != nil {
 			t.logLimited("wait", slog.LevelError, "waiting for receive events", "err", err)
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -617,12 +676,16 @@ type VerbsStats struct {
 	RCErrors uint64
 	// LinksUp counts heartbeat RC links established.
 	LinksUp uint64
+	// AsyncEvents counts the device's asynchronous events read, PortErrors
+	// those saying the port went down.
+	AsyncEvents, PortErrors uint64
 }
 
 // VerbsStats returns the verbs-specific counters.
 func (t *Transport) VerbsStats() VerbsStats {
 	return VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
-		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load()}
+		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
+		PortErrors: t.portErrors.Load()}
 }
 
 // Resources is what one transport holds on the device and in registered

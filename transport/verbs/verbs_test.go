@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -414,6 +417,105 @@ func BenchmarkHeartbeatRDMA(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkHeartbeatVsC settles the CPU-per-heartbeat ratio on a shared,
+// noisy host by measuring both sides side by side: round after round on
+// the same RC link, hbRound heartbeats through SendHeartbeat (the Go
+// path: link lookup, lock, one cgo call per write) and as many writes by
+// the C loop (ibv.Writer.WriteN, one cgo call for all), alternating which
+// goes first; and, when VIGIL_HBWRITE names the stand-alone C program
+// rxe/hbwrite, a short run of it after each round. It reports the median
+// of the per-round ratios (a burst of other work hits one round, not the
+// median) and the median ns per heartbeat of each side.
+func BenchmarkHeartbeatVsC(b *testing.B) {
+	ts, _ := cluster(b, 2)
+	seq := linkUp(b, ts[0], 1)
+	l := ts[0].links[1].Load()
+	if l == nil {
+		b.Fatal("no link after linkUp")
+	}
+	hbwrite := os.Getenv("VIGIL_HBWRITE")
+	var goNs, cNs, procNs, inC, inProc []float64
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		k := min(hbRound, b.N-done)
+		goFirst := len(goNs)%2 == 0
+		var g, c time.Duration
+		for _, side := range []bool{goFirst, !goFirst} {
+			t0 := time.Now()
+			if side {
+				for i := 0; i < k; i++ {
+					seq++
+					if err := ts[0].SendHeartbeat(1, seq); err != nil {
+						b.Fatal(err)
+					}
+				}
+				g = time.Since(t0)
+				continue
+			}
+			l.mu.Lock()
+			err := l.w.WriteN(l.remote, seq+1, uint64(k))
+			l.mu.Unlock()
+			c = time.Since(t0)
+			seq += uint64(k)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += k
+		gn, cn := float64(g.Nanoseconds())/float64(k), float64(c.Nanoseconds())/float64(k)
+		goNs, cNs, inC = append(goNs, gn), append(cNs, cn), append(inC, gn/cn)
+		if hbwrite != "" {
+			b.StopTimer()
+			pn, err := runHBWrite(hbwrite)
+			if err != nil {
+				b.Fatal(err)
+			}
+			procNs, inProc = append(procNs, pn), append(inProc, gn/pn)
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	if ts[0].VerbsStats().RCErrors != 0 {
+		b.Fatal("RC write errors during the benchmark")
+	}
+	b.ReportMetric(median(goNs), "go_ns_hb")
+	b.ReportMetric(median(cNs), "c_ns_hb")
+	b.ReportMetric(median(inC), "go_over_c")
+	b.ReportMetric(float64(len(inC)), "rounds")
+	if len(inProc) > 0 {
+		b.ReportMetric(median(procNs), "hbwrite_ns_hb")
+		b.ReportMetric(median(inProc), "go_over_hbwrite")
+	}
+}
+
+// hbRound is the number of heartbeats per side and round of
+// BenchmarkHeartbeatVsC: tens of ms of work per side under emulation.
+const hbRound = 2048
+
+// runHBWrite runs rxe/hbwrite once for 0.1 s on the first device and
+// returns its ns per heartbeat.
+func runHBWrite(path string) (float64, error) {
+	out, err := exec.Command(path, "", "0.1", "1").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v: %s", path, err, out)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "ns_op="); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s printed no ns_op: %s", path, out)
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }
 
 func linkUp(b testing.TB, e *Transport, to ranks.Rank) uint64 {

@@ -1,0 +1,86 @@
+package verbs
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bench"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+)
+
+// BenchmarkIMB runs the Go IMB loads of the bench package over this
+// transport and, side by side in the same guest, over the TCP transport on
+// loopback. One op is one IMB measurement of one size (warm-up, then
+// IMB's repetitions); t_avg_us and t_max_us are IMB's t_avg and t_max
+// across ranks, averaged over the ops. Compare verbs PingPong at 0 B with
+// ib_send_lat in the same guest.
+func BenchmarkIMB(b *testing.B) {
+	needDevice(b)
+	groups := map[string]func() (*bench.Group, error){
+		"verbs": func() (*bench.Group, error) { return verbsGroup(b, 2) },
+		"tcp":   func() (*bench.Group, error) { return bench.NewTCPGroup(2) },
+	}
+	for _, kind := range []string{"verbs", "tcp"} {
+		g, err := groups[kind]()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, load := range []bench.Load{bench.PingPong, bench.Allreduce} {
+			for _, size := range []int{0, 1 << 10, 64 << 10} {
+				b.Run(fmt.Sprintf("%s/%s/%dB", kind, load, size), func(b *testing.B) {
+					var avg, mx time.Duration
+					reps := 0
+					for i := 0; i < b.N; i++ {
+						res, err := g.Run(load, bench.RunOptions{Sizes: []int{size}, MaxReps: 200, TimeLimit: 30 * time.Millisecond})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if len(res) != 1 || res[0].Reps == 0 {
+							b.Fatalf("%d results, want 1 with repetitions", len(res))
+						}
+						avg += res[0].TAvg
+						mx += res[0].TMax
+						reps += res[0].Reps
+					}
+					b.ReportMetric(float64(avg.Nanoseconds())/1e3/float64(b.N), "t_avg_us")
+					b.ReportMetric(float64(mx.Nanoseconds())/1e3/float64(b.N), "t_max_us")
+					b.ReportMetric(float64(reps)/float64(b.N), "reps")
+				})
+			}
+		}
+		if err := g.Close(); err != nil {
+			b.Errorf("closing the %s group: %v", kind, err)
+		}
+	}
+}
+
+// verbsGroup is a bench.Group of n ranks over verbs transports on the
+// test device.
+func verbsGroup(t testing.TB, n int) (*bench.Group, error) {
+	handlers := make([]transport.Handler, n)
+	open := func(r int, h transport.Handler) (transport.Transport, error) {
+		handlers[r] = h
+		tr, err := Open(Config{Self: ranks.Rank(r), N: n, JobID: 77, Key: testKey,
+			Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: logger(t)})
+		if err != nil {
+			return nil, err
+		}
+		return tr, nil
+	}
+	connect := func(trs []transport.Transport) error {
+		addrs := make([]string, len(trs))
+		for i, tr := range trs {
+			addrs[i] = tr.(*Transport).Addr()
+		}
+		for i, tr := range trs {
+			if err := tr.(*Transport).Start(addrs, handlers[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return bench.NewGroup(n, open, connect)
+}
