@@ -47,7 +47,8 @@ microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
 
 # Noise, accuracy, eBPF attribution and memberlist head-to-head (bench/):
-# the quick profile (5-7 min) regenerates bench/SUMMARY.md; the full one takes about an hour.
+# the quick profile (5-7 min) regenerates bench/SUMMARY.md; the full one (about 25 min)
+# regenerates bench/full/ (SUMMARY.md, CSV, PNG).
 bench:
 	scripts/deps.sh test
 	$(GO) build -o bin/vigil ./cmd/vigil
@@ -56,7 +57,7 @@ bench:
 bench-full:
 	scripts/deps.sh test
 	$(GO) build -o bin/vigil ./cmd/vigil
-	bin/vigil bench full -out bench-out/full
+	bin/vigil bench full -out bench/full
 
 # The papers' large-scale results from the real cores (sim/RESULTS.md):
 # every sweep at the sizes recorded there (about 30 min on 2 cores).

@@ -55,7 +55,8 @@ var Quick = Profile{
 	H2HWait: 15 * time.Second,
 }
 
-// Full is the profile of `vigil bench full` (about an hour).
+// Full is the profile of `vigil bench full` (about 25 minutes on the
+// 2-core machine).
 var Full = Profile{
 	Name:     "full",
 	IMBRanks: 2, IMBSizes: IMBSizes(IMBMaxSize), IMBMaxReps: IMBMaxReps, IMBTimeLimit: time.Second,

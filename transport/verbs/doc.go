@@ -29,6 +29,9 @@
 // doubling to 640 ms, 10 tries), in-order delivery with duplicate
 // suppression, fragmentation above one path MTU, and gives up on a peer
 // that stops acking (counted as dropped, as TCP drops to a dead peer).
+// Acks ride on the DATA packets going the other way (a reply acknowledges
+// its request); what is still owed when the receive goroutine has handled
+// a batch of datagrams goes out as one cumulative ACK per peer.
 //
 // Why UD: the broadcast overlays (HBA, BMG) are relabelled over the alive
 // set relative to each broadcast's source, so the ranks a node sends to
@@ -56,8 +59,14 @@
 //
 // The emitter thread calls SendHeartbeat (no allocation once a link or the
 // peer's address handle exists); one goroutine reaps the UD receive CQ
-// (event mode with the completion channel when idle, polling while busy)
-// and stores UD heartbeats; one goroutine runs the reliability layer and
-// the RC handshakes. Close frees every verbs object and fails if any is
-// left (a leak is an error).
+// and stores UD heartbeats: it polls while messages are being exchanged
+// (for Config.PollFor, default 1 ms, after the last message sent or
+// received; heartbeat datagrams do not count) and otherwise sleeps on the
+// CQ's completion channel, so an idle detector costs nothing; it also
+// reads the device's asynchronous events (async.go: a QP error on a
+// heartbeat link breaks it, a port going down is logged and counted). One
+// goroutine runs the reliability layer's timers and the RC handshakes; it
+// is woken only when a retransmission becomes due earlier than it planned.
+// Close frees every verbs object and fails if any is left (a leak is an
+// error).
 package verbs

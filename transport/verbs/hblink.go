@@ -42,7 +42,9 @@ type hbLink struct {
 	remote ibv.RemoteAddr
 	broken bool
 	dead   bool
-	count  *atomic.Int64 // the transport's RC QP count
+	writes uint64         // heartbeats written over this link (under mu: no atomic on the fast path)
+	count  *atomic.Int64  // the transport's RC QP count
+	total  *atomic.Uint64 // the transport's count of writes over retired links
 }
 
 // retire frees the link's writer and QP; a concurrent heartbeat finds it
@@ -55,6 +57,8 @@ func (l *hbLink) retire() error {
 	}
 	l.dead = true
 	l.count.Add(-1)
+	l.total.Add(l.writes)
+	l.writes = 0
 	return errors.Join(l.w.Close(), l.qp.Close(), l.cq.Close())
 }
 
@@ -73,9 +77,8 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 		if !l.dead && !l.broken {
 			err := l.w.Write(l.remote, seq)
 			if err == nil {
+				l.writes++
 				l.mu.Unlock()
-				t.rcWrites.Add(1)
-				t.hbSent.Add(1)
 				return nil
 			}
 			l.broken = true
@@ -278,7 +281,7 @@ func (t *Transport) established(from ranks.Rank, c control) {
 		t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
 		return
 	}
-	l := &hbLink{peer: from, count: &t.rcQPs, cq: p.cq, qp: qp, w: w, remote: t.peers[from].Slots.Word(int(t.cfg.Self))}
+	l := &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, w: w, remote: t.peers[from].Slots.Word(int(t.cfg.Self))}
 	if old := t.links[from].Swap(l); old != nil {
 		old.retire()
 	}

@@ -654,7 +654,7 @@ func (t *Transport) Stats() transport.Stats {
 	s := transport.Stats{
 		MsgsSent: t.msgsSent.Load(), MsgsRecv: t.msgsRecv.Load(),
 		BytesSent: t.bytesSent.Load(), BytesRecv: t.bytesRecv.Load(),
-		HeartbeatsSent: t.hbSent.Load(), HeartbeatsRecv: t.hbRecv.Load(),
+		HeartbeatsSent: t.hbSent.Load() + t.rcWriteCount(), HeartbeatsRecv: t.hbRecv.Load(),
 		MsgsDropped: t.msgsDropped.Load(), HeartbeatsDropped: t.hbDropped.Load(),
 	}
 	t.rejMu.Lock()
@@ -681,9 +681,24 @@ type VerbsStats struct {
 	AsyncEvents, PortErrors uint64
 }
 
+// rcWriteCount is the number of heartbeats written over RC links: those
+// of retired links plus those of the live ones, which each link counts
+// under its own lock (the emitter's fast path has no atomic counter).
+func (t *Transport) rcWriteCount() uint64 {
+	n := t.rcWrites.Load()
+	for i := range t.links {
+		if l := t.links[i].Load(); l != nil {
+			l.mu.Lock()
+			n += l.writes
+			l.mu.Unlock()
+		}
+	}
+	return n
+}
+
 // VerbsStats returns the verbs-specific counters.
 func (t *Transport) VerbsStats() VerbsStats {
-	return VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
+	return VerbsStats{RCWrites: t.rcWriteCount(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
 		PortErrors: t.portErrors.Load()}
 }
