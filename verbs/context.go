@@ -48,6 +48,8 @@ type DeviceAttr struct {
 	MaxCQ       int    // completion queues
 	MaxPD       int    // protection domains
 	MaxMRSize   uint64 // bytes in one memory region
+	// MemWindowType2 says the device binds type 2 memory windows (AllocMW).
+	MemWindowType2 bool
 }
 
 // Open opens the RDMA device called name, or the first device if name is
@@ -93,7 +95,7 @@ func Open(name string) (*Context, error) {
 	c.attr = DeviceAttr{
 		PhysPortCnt: int(da.phys_port_cnt), MaxQPWR: int(da.max_qp_wr), MaxSGE: int(da.max_sge),
 		MaxCQE: int(da.max_cqe), MaxMR: int(da.max_mr), MaxQP: int(da.max_qp), MaxCQ: int(da.max_cq),
-		MaxPD: int(da.max_pd), MaxMRSize: uint64(da.max_mr_size),
+		MaxPD: int(da.max_pd), MaxMRSize: uint64(da.max_mr_size), MemWindowType2: da.mw_type2 != 0,
 	}
 	if rc := C.vv_set_nonblock(ctx.async_fd); rc != 0 {
 		C.ibv_close_device(ctx)

@@ -128,6 +128,20 @@ func (p *PD) register(b []byte, access Access, own *Mem) (*MR, error) {
 // Bytes returns the registered bytes.
 func (r *MR) Bytes() []byte { return r.buf }
 
+// Sub registers length bytes of r's memory at offset off as a region of
+// its own with access (ibv_reg_mr over the same bytes): a narrower view,
+// such as one word of a slot array under a memory window. Close it before
+// r.
+func (r *MR) Sub(off, length int, access Access) (*MR, error) {
+	if r.mr == nil {
+		return nil, ErrClosed
+	}
+	if off < 0 || length <= 0 || off+length > len(r.buf) {
+		return nil, fmt.Errorf("verbs: Sub range [%d,%d) outside the %d-byte region", off, off+length, len(r.buf))
+	}
+	return r.pd.register(r.buf[off:off+length], access, nil)
+}
+
 // Len returns the registered length in bytes.
 func (r *MR) Len() int { return len(r.buf) }
 

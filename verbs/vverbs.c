@@ -73,6 +73,7 @@ int vv_query_device(struct ibv_context *ctx, struct vv_dev *out)
 	out->max_cq = a.max_cq;
 	out->max_pd = a.max_pd;
 	out->max_mr_size = a.max_mr_size;
+	out->mw_type2 = (a.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
 	return 0;
 }
 
@@ -627,4 +628,53 @@ int vv_hbw_write_n(struct vv_hbw *w, uint64_t raddr, uint32_t rkey, uint64_t fir
 			return rc;
 	}
 	return 0;
+}
+
+// ---- memory windows -------------------------------------------------------
+
+int vv_bind_mw(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t addr,
+	       uint64_t len, int access, uint64_t wr_id, int timeout_ms, uint32_t *rkey, int *status,
+	       const char **op)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = (unsigned int)access;
+	int rc = ibv_post_send(qp, &wr, &bad);
+	if (rc) {
+		*op = "ibv_post_send(BIND_MW)";
+		return rc;
+	}
+	struct timespec t0, t, nap = {0, 20000};
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(cq, 1, &wc);
+		if (n < 0) {
+			*op = "ibv_poll_cq(BIND_MW)";
+			return EIO;
+		}
+		if (n == 1 && wc.wr_id == wr_id) {
+			if (wc.status != IBV_WC_SUCCESS) {
+				*status = wc.status;
+				*op = "BIND_MW completion";
+				return VV_EWC;
+			}
+			*rkey = wr.bind_mw.rkey;
+			return 0;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms) {
+			*op = "BIND_MW completion (timed out)";
+			return ETIMEDOUT;
+		}
+		nanosleep(&nap, NULL);
+	}
 }

@@ -40,6 +40,7 @@ struct vv_dev {
 	int phys_port_cnt;
 	int max_qp_wr, max_sge, max_cqe, max_mr, max_qp, max_cq, max_pd;
 	uint64_t max_mr_size;
+	int mw_type2; // IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B
 };
 int vv_query_device(struct ibv_context *ctx, struct vv_dev *out);
 
@@ -187,6 +188,15 @@ int vv_ring_poll(struct vv_ring *r);
 
 // ---- benchmark support (cost of the cgo crossing itself) -----------------
 int vv_nop(int x);
+
+// vv_bind_mw binds the type 2 memory window mw to [addr, addr+len) of mr
+// with access, by a signalled BIND_MW work request posted on the RC QP qp
+// (in RTS), and polls qp's send CQ cq for its completion for at most
+// timeout_ms. On success *rkey is the window's new rkey. *op names the
+// failing call; a failed completion returns VV_EWC with *status set.
+int vv_bind_mw(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t addr,
+	       uint64_t len, int access, uint64_t wr_id, int timeout_ms, uint32_t *rkey, int *status,
+	       const char **op);
 // vv_hbw_write_n calls vv_hbw_write n times with values first, first+1, ...
 int vv_hbw_write_n(struct vv_hbw *w, uint64_t raddr, uint32_t rkey, uint64_t first, uint64_t n);
 #endif

@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"testing"
@@ -69,4 +70,38 @@ func TestAsyncPortEventsConsumed(t *testing.T) {
 		return ts[1].Slots().Load(0) > before
 	})
 	t.Logf("after the flap: %+v", ts[0].VerbsStats())
+}
+
+// With type 2 memory windows (rxe has them) each emitter's link can write
+// its own slot word and nothing else: emitters 0 and 1 both heartbeat
+// observer 2; link 0 aimed at word 1 with its rkey is refused by the
+// device, and word 1 keeps emitter 1's value.
+func TestSlotWindows(t *testing.T) {
+	ts, _ := cluster(t, 3)
+	if !ts[2].windows {
+		if os.Getenv("VIGIL_RXE_GUEST") == "1" {
+			t.Fatal("no memory windows on rxe")
+		}
+		t.Skip("device without type 2 memory windows")
+	}
+	linkUp(t, ts[0], 2)
+	seq1 := linkUp(t, ts[1], 2)
+	l0, l1 := ts[0].links[2].Load(), ts[1].links[2].Load()
+	if l0.remote.RKey == l1.remote.RKey || l0.remote.RKey == ts[2].slots.RKey() {
+		t.Fatalf("rkeys: link 0 %#x, link 1 %#x, slot array %#x: want three different", l0.remote.RKey, l1.remote.RKey, ts[2].slots.RKey())
+	}
+	waitFor(t, 5*time.Second, "emitter 1's word", func() bool { return ts[2].Slots().Load(1) == seq1 })
+	l0.mu.Lock()
+	err := l0.w.Write(ibv.RemoteAddr{Addr: l0.remote.Addr + 8, RKey: l0.remote.RKey}, 1<<40) // word 1
+	if err == nil {
+		err = l0.w.Sync(5 * time.Second)
+	}
+	l0.mu.Unlock()
+	var wce *ibv.WCError
+	if !errors.As(err, &wce) || wce.Status != ibv.WCRemAccessErr {
+		t.Fatalf("emitter 0 writing emitter 1's word: %v, want a remote access error", err)
+	}
+	if got := ts[2].Slots().Load(1); got != seq1 {
+		t.Fatalf("word 1 = %d, want emitter 1's %d", got, seq1)
+	}
 }

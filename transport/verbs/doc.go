@@ -6,9 +6,15 @@
 //
 // # Heartbeats
 //
-// Every rank registers one slot array: N 64-bit words, REMOTE_WRITE, in
-// mmap'ed memory, and nothing else of its memory is registered for remote
-// access. The node's observer check is the atomic load of its emitter's
+// Every rank registers one slot array: N 64-bit words in mmap'ed memory,
+// and nothing else of its memory is registered for remote access. On a
+// device with type 2 memory windows (rxe has them) the array is not
+// remotely writable through its own rkey at all: when an emitter connects,
+// the observer binds a window over that emitter's word alone, through the
+// observer's end of that emitter's link, and sends its rkey in CONNACK, so
+// an emitter can write its own word and nothing else, and only over its
+// link. Without windows (or with Config.NoWindows) the array is
+// REMOTE_WRITE and its rkey reaches every word. The node's observer check is the atomic load of its emitter's
 // word there (node.Config.Slots = Transport.Slots), the same load as over
 // TCP. An emitter writes its sequence number into word [emitter] of its
 // observer's array with one inline RDMA WRITE over an RC QP (verbs.Writer:
@@ -48,7 +54,7 @@
 //	QPs                  3                    3   (1 UD, 1 RC active, 1 RC passive; ≤ 1+1+4)
 //	AHs                  ≤ 2 (ring test)      ≤ ranks messaged (~2·log2 N = 24 per broadcast, ≤ N)
 //	registered memory    410,112 B            442,368 B (8·N slots + 256×1,088 ring + 128×1,024 send)
-//	verbs objects        14                   14 + AHs
+//	verbs objects        16                   16 + AHs (a window and a word region per passive link)
 //
 // RC to overlay neighbours instead, at N = 4,096: 2·log2 N = 24 RC QPs per
 // node for the HBA overlay's neighbours of one source (more as sources and

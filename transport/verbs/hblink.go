@@ -208,7 +208,7 @@ func (t *Transport) onControl(from ranks.Rank, m []byte) {
 func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 	for _, p := range t.passive {
 		if p.emitter == from && p.remote == ep.QPN { // a repeated request
-			t.ack(from, p.qp, ep.QPN)
+			t.ack(from, p.qp, ep.QPN, p.rkey)
 			return
 		}
 	}
@@ -223,10 +223,23 @@ func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 	t.passive = keep
 	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: t.pcq, MaxSendWR: 1, MaxRecvWR: 1,
 		Access: ibv.AccessRemoteWrite, Netdev: t.cfg.Netdev})
+	pq := &passiveQP{emitter: from, remote: ep.QPN, qp: qp}
 	if err == nil {
 		t.rcQPs.Add(1)
-		if err = qp.Connect(ep, &t.cfg.RC); err != nil {
-			t.closePassive(&passiveQP{qp: qp})
+		err = qp.Connect(ep, &t.cfg.RC)
+		if err == nil && t.windows {
+			// The emitter's window: its own slot word, through this QP
+			// only. The word is also a region of its own, because rxe (Linux
+			// 6.1) checks an access through a window against the range of
+			// the window's region, not of the window.
+			if pq.mr, err = t.slots.Sub(8*int(from), 8, ibv.AccessLocalWrite|ibv.AccessMWBind); err == nil {
+				if pq.mw, err = t.pd.AllocMW(); err == nil {
+					pq.rkey, err = qp.BindMW(pq.mw, pq.mr, 0, 8, ibv.AccessRemoteWrite, time.Second)
+				}
+			}
+		}
+		if err != nil {
+			t.closePassive(pq)
 		}
 	}
 	if err != nil {
@@ -237,17 +250,24 @@ func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 		t.closePassive(t.passive[0])
 		t.passive = t.passive[1:]
 	}
-	t.passive = append(t.passive, &passiveQP{emitter: from, remote: ep.QPN, qp: qp})
-	t.ack(from, qp, ep.QPN)
+	t.passive = append(t.passive, pq)
+	t.ack(from, qp, ep.QPN, pq.rkey)
 }
 
 func (t *Transport) closePassive(p *passiveQP) error {
 	t.rcQPs.Add(-1)
-	return p.qp.Close()
+	var errs []error
+	if p.mw != nil {
+		errs = append(errs, p.mw.Close())
+	}
+	if p.mr != nil {
+		errs = append(errs, p.mr.Close())
+	}
+	return errors.Join(append(errs, p.qp.Close())...)
 }
 
-func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo uint32) {
-	m := control{op: ctlConnAck, ep: qp.Endpoint(), echo: echo}.append(nil)
+func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo, rkey uint32) {
+	m := control{op: ctlConnAck, ep: qp.Endpoint(), echo: echo, rkey: rkey}.append(nil)
 	if err := t.rel.send(to, true, m, now()); err != nil {
 		t.logLimited("ack", slog.LevelWarn, "cannot answer heartbeat link request", "emitter", to, "err", err)
 	}
@@ -281,7 +301,11 @@ func (t *Transport) established(from ranks.Rank, c control) {
 		t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
 		return
 	}
-	l := &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, w: w, remote: t.peers[from].Slots.Word(int(t.cfg.Self))}
+	remote := t.peers[from].Slots.Word(int(t.cfg.Self))
+	if c.rkey != 0 {
+		remote.RKey = c.rkey // the observer's window over our word
+	}
+	l := &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, w: w, remote: remote}
 	if old := t.links[from].Swap(l); old != nil {
 		old.retire()
 	}

@@ -92,14 +92,17 @@ func decodePacket(b []byte) (pktHeader, []byte, error) {
 // Control messages (flagControl) set up the RC queue pairs that carry RDMA
 // heartbeat writes: the emitter sends CONNREQ with its new QP's endpoint,
 // the observer creates and connects a QP to it and answers CONNACK with its
-// own endpoint and the requester's QP number (to match the request).
+// own endpoint, the requester's QP number (to match the request) and the
+// rkey of the memory window it bound over the emitter's slot word through
+// that QP (0: no window; the emitter then uses the slot array's rkey from
+// the bootstrap exchange).
 const (
 	ctlConnReq = 1
 	ctlConnAck = 2
 
 	endpointSize = 4 + 4 + 2 + 16
 	connReqSize  = 1 + endpointSize
-	connAckSize  = 1 + endpointSize + 4
+	connAckSize  = 1 + endpointSize + 4 + 4
 )
 
 // control is a decoded control message.
@@ -107,6 +110,7 @@ type control struct {
 	op   byte
 	ep   ibv.Endpoint // the sender's RC QP
 	echo uint32       // CONNACK: the requester's QP number
+	rkey uint32       // CONNACK: the slot word's window rkey (0: none)
 }
 
 func appendEndpoint(dst []byte, e ibv.Endpoint) []byte {
@@ -121,6 +125,7 @@ func (c control) append(dst []byte) []byte {
 	dst = appendEndpoint(dst, c.ep)
 	if c.op == ctlConnAck {
 		dst = binary.LittleEndian.AppendUint32(dst, c.echo)
+		dst = binary.LittleEndian.AppendUint32(dst, c.rkey)
 	}
 	return dst
 }
@@ -153,6 +158,7 @@ func decodeControl(b []byte) (control, error) {
 	}
 	if c.op == ctlConnAck {
 		c.echo = binary.LittleEndian.Uint32(b[27:])
+		c.rkey = binary.LittleEndian.Uint32(b[31:])
 	}
 	return c, nil
 }

@@ -41,6 +41,10 @@ type Config struct {
 	// completion channel (0: DefaultPollFor; negative: never polls on).
 	// Heartbeat datagrams do not extend it: an idle detector sleeps.
 	PollFor time.Duration
+	// NoWindows keeps the slot array REMOTE_WRITE through its own rkey
+	// even on a device with type 2 memory windows (by default each
+	// emitter can write only its own word, through its own link).
+	NoWindows bool
 	// Incarnation identifies this start of the process (0: drawn).
 	Incarnation uint64
 	// Logger receives connection events and rejections (nil: discarded).
@@ -75,8 +79,11 @@ type Transport struct {
 	recvQ *ibv.CQ // UD receive completions, with a channel
 	ud    *ibv.QP
 	ring  *ibv.RecvRing
-	pcq   *ibv.CQ // passive RC QPs (nothing is ever posted on them)
-	mtu   int
+	pcq   *ibv.CQ // passive RC QPs (only window binds are posted on them)
+	// windows: each emitter writes its slot word through a type 2 memory
+	// window bound over that word alone (the device has them).
+	windows bool
+	mtu     int
 
 	// udMu serialises posts on the UD QP and the send buffer pool: the
 	// protocol goroutine sends messages, the emitter thread fallback
@@ -136,6 +143,9 @@ type passiveQP struct {
 	emitter ranks.Rank
 	remote  uint32 // the emitter's QP number
 	qp      *ibv.QP
+	mr      *ibv.MR // the emitter's slot word as a region of its own (nil: no window)
+	mw      *ibv.MW // the window over it (nil: none)
+	rkey    uint32  // its rkey, sent in CONNACK
 }
 
 // Open opens the RDMA device and creates everything the transport needs
@@ -197,7 +207,15 @@ func (t *Transport) setup() error {
 	if t.pd, err = t.ctx.AllocPD(); err != nil {
 		return err
 	}
-	if t.slots, err = t.pd.AllocMR(8*t.cfg.N, ibv.AccessRemoteWrite); err != nil {
+	// With type 2 memory windows the slot array is not remotely writable
+	// through its own rkey at all: each emitter gets a window over its own
+	// word, usable only through its link (accept). Without, the array is
+	// REMOTE_WRITE and its rkey (bootstrap) reaches every word.
+	access := ibv.AccessRemoteWrite
+	if t.windows = t.ctx.Attr().MemWindowType2 && !t.cfg.NoWindows; t.windows {
+		access = ibv.AccessLocalWrite
+	}
+	if t.slots, err = t.pd.AllocMR(8*t.cfg.N, access); err != nil {
 		return err
 	}
 	t.hbs = hb.SlotsOver(t.slots.Words())

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -429,6 +430,8 @@ func BenchmarkHeartbeatRDMA(b *testing.B) {
 // of the per-round ratios (a burst of other work hits one round, not the
 // median) and the median ns per heartbeat of each side.
 func BenchmarkHeartbeatVsC(b *testing.B) {
+	runtime.LockOSThread() // as the node's pinned emitter thread; both sides run here
+	defer runtime.UnlockOSThread()
 	ts, _ := cluster(b, 2)
 	seq := linkUp(b, ts[0], 1)
 	l := ts[0].links[1].Load()
