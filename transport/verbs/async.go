@@ -55,11 +55,7 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 			if l == nil || l.qp.Num() != ev.QPNum {
 				continue
 			}
-			l.mu.Lock()
-			fresh := !l.dead && !l.broken
-			l.broken = true
-			l.mu.Unlock()
-			if fresh {
+			if !l.broken.Swap(true) {
 				t.rcErrors.Add(1)
 				t.log.Info("heartbeat link QP error: back to UD, reconnecting (evidence only, no suspicion)",
 					"observer", l.peer, "event", ev.String())

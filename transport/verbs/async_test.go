@@ -91,12 +91,10 @@ func TestSlotWindows(t *testing.T) {
 		t.Fatalf("rkeys: link 0 %#x, link 1 %#x, slot array %#x: want three different", l0.remote.RKey, l1.remote.RKey, ts[2].slots.RKey())
 	}
 	waitFor(t, 5*time.Second, "emitter 1's word", func() bool { return ts[2].Slots().Load(1) == seq1 })
-	l0.mu.Lock()
 	err := l0.w.Write(ibv.RemoteAddr{Addr: l0.remote.Addr + 8, RKey: l0.remote.RKey}, 1<<40) // word 1
 	if err == nil {
 		err = l0.w.Sync(5 * time.Second)
 	}
-	l0.mu.Unlock()
 	var wce *ibv.WCError
 	if !errors.As(err, &wce) || wce.Status != ibv.WCRemAccessErr {
 		t.Fatalf("emitter 0 writing emitter 1's word: %v, want a remote access error", err)

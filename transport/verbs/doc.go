@@ -64,7 +64,9 @@
 // # Threads
 //
 // The emitter thread calls SendHeartbeat (no allocation once a link or the
-// peer's address handle exists); one goroutine reaps the UD receive CQ
+// peer's address handle exists; over a link no lock and no atomic
+// read-modify-write either: the emitter thread owns the link's Writer and
+// frees replaced links itself, see hbLink); one goroutine reaps the UD receive CQ
 // and stores UD heartbeats: it polls while messages are being exchanged
 // (for Config.PollFor, default 1 ms, after the last message sent or
 // received; heartbeat datagrams do not count) and otherwise sleeps on the

@@ -3,7 +3,6 @@ package verbs
 import (
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,33 +32,58 @@ import (
 // it, and the observer side never sees it. Suspicion stays the observer's
 // check of its own slot word not advancing within δ, whichever path wrote
 // it.
+//
+// Ownership keeps the emitter's fast path free of locks and atomic
+// read-modify-writes: only the emitter thread uses a link's Writer. A link
+// the protocol goroutine replaces (the emitter has a new observer) leaves
+// links[] for the graveyard, and the emitter thread itself frees it at its
+// next heartbeat (bury), so a write in progress never meets a freed
+// Writer; Close frees what is left (the emitter has stopped by then).
 type hbLink struct {
-	mu     sync.Mutex // held by the emitter thread around Write, and by retire
 	peer   ranks.Rank
 	cq     *ibv.CQ // the link's own CQ: a retired Writer's late completions can never reach another Writer
 	qp     *ibv.QP
 	w      *ibv.Writer
 	remote ibv.RemoteAddr
-	broken bool
-	dead   bool
-	writes uint64         // heartbeats written over this link (under mu: no atomic on the fast path)
+	broken atomic.Bool    // a write failed, or an async event reported a QP error
+	writes uint64         // heartbeats written (emitter thread only)
 	count  *atomic.Int64  // the transport's RC QP count
-	total  *atomic.Uint64 // the transport's count of writes over retired links
+	total  *atomic.Uint64 // the transport's RC write count, published every publishEvery writes
 }
 
-// retire frees the link's writer and QP; a concurrent heartbeat finds it
-// dead and goes over UD.
-func (l *hbLink) retire() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.dead {
-		return nil
-	}
-	l.dead = true
+// publishEvery is how many RDMA heartbeats a link counts before it adds
+// them to VerbsStats.RCWrites (one atomic add per batch, not per write).
+const publishEvery = 64
+
+// free publishes the link's unpublished writes and frees its writer, QP
+// and CQ. Only the emitter thread (bury) or Close call it.
+func (l *hbLink) free() error {
 	l.count.Add(-1)
-	l.total.Add(l.writes)
-	l.writes = 0
+	l.total.Add(l.writes % publishEvery)
 	return errors.Join(l.w.Close(), l.qp.Close(), l.cq.Close())
+}
+
+// retire takes a replaced link out of service: the emitter thread frees
+// it at its next heartbeat. The caller has removed it from links[].
+func (t *Transport) retire(l *hbLink) {
+	t.graveMu.Lock()
+	t.grave = append(t.grave, l)
+	t.graveMu.Unlock()
+	t.graveN.Add(1)
+}
+
+// bury frees the retired links (emitter thread).
+func (t *Transport) bury() {
+	t.graveMu.Lock()
+	dead := t.grave
+	t.grave = nil
+	t.graveN.Store(0)
+	t.graveMu.Unlock()
+	for _, l := range dead {
+		if err := l.free(); err != nil {
+			t.logLimited("bury", slog.LevelWarn, "freeing a retired heartbeat link", "observer", l.peer, "err", err)
+		}
+	}
 }
 
 // SendHeartbeat implements transport.Transport. Called only from the
@@ -72,23 +96,22 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
 	}
-	if l := t.links[to].Load(); l != nil {
-		l.mu.Lock()
-		if !l.dead && !l.broken {
-			err := l.w.Write(l.remote, seq)
-			if err == nil {
-				l.writes++
-				l.mu.Unlock()
-				return nil
+	if t.graveN.Load() != 0 {
+		t.bury()
+	}
+	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
+		err := l.w.Write(l.remote, seq)
+		if err == nil {
+			if l.writes++; l.writes%publishEvery == 0 {
+				l.total.Add(publishEvery)
 			}
-			l.broken = true
-			l.mu.Unlock()
-			t.rcErrors.Add(1)
-			t.logLimited("rcerr", slog.LevelInfo, "RDMA heartbeat write failed: back to UD, reconnecting (evidence only, no suspicion)",
-				"observer", to, "err", err)
-		} else {
-			l.mu.Unlock()
+			return nil
 		}
+		if !l.broken.Swap(true) {
+			t.rcErrors.Add(1)
+		}
+		t.logLimited("rcerr", slog.LevelInfo, "RDMA heartbeat write failed: back to UD, reconnecting (evidence only, no suspicion)",
+			"observer", to, "err", err)
 	}
 	t.requestLink(to)
 	return t.udHeartbeat(to, seq)
@@ -132,7 +155,7 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 
 // connect starts the RC handshake towards observer to (relMu held).
 func (t *Transport) connect(to ranks.Rank) {
-	if l := t.links[to].Load(); l != nil && !l.isBroken() {
+	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
 		t.connecting[to].Store(false)
 		return
 	}
@@ -178,12 +201,6 @@ func (p *pendingLink) close() error {
 		errs = append(errs, p.cq.Close())
 	}
 	return errors.Join(errs...)
-}
-
-func (l *hbLink) isBroken() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.broken || l.dead
 }
 
 // onControl handles a CONNREQ (this rank is the observer) or a CONNACK
@@ -307,14 +324,14 @@ func (t *Transport) established(from ranks.Rank, c control) {
 	}
 	l := &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, w: w, remote: remote}
 	if old := t.links[from].Swap(l); old != nil {
-		old.retire()
+		t.retire(old)
 	}
 	for r := range t.links {
 		if ranks.Rank(r) == from {
 			continue
 		}
 		if old := t.links[r].Swap(nil); old != nil {
-			old.retire()
+			t.retire(old)
 		}
 	}
 	t.linksUp.Add(1)

@@ -112,6 +112,9 @@ type Transport struct {
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
+	graveMu    sync.Mutex
+	grave      []*hbLink    // replaced links, freed by the emitter thread (bury)
+	graveN     atomic.Int32 // len(grave) != 0, read on the emitter's fast path
 
 	kick    chan struct{} // wakes the timer goroutine after a send
 	armed   atomic.Int64  // the timer goroutine's next wake-up (ns; 0: none)
@@ -699,20 +702,11 @@ type VerbsStats struct {
 	AsyncEvents, PortErrors uint64
 }
 
-// rcWriteCount is the number of heartbeats written over RC links: those
-// of retired links plus those of the live ones, which each link counts
-// under its own lock (the emitter's fast path has no atomic counter).
-func (t *Transport) rcWriteCount() uint64 {
-	n := t.rcWrites.Load()
-	for i := range t.links {
-		if l := t.links[i].Load(); l != nil {
-			l.mu.Lock()
-			n += l.writes
-			l.mu.Unlock()
-		}
-	}
-	return n
-}
+// rcWriteCount is the number of heartbeats written over RC links, as
+// published: a live link adds its writes in batches of publishEvery (the
+// emitter's fast path has no atomic counter), so the count lags by fewer
+// than publishEvery per live link.
+func (t *Transport) rcWriteCount() uint64 { return t.rcWrites.Load() }
 
 // VerbsStats returns the verbs-specific counters.
 func (t *Transport) VerbsStats() VerbsStats {
@@ -762,9 +756,15 @@ func (t *Transport) Close() error {
 	}
 	for i := range t.links {
 		if l := t.links[i].Swap(nil); l != nil {
-			add(l.retire())
+			add(l.free())
 		}
 	}
+	t.graveMu.Lock()
+	for _, l := range t.grave {
+		add(l.free())
+	}
+	t.grave = nil
+	t.graveMu.Unlock()
 	t.relMu.Lock()
 	for r, p := range t.pending {
 		add(p.close())

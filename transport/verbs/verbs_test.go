@@ -218,6 +218,10 @@ func TestHeartbeatOverRDMA(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "second link up", func() bool { return e.VerbsStats().LinksUp == 2 })
+	seq++ // the emitter thread frees the replaced link at its next heartbeat
+	if err := e.SendHeartbeat(0, seq); err != nil {
+		t.Fatal(err)
+	}
 	if r := e.Resources(); r.QPs != 3 { // UD, the new active link, the passive end of it (self)
 		t.Errorf("after retargeting: %+v, want 3 QPs", r)
 	}
@@ -457,9 +461,7 @@ func BenchmarkHeartbeatVsC(b *testing.B) {
 				g = time.Since(t0)
 				continue
 			}
-			l.mu.Lock()
 			err := l.w.WriteN(l.remote, seq+1, uint64(k))
-			l.mu.Unlock()
 			c = time.Since(t0)
 			seq += uint64(k)
 			if err != nil {
