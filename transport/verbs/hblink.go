@@ -68,18 +68,23 @@ func (l *hbLink) free() error {
 func (t *Transport) retire(l *hbLink) {
 	t.graveMu.Lock()
 	t.grave = append(t.grave, l)
+	t.graveN.Store(int32(len(t.grave)))
 	t.graveMu.Unlock()
-	t.graveN.Add(1)
+}
+
+// takeGrave empties the graveyard and returns what it held.
+func (t *Transport) takeGrave() []*hbLink {
+	t.graveMu.Lock()
+	defer t.graveMu.Unlock()
+	dead := t.grave
+	t.grave = nil
+	t.graveN.Store(0)
+	return dead
 }
 
 // bury frees the retired links (emitter thread).
 func (t *Transport) bury() {
-	t.graveMu.Lock()
-	dead := t.grave
-	t.grave = nil
-	t.graveN.Store(0)
-	t.graveMu.Unlock()
-	for _, l := range dead {
+	for _, l := range t.takeGrave() {
 		if err := l.free(); err != nil {
 			t.logLimited("bury", slog.LevelWarn, "freeing a retired heartbeat link", "observer", l.peer, "err", err)
 		}
@@ -149,7 +154,6 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 		return err
 	}
 	t.udHeartbeats.Add(1)
-	t.hbSent.Add(1)
 	return nil
 }
 

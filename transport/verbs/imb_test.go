@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -63,8 +62,7 @@ func verbsGroup(t testing.TB, n int) (*bench.Group, error) {
 	handlers := make([]transport.Handler, n)
 	open := func(r int, h transport.Handler) (transport.Transport, error) {
 		handlers[r] = h
-		tr, err := Open(Config{Self: ranks.Rank(r), N: n, JobID: 77, Key: testKey,
-			Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: logger(t)})
+		tr, err := Open(testConfig(ranks.Rank(r), n, 77, logger(t)))
 		if err != nil {
 			return nil, err
 		}

@@ -21,8 +21,7 @@ func BenchmarkMessageLatencyProcs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	me, err := Open(Config{Self: 0, N: 2, JobID: 9, Key: testKey, Device: os.Getenv("VIGIL_RXE_DEV"),
-		Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: logger(b)})
+	me, err := Open(testConfig(0, 2, 9, logger(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,8 +104,7 @@ func TestMain(m *testing.M) {
 // echoProcess opens rank 1, prints its address, reads both addresses from
 // stdin, echoes every message back and returns when stdin closes.
 func echoProcess() error {
-	tr, err := Open(Config{Self: 1, N: 2, JobID: 9, Key: testKey, Device: os.Getenv("VIGIL_RXE_DEV"),
-		Netdev: os.Getenv("VIGIL_RXE_NETDEV")})
+	tr, err := Open(testConfig(1, 2, 9, nil))
 	if err != nil {
 		return err
 	}

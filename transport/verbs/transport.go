@@ -114,7 +114,7 @@ type Transport struct {
 	connecting []atomic.Bool
 	graveMu    sync.Mutex
 	grave      []*hbLink    // replaced links, freed by the emitter thread (bury)
-	graveN     atomic.Int32 // len(grave) != 0, read on the emitter's fast path
+	graveN     atomic.Int32 // len(grave), set under graveMu, read without it on the emitter's fast path
 
 	kick    chan struct{} // wakes the timer goroutine after a send
 	armed   atomic.Int64  // the timer goroutine's next wake-up (ns; 0: none)
@@ -126,13 +126,18 @@ type Transport struct {
 	closed  atomic.Bool
 
 	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
-	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
-	rcWrites, rcErrors, udHeartbeats         atomic.Uint64
-	linksUp, asyncEvents, portErrors         atomic.Uint64
-	rcQPs, ahs                               atomic.Int64
-	rejMu                                    sync.Mutex
-	rejected                                 map[string]uint64
-	lastLog                                  map[string]time.Time
+	hbRecv, msgsDropped, hbDropped           atomic.Uint64
+	rcErrors, udHeartbeats                   atomic.Uint64
+	// rcWrites counts heartbeats written over RC links, as published: a
+	// live link adds its writes in batches of publishEvery (the emitter's
+	// fast path has no atomic counter), so it lags by fewer than
+	// publishEvery per live link.
+	rcWrites                         atomic.Uint64
+	linksUp, asyncEvents, portErrors atomic.Uint64
+	rcQPs, ahs                       atomic.Int64
+	rejMu                            sync.Mutex
+	rejected                         map[string]uint64
+	lastLog                          map[string]time.Time
 }
 
 // delivery is a whole message for the handler.
@@ -566,9 +571,7 @@ func (t *Transport) recvLoop() {
 			continue
 		}
 		if n > 0 {
-			t.relMu.Lock()
-			t.rel.flushAcks()
-			t.relMu.Unlock()
+			t.flushAcks()
 			continue
 		}
 		if n := now(); n < t.busy.Load() {
@@ -587,9 +590,7 @@ func (t *Transport) recvLoop() {
 			continue
 		}
 		if n, _ = t.ring.Poll(fn); n > 0 {
-			t.relMu.Lock()
-			t.rel.flushAcks()
-			t.relMu.Unlock()
+			t.flushAcks()
 			continue
 		}
 		if _, err := t.recvQ.Wait(asyncEvery); err != nil {
@@ -597,6 +598,14 @@ func (t *Transport) recvLoop() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// flushAcks sends the acks still owed after a batch of received datagrams
+// (receive goroutine).
+func (t *Transport) flushAcks() {
+	t.relMu.Lock()
+	t.rel.flushAcks()
+	t.relMu.Unlock()
 }
 
 // onDatagram authenticates one received datagram. Heartbeats are stored
@@ -675,7 +684,7 @@ func (t *Transport) Stats() transport.Stats {
 	s := transport.Stats{
 		MsgsSent: t.msgsSent.Load(), MsgsRecv: t.msgsRecv.Load(),
 		BytesSent: t.bytesSent.Load(), BytesRecv: t.bytesRecv.Load(),
-		HeartbeatsSent: t.hbSent.Load() + t.rcWriteCount(), HeartbeatsRecv: t.hbRecv.Load(),
+		HeartbeatsSent: t.udHeartbeats.Load() + t.rcWrites.Load(), HeartbeatsRecv: t.hbRecv.Load(),
 		MsgsDropped: t.msgsDropped.Load(), HeartbeatsDropped: t.hbDropped.Load(),
 	}
 	t.rejMu.Lock()
@@ -702,15 +711,9 @@ type VerbsStats struct {
 	AsyncEvents, PortErrors uint64
 }
 
-// rcWriteCount is the number of heartbeats written over RC links, as
-// published: a live link adds its writes in batches of publishEvery (the
-// emitter's fast path has no atomic counter), so the count lags by fewer
-// than publishEvery per live link.
-func (t *Transport) rcWriteCount() uint64 { return t.rcWrites.Load() }
-
 // VerbsStats returns the verbs-specific counters.
 func (t *Transport) VerbsStats() VerbsStats {
-	return VerbsStats{RCWrites: t.rcWriteCount(), UDHeartbeats: t.udHeartbeats.Load(),
+	return VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
 		PortErrors: t.portErrors.Load()}
 }
@@ -759,12 +762,9 @@ func (t *Transport) Close() error {
 			add(l.free())
 		}
 	}
-	t.graveMu.Lock()
-	for _, l := range t.grave {
+	for _, l := range t.takeGrave() {
 		add(l.free())
 	}
-	t.grave = nil
-	t.graveMu.Unlock()
 	t.relMu.Lock()
 	for r, p := range t.pending {
 		add(p.close())

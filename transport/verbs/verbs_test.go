@@ -65,14 +65,20 @@ func (r *received) handler(from ranks.Rank, p []byte) {
 	}
 }
 
+// testConfig is rank self of an n-rank job on the test device (the rxe
+// guest's VIGIL_RXE_DEV and VIGIL_RXE_NETDEV), with the test key.
+func testConfig(self ranks.Rank, n int, job uint64, log *slog.Logger) Config {
+	return Config{Self: self, N: n, JobID: job, Key: testKey,
+		Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: log}
+}
+
 // openAll opens n transports (not started); Close is checked at cleanup.
 func openAll(t testing.TB, n int, job uint64) []*Transport {
 	t.Helper()
 	needDevice(t)
 	ts := make([]*Transport, n)
 	for i := range ts {
-		tr, err := Open(Config{Self: ranks.Rank(i), N: n, JobID: job, Key: testKey,
-			Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: logger(t)})
+		tr, err := Open(testConfig(ranks.Rank(i), n, job, logger(t)))
 		if err != nil {
 			t.Fatalf("Open rank %d: %v", i, err)
 		}
@@ -233,12 +239,7 @@ func TestHeartbeatOverRDMA(t *testing.T) {
 func TestRCWriteErrorIsEvidenceOnly(t *testing.T) {
 	ts, _ := cluster(t, 2)
 	e, o := ts[0], ts[1]
-	seq := uint64(0)
-	waitFor(t, 10*time.Second, "link up", func() bool {
-		seq++
-		e.SendHeartbeat(1, seq)
-		return e.VerbsStats().RCWrites > 0
-	})
+	seq := linkUp(t, e, 1)
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
