@@ -2,9 +2,7 @@ package bench
 
 import (
 	"encoding/csv"
-
 	"fmt"
-	"github.com/vigil-hpc/vigil/hb"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
 )
 
 func usStr(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 3, 64) }
