@@ -29,13 +29,7 @@ echo "== C ABI: libvigil, C examples, PMPI library"
 make -s libvigil c-examples pmpi pmix-bridge >/dev/null
 
 echo "== fuzzing every decoder (${FUZZTIME:=5s} each)"
-for pkg in $(go list ./...); do
-	dir=$(go list -f '{{.Dir}}' "$pkg")
-	for fz in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
-		go test -run '^$' -fuzz "^${fz}\$" -fuzztime "$FUZZTIME" "$pkg" >/dev/null
-		echo "fuzz $pkg $fz: ok"
-	done
-done
+FUZZTIME=$FUZZTIME scripts/fuzz.sh
 
 echo "== ibverbs on soft-RoCE (rdma_rxe) in a qemu guest"
 rxe/run.sh
