@@ -193,7 +193,12 @@ func (d *Daemon) loop() {
 				continue
 			}
 			now := node.Mono()
-			d.apply(d.ring.Check(now, d.slots.Load(d.ring.Emitter())))
+			out, held := d.ring.CheckGuarded(now, d.slots.Load(d.ring.Emitter()), d.tr.HeartbeatBacklog)
+			if held {
+				d.log.Debug("suspicion held: heartbeats of the emitter wait in the receive path",
+					"emitter", d.ring.Emitter())
+			}
+			d.apply(out)
 			d.checkZombies(now)
 			d.checkHangs(now)
 		case in := <-d.inbox:

@@ -166,6 +166,25 @@ func (r *Ring) Check(now int64, seq uint64) Output {
 	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
 }
 
+// CheckGuarded is Check with the receive-path guard. When Check would count
+// SUSP-TIMEOUT expired (no heartbeat since the last one seen, deadline
+// passed), it first asks backlog whether heartbeat input from the emitter
+// has reached this process but not its slot yet (a starved receive
+// goroutine over TCP, see transport.Backlogged). If so the emitter was alive
+// when it sent it: the check is held (it does not count towards T3, the
+// deadline stays) and held is true. The next check that finds the word still
+// unchanged and no backlog counts again. backlog is only called when a
+// suspicion is due; a nil backlog makes this Check.
+func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Rank) bool) (out Output, held bool) {
+	overdue := r.started && !r.left && !r.Alone() && seq <= r.lastSeq && now >= r.deadline
+	if overdue && backlog != nil && backlog(r.emitter) {
+		r.lastCheck = now
+		r.expired = 0
+		return Output{}, true
+	}
+	return r.Check(now, seq), false
+}
+
 // reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,
 // emitter_i ← FindEmitter(D_i), NEWOBSERVER(i) to it.
 func (r *Ring) reconnect(now int64, det *Detection) Output {

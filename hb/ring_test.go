@@ -240,3 +240,70 @@ func TestConfirmChecks(t *testing.T) {
 		t.Fatal("no suspicion after two consecutive expired checks")
 	}
 }
+
+// TestCheckGuarded: while heartbeats of the emitter wait in the receive
+// path, expired checks are held (no suspicion, however long); the backlog is
+// asked only when a suspicion is due; once it is gone, T3 fires after the
+// usual Confirm checks, and a stored heartbeat re-arms as T2.
+func TestCheckGuarded(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, Confirm: 2})
+	r.Start(0, 100)
+	asked, waiting := 0, true
+	guard := func(e ranks.Rank) bool {
+		if e != 0 {
+			t.Fatalf("backlog asked about %d, the emitter is 0", e)
+		}
+		asked++
+		return waiting
+	}
+	if _, held := r.CheckGuarded(10, 1, guard); held || asked != 0 {
+		t.Fatalf("a heartbeat check was held (%v) or asked the backlog (%d times)", held, asked)
+	}
+	if _, held := r.CheckGuarded(50, 1, guard); held || asked != 0 {
+		t.Fatal("backlog asked before the deadline")
+	}
+	for now := int64(110); now < 1000; now += 10 {
+		out, held := r.CheckGuarded(now, 1, guard)
+		if out.Detected != nil || !held {
+			t.Fatalf("at %d with a backlog: detected %v, held %v", now, out.Detected, held)
+		}
+	}
+	// The reader stores what waited: a heartbeat, T2.
+	if out, held := r.CheckGuarded(1000, 2, guard); out.Detected != nil || held {
+		t.Fatal("the stored heartbeat did not count as T2")
+	}
+	waiting = false
+	if out, held := r.CheckGuarded(1100, 2, guard); out.Detected != nil || held {
+		t.Fatal("suspected on the first expired check without a backlog")
+	}
+	out, held := r.CheckGuarded(1110, 2, guard)
+	if out.Detected == nil || out.Detected.Dead != 0 || held {
+		t.Fatalf("no suspicion after two expired checks without a backlog: %+v held %v", out, held)
+	}
+	// A nil backlog is Check.
+	r2, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100})
+	r2.Start(0, 100)
+	if out, held := r2.CheckGuarded(100, 0, nil); out.Detected == nil || held {
+		t.Fatal("nil backlog: no suspicion at the deadline")
+	}
+}
+
+// TestCheckGuardedResetsConfirm: a held check breaks the run of expired
+// checks that Confirm counts.
+func TestCheckGuardedResetsConfirm(t *testing.T) {
+	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, Confirm: 2})
+	r.Start(0, 100)
+	yes := func(ranks.Rank) bool { return true }
+	if out, _ := r.CheckGuarded(100, 0, nil); out.Detected != nil {
+		t.Fatal("suspected on the first expired check")
+	}
+	if _, held := r.CheckGuarded(110, 0, yes); !held {
+		t.Fatal("not held with a backlog")
+	}
+	if out, _ := r.CheckGuarded(120, 0, nil); out.Detected != nil {
+		t.Fatal("a held check did not restart the Confirm count")
+	}
+	if out, _ := r.CheckGuarded(130, 0, nil); out.Detected == nil {
+		t.Fatal("no suspicion after two expired checks")
+	}
+}

@@ -49,6 +49,13 @@ type Config struct {
 	// hundreds of nodes in one process.
 	EmitterHoldsP bool
 
+	// NoBacklogGuard turns off the receive-path guard: by default, when a
+	// suspicion is due but the transport holds heartbeats of the emitter
+	// that its receive path has not stored yet (transport.Backlogged; TCP),
+	// the check is held instead of suspecting a rank that was alive when it
+	// sent them. Benchmarks turn it off to measure what it buys.
+	NoBacklogGuard bool
+
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
 

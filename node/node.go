@@ -53,6 +53,10 @@ type Stats struct {
 	SyncsSent uint64
 	// BadMessages counts payloads that failed to decode or made no sense.
 	BadMessages uint64
+	// ChecksHeld counts the observer's checks at which a suspicion was due
+	// but heartbeats of the emitter waited in the transport's receive path
+	// (Config.NoBacklogGuard).
+	ChecksHeld uint64
 }
 
 // OpenTransport creates the node's transport once the node knows where
@@ -65,7 +69,10 @@ type Node struct {
 	log   *slog.Logger
 	tr    transport.Transport
 	slots *hb.Slots
-	em    *hb.Emitter
+	// backlog is tr's HeartbeatBacklog when tr can tell whether heartbeats
+	// wait in its receive path (nil with Config.NoBacklogGuard).
+	backlog func(ranks.Rank) bool
+	em      *hb.Emitter
 
 	// Owned by the event loop.
 	ring   *hb.Ring
@@ -90,8 +97,8 @@ type Node struct {
 	subs    []chan Event
 	closing bool
 
-	started, forwarded, bad, syncsSent atomic.Uint64
-	closeOnce                          sync.Once
+	started, forwarded, bad, syncsSent, held atomic.Uint64
+	closeOnce                                sync.Once
 }
 
 type inbound struct {
@@ -133,6 +140,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	if n.tr, err = open(n.slots, n.handle); err != nil {
 		return nil, fmt.Errorf("node: opening transport: %w", err)
+	}
+	if b, ok := n.tr.(transport.Backlogged); ok && !cfg.NoBacklogGuard {
+		n.backlog = b.HeartbeatBacklog
 	}
 	cpu := -1
 	if cfg.PinEmitter {
@@ -193,8 +203,7 @@ func (n *Node) loop() {
 			if n.isEvicted.Load() {
 				continue
 			}
-			// The observer's check: one load of the emitter's word.
-			n.apply(n.ring.Check(mono(), n.slots.Load(n.ring.Emitter())))
+			n.check()
 			n.checkZombies()
 			n.agreeTick() // agree.go
 		case in := <-n.inbox:
@@ -203,6 +212,20 @@ func (n *Node) loop() {
 			req()
 		}
 	}
+}
+
+// check is the observer's check: one load of the emitter's word, guarded
+// against a starved receive path (hb.Ring.CheckGuarded).
+func (n *Node) check() {
+	e := n.ring.Emitter()
+	out, held := n.ring.CheckGuarded(mono(), n.slots.Load(e), n.backlog)
+	if held {
+		if k := n.held.Add(1); k&(k-1) == 0 { // logged the 1st, 2nd, 4th, 8th… time
+			n.log.Info("suspicion held: heartbeats of the emitter wait in the receive path",
+				"emitter", e, "held_checks", k)
+		}
+	}
+	n.apply(out)
 }
 
 // apply carries out what the ring core asked for.
@@ -470,6 +493,7 @@ func (n *Node) Stats() Stats {
 		BcastsForwarded: n.forwarded.Load(),
 		SyncsSent:       n.syncsSent.Load(),
 		BadMessages:     n.bad.Load(),
+		ChecksHeld:      n.held.Load(),
 	}
 }
 

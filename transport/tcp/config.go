@@ -66,6 +66,10 @@ type Config struct {
 	// draws one with wire.NewIncarnation. Peers reject frames from an
 	// incarnation older than one they have seen.
 	Incarnation uint64
+
+	// afterHeartbeat, set by tests, is called by the reader goroutine after
+	// it stored each heartbeat (it may block, starving the receive path).
+	afterHeartbeat func(seq uint64)
 }
 
 // ConfigError reports an invalid Config field.

@@ -77,10 +77,11 @@ type Transport struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex // guards out, in
+	mu   sync.Mutex // guards out, in, hbIn
 	out  map[ranks.Rank]*peer
 	in   map[net.Conn]struct{}
-	stop bool // set under mu by Close: no new goroutines
+	hbIn map[ranks.Rank][]*hbConn // incoming heartbeat connections (backlog.go)
+	stop bool                     // set under mu by Close: no new goroutines
 
 	hbMu    sync.Mutex // the heartbeat path: hbs, hbFrame, hbStop
 	hbs     map[ranks.Rank]*hbPeer
@@ -119,6 +120,7 @@ func Listen(cfg Config) (*Transport, error) {
 		done:     make(chan struct{}),
 		out:      make(map[ranks.Rank]*peer),
 		in:       make(map[net.Conn]struct{}),
+		hbIn:     make(map[ranks.Rank][]*hbConn),
 		hbs:      make(map[ranks.Rank]*hbPeer),
 		rejected: make(map[string]uint64),
 		lastLog:  make(map[string]time.Time),
@@ -529,6 +531,7 @@ func (t *Transport) serve(c net.Conn) {
 	codec := wire.NewCodec(t.params)
 	sess := wire.Session{Self: t.cfg.Self, Incarnations: t.incs}
 	r := bufio.NewReaderSize(c, readBuf)
+	var hc *hbConn // set at the first heartbeat (backlog.go)
 	_ = c.SetReadDeadline(time.Now().Add(t.cfg.HelloTimeout))
 	for {
 		f, err := codec.ReadFrame(r)
@@ -557,6 +560,18 @@ func (t *Transport) serve(c net.Conn) {
 			seq, _ := wire.DecodeHeartbeat(f.Payload) // length checked by Accept
 			t.cfg.Slots.Store(f.Sender, seq)
 			t.hbRecv.Add(1)
+			if hc == nil {
+				hc = heartbeatConn(c)
+				if hc != nil {
+					defer t.addHBConn(f.Sender, hc)()
+				}
+			}
+			if hc != nil {
+				hc.buffered.Store(int32(r.Buffered()))
+			}
+			if t.cfg.afterHeartbeat != nil {
+				t.cfg.afterHeartbeat(seq)
+			}
 		case wire.Msg:
 			t.msgsRecv.Add(1)
 			t.bytesRecv.Add(uint64(len(f.Payload)))
