@@ -73,7 +73,7 @@ func Accuracy(ctx context.Context, cfg AccuracyConfig) ([]AccuracyRow, []Accurac
 				if err := ctx.Err(); err != nil {
 					return rows, verdicts, err
 				}
-				row, err := accuracyStep(ctx, cfg, load, rt, h)
+				row, err := accuracyStep(ctx, cfg, load, DetectorSpec{H: h, Delta: 10 * h, RealTime: rt})
 				if err != nil {
 					return rows, verdicts, fmt.Errorf("accuracy %s h=%v: %w", load, h, err)
 				}
@@ -95,9 +95,12 @@ func Accuracy(ctx context.Context, cfg AccuracyConfig) ([]AccuracyRow, []Accurac
 	return rows, verdicts, nil
 }
 
-func accuracyStep(ctx context.Context, cfg AccuracyConfig, load string, rt bool, h time.Duration) (AccuracyRow, error) {
-	row := AccuracyRow{Load: load, RealTime: rt, H: h, Delta: 10 * h}
-	agents, err := StartAgents(cfg.VigilBin, cfg.Ranks, DetectorSpec{H: h, Delta: row.Delta, Grace: accuracyGrace, RealTime: rt}, nil)
+// accuracyStep runs cfg.Ranks agents configured by spec (its Grace set to
+// accuracyGrace) for cfg.Duration under load.
+func accuracyStep(ctx context.Context, cfg AccuracyConfig, load string, spec DetectorSpec) (AccuracyRow, error) {
+	row := AccuracyRow{Load: load, RealTime: spec.RealTime, H: spec.H, Delta: spec.Delta}
+	spec.Grace = accuracyGrace
+	agents, err := StartAgents(cfg.VigilBin, cfg.Ranks, spec, nil)
 	if err != nil {
 		return row, err
 	}

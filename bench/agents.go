@@ -20,6 +20,9 @@ type DetectorSpec struct {
 	Grace time.Duration
 	// RealTime asks for SCHED_FIFO for the emitter thread.
 	RealTime bool
+	// NoBacklogGuard turns the receive-path guard off
+	// (node.Config.NoBacklogGuard).
+	NoBacklogGuard bool
 }
 
 // AgentJob is a stand-alone detector: N `vigil agent` processes started by
@@ -43,13 +46,15 @@ type AgentReport struct {
 	FIFO int
 	// Evicted counts agents that were declared dead by the others.
 	Evicted int
+	// Held sums the observers' checks held by the receive-path guard.
+	Held uint64
 }
 
 // StartAgents launches n agents of the vigil binary and waits until all
 // are ready.
 func StartAgents(vigilBin string, n int, d DetectorSpec, stderr io.Writer) (*AgentJob, error) {
 	args := []string{vigilBin, "agent", "-h", d.H.String(), "-delta", d.Delta.String(),
-		"-realtime=" + fmt.Sprint(d.RealTime)}
+		"-realtime=" + fmt.Sprint(d.RealTime), "-backlog-guard=" + fmt.Sprint(!d.NoBacklogGuard)}
 	if d.Grace > 0 {
 		args = append(args, "-grace", d.Grace.String())
 	}
@@ -109,6 +114,7 @@ func summarizeAgentLines(lines []launch.Line) AgentReport {
 		case "stats":
 			r.Missed += l.Missed
 			r.MaxLate = max(r.MaxLate, time.Duration(l.MaxLateNs))
+			r.Held += l.Held
 			if l.RealTime {
 				r.FIFO++
 			}

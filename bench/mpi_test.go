@@ -51,9 +51,10 @@ func TestMpirunArgs(t *testing.T) {
 func TestSummarizeAgentLines(t *testing.T) {
 	r := summarizeAgentLines([]launch.Line{
 		{Ev: "dead", Rank: 0, Dead: 3}, {Ev: "dead", Rank: 1, Dead: 3}, {Ev: "dead", Rank: 1, Dead: 2, Left: true},
-		{Ev: "stats", Missed: 2, MaxLateNs: 5e6, RealTime: true}, {Ev: "stats", Missed: 1, MaxLateNs: 7e6}, {Ev: "evicted"},
+		{Ev: "stats", Missed: 2, MaxLateNs: 5e6, RealTime: true, Held: 4}, {Ev: "stats", Missed: 1, MaxLateNs: 7e6, Held: 1}, {Ev: "evicted"},
 	})
-	if r.Suspicions != 2 || r.Suspected != 1 || r.Missed != 3 || r.MaxLate != 7*time.Millisecond || r.FIFO != 1 || r.Evicted != 1 {
+	if r.Suspicions != 2 || r.Suspected != 1 || r.Missed != 3 || r.MaxLate != 7*time.Millisecond || r.FIFO != 1 || r.Evicted != 1 ||
+		r.Held != 5 {
 		t.Errorf("%+v", r)
 	}
 }

@@ -26,6 +26,11 @@ type Profile struct {
 	AccuracyHs       []time.Duration
 	AccuracyDuration time.Duration
 	AccuracyLoads    []string
+	// Receive-path guard comparison (on/off pairs; ranks and step
+	// duration as the accuracy sweep).
+	GuardHs     []time.Duration
+	GuardRounds int
+	GuardLoads  []string
 	// Scheduler attribution.
 	SchedHs       []time.Duration
 	SchedDuration time.Duration
@@ -50,7 +55,8 @@ var Quick = Profile{
 	SweepHs: DefaultHs, SweepPairs: 6,
 	AccuracyRanks: 4, AccuracyHs: []time.Duration{10 * ms, ms, 300 * us, 100 * us}, AccuracyDuration: 1500 * ms,
 	AccuracyLoads: []string{Compute, string(PingPong), string(Allreduce)},
-	SchedHs:       []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
+	GuardHs:       []time.Duration{ms, 300 * us}, GuardRounds: 2, GuardLoads: []string{Compute},
+	SchedHs: []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
 	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
 	H2HWait: 15 * time.Second,
 }
@@ -68,7 +74,9 @@ var Full = Profile{
 		50 * us},
 	AccuracyDuration: 10 * time.Second,
 	AccuracyLoads:    []string{Compute, string(PingPong), string(Sendrecv), string(Allreduce), string(Bcast)},
-	SchedHs:          []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
+	GuardHs:          []time.Duration{ms, 500 * us, 300 * us}, GuardRounds: 3,
+	GuardLoads: []string{Compute, string(PingPong)},
+	SchedHs:    []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
 	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
 	H2HWait: 30 * time.Second,
 }

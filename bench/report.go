@@ -76,6 +76,11 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		acc = append(acc, []string{r.Load, strconv.FormatBool(r.RealTime), usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Suspicions),
 			strconv.Itoa(r.Suspected), strconv.FormatUint(r.Missed, 10), usStr(r.MaxLate), strconv.Itoa(r.FIFO), strconv.Itoa(r.Evicted)})
 	}
+	var guard [][]string
+	for _, r := range s.Guard {
+		guard = append(guard, []string{r.Load, usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Round), strconv.FormatBool(r.Guard),
+			strconv.Itoa(r.Suspicions), strconv.Itoa(r.Evicted), strconv.FormatUint(r.Held, 10), strconv.FormatUint(r.Missed, 10)})
+	}
 	var sched [][]string
 	for _, r := range s.Sched {
 		sched = append(sched, []string{usStr(r.H), strconv.FormatBool(r.RealTime), r.Source, usStr(r.Duration),
@@ -112,6 +117,8 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 			"significant", "false_suspicions"}, ov},
 		{"accuracy.csv", []string{"load", "sched_fifo", "h_us", "delta_us", "false_suspicions", "ranks_suspected", "missed_deadlines",
 			"max_late_us", "fifo_granted", "evicted"}, acc},
+		{"guard.csv", []string{"load", "h_us", "delta_us", "round", "guard", "false_suspicions", "evicted", "held_checks",
+			"missed_deadlines"}, guard},
 		{"sched.csv", []string{"h_us", "sched_fifo", "source", "window_us", "detector_cpu_ns", "emitter_cpu_ns", "app_cpu_ns",
 			"preemptions", "taken_ns", "runq_p50_le_ns", "runq_p99_le_ns", "runq_max_le_ns", "emitter_wait_ns", "emitter_slices",
 			"false_suspicions", "emitter_found_by", "fallback_reason"}, sched},
@@ -331,6 +338,19 @@ func (s *Suite) Summary(files []string) string {
 			p("| %s | %s | %s | %s | %d | %v |\n", v.Load, em, safe, durStr(v.FirstUnsafe), missed, late.Round(time.Microsecond))
 		}
 		p("\n(— in \"first unsafe\": no h tried gave a false suspicion, so the smallest safe h is at most the smallest tried.)\n\n")
+	}
+	if len(s.Guard) > 0 {
+		p("## Receive-path guard: on against off\n\n")
+		p("The accuracy step above (%d stand-alone agents over TCP, SCHED_FIFO emitter asked, δ = 10h, %v per step) "+
+			"run with the guard on and off alternately (on, off, off, on…). A step is unsafe when it had a false suspicion "+
+			"or an eviction. Held checks: suspicions the guard held because heartbeats of the emitter waited in the "+
+			"receive path.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
+		p("| load | h | steps | unsafe steps, guard on | unsafe steps, guard off | false suspicions on / off | held checks (on) | missed deadlines on / off |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, g := range SummarizeGuard(s.Guard) {
+			p("| %s | %s | %d + %d | %d | %d | %d / %d | %d | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
+				g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, g.HeldOn, g.MissedOn, g.MissedOff)
+		}
+		p("\n")
 	}
 	if len(s.Sched) > 0 {
 		p("## Scheduler attribution: stand-alone detector (2 agents) beside one CPU burner per CPU\n\n")

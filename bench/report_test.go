@@ -25,7 +25,11 @@ func TestReportFromResults(t *testing.T) {
 		},
 		Accuracy: []AccuracyRow{{Load: Compute, RealTime: true, H: ms, Delta: 10 * ms, AgentReport: AgentReport{Missed: 4, FIFO: 4}}},
 		Verdicts: []AccuracyVerdict{{Load: Compute, RealTime: true, SmallestSafe: ms, RealTimeGranted: true}},
-		Sched:    []AttributionRow{{H: ms, Duration: time.Second, Attribution: Attribution{Source: "schedstat", Why: "no BPF here", DetectorCPU: 2e6}}},
+		Guard: []GuardRow{
+			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, Guard: true, AgentReport: AgentReport{Held: 7, Missed: 1}},
+			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, Guard: false, AgentReport: AgentReport{Suspicions: 3, Evicted: 1, Missed: 2}},
+		},
+		Sched: []AttributionRow{{H: ms, Duration: time.Second, Attribution: Attribution{Source: "schedstat", Why: "no BPF here", DetectorCPU: 2e6}}},
 		H2H: []H2HRow{
 			{System: Vigil, N: 8, Period: 200 * ms, MsgsPerPeriod: 8,
 				One: Kill{First: 1080 * ms, Stable: 1090 * ms, Complete: true, Latencies: []time.Duration{1080 * ms, 1090 * ms}}},
@@ -42,7 +46,7 @@ func TestReportFromResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"imb_mpi.csv", "noise.csv", "sweep_runs.csv", "sweep_overhead.csv", "accuracy.csv", "sched.csv", "h2h.csv", "h2h_latency.csv"}
+	want := []string{"imb_mpi.csv", "noise.csv", "sweep_runs.csv", "sweep_overhead.csv", "accuracy.csv", "guard.csv", "sched.csv", "h2h.csv", "h2h_latency.csv"}
 	if strings.Join(files, ",") != strings.Join(want, ",") {
 		t.Errorf("CSV files %v, want %v", files, want)
 	}
@@ -58,9 +62,13 @@ func TestReportFromResults(t *testing.T) {
 	if !strings.Contains(string(b), "PingPong,1024,1000.000,in-process,10.000000,13.000000,0.300000,0.300000") {
 		t.Errorf("sweep_overhead.csv:\n%s", b)
 	}
+	b, _ = os.ReadFile(filepath.Join(s.Out, "guard.csv"))
+	if !strings.Contains(string(b), "compute,1000.000,10000.000,0,false,3,1,0,2") {
+		t.Errorf("guard.csv:\n%s", b)
+	}
 	md := s.Summary(files)
 	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "| Selfish | 1ms | 1.00 ± 0.00 % | 1.23 ± 0.00 % | +0.23 % | 3µs / 5µs |", "+30.0 % * (med +30.0 %)", "| all loads and sizes | in-process | median of cells | med +30.0 % |", "| compute | SCHED_FIFO asked | 1ms |",
-		"no BPF here", "| vigil | 8 | 1.08s / 1.09s | — / — (incomplete) |", "1.5s / 1.6s (incomplete)", "vigil bench quick"} {
+		"no BPF here", "| compute | 1ms | 1 + 1 | 0 | 1 | 0 / 3 | 7 | 1 / 2 |", "| vigil | 8 | 1.08s / 1.09s | — / — (incomplete) |", "1.5s / 1.6s (incomplete)", "vigil bench quick"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("summary lacks %q:\n%s", w, md)
 		}

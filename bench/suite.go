@@ -11,7 +11,7 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "sched", "h2h"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "sched", "h2h"}
 
 // NoiseRow is a noise probe run, with or without a stand-alone detector
 // at heartbeat period H.
@@ -47,6 +47,7 @@ type Suite struct {
 	Overheads []OverheadRow
 	Accuracy  []AccuracyRow
 	Verdicts  []AccuracyVerdict
+	Guard     []GuardRow
 	Sched     []AttributionRow
 	H2H       []H2HRow
 }
@@ -70,7 +71,9 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 	}
 	s.Started = time.Now()
 	s.Durations, s.Errors = map[string]time.Duration{}, map[string]string{}
-	needMPI := slices.ContainsFunc(parts, func(p string) bool { return p == "imb-mpi" || p == "sweep" || p == "accuracy" })
+	needMPI := slices.ContainsFunc(parts, func(p string) bool {
+		return p == "imb-mpi" || p == "sweep" || p == "accuracy" || p == "guard"
+	})
 	if needMPI {
 		s.logf("building the MPI load program and libvigil")
 		b, err := BuildMPI(ctx, s.Root, filepath.Join(s.Out, "build"))
@@ -109,6 +112,10 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			s.Accuracy, s.Verdicts, err = Accuracy(ctx, AccuracyConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks,
 				Hs: pr.AccuracyHs, Duration: pr.AccuracyDuration, Loads: pr.AccuracyLoads, Sizes: []int{0, 1 << 10, 64 << 10},
 				RealTime: []bool{false, true}, Log: s.Log})
+		case "guard":
+			s.Guard, err = Guard(ctx, GuardConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks, Hs: pr.GuardHs,
+				Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads, Sizes: []int{0, 1 << 10, 64 << 10},
+				RealTime: true, Log: s.Log})
 		case "sched":
 			err = s.runSched(ctx)
 		case "h2h":

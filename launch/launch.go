@@ -40,6 +40,9 @@ type Line struct {
 	MaxLateNs int64  `json:"max_late_ns,omitempty"`
 	Rejected  uint64 `json:"rejected,omitempty"`
 	RealTime  bool   `json:"realtime,omitempty"`
+	// Held counts the observer's checks held by the receive-path guard
+	// (node.Stats.ChecksHeld).
+	Held uint64 `json:"held,omitempty"`
 }
 
 // Proc is one agent process.

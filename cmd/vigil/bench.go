@@ -11,15 +11,16 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vigil-hpc/vigil/bench"
 )
 
-const benchUsage = `usage: vigil bench <name> [flags]
+var benchUsage = `usage: vigil bench <name> [flags]
 
 names:
   quick | full        every part with the quick (≤ 10 min) or full profile
-  ` + "imb-go, imb-mpi, noise, sweep, accuracy, sched, h2h" + `
+  ` + strings.Join(bench.Parts, ", ") + `
                       one part (-profile quick|full)
   child vigil|memberlist ...
                       a head-to-head child process (started by h2h)
@@ -67,6 +68,8 @@ func benchMain(args []string) error {
 	if len(parts) > 0 {
 		fs.StringVar(&profile, "profile", "quick", "profile: quick or full")
 	}
+	guardHs := fs.String("guard-hs", "", "guard part: comma-separated heartbeat periods (default: the profile's)")
+	guardRounds := fs.Int("guard-rounds", 0, "guard part: on/off pairs per load and h (default: the profile's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,6 +79,21 @@ func benchMain(args []string) error {
 	pr, err := bench.ProfileNamed(profile)
 	if err != nil {
 		return err
+	}
+	if *guardHs != "" {
+		pr.GuardHs = nil
+		for _, f := range strings.Split(*guardHs, ",") {
+			h, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil || h <= 0 {
+				return fmt.Errorf("bench: -guard-hs %q: want positive durations such as 500us,300us", *guardHs)
+			}
+			pr.GuardHs = append(pr.GuardHs, h)
+		}
+	}
+	if *guardRounds < 0 {
+		return fmt.Errorf("bench: -guard-rounds %d: want a positive count", *guardRounds)
+	} else if *guardRounds > 0 {
+		pr.GuardRounds = *guardRounds
 	}
 	if *out == "" {
 		*out = filepath.Join("bench-out", name)

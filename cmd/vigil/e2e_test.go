@@ -321,6 +321,9 @@ func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 		{[]string{"run", "-n", "4", "-broadcast", "flood"}, nil, "Broadcast"},
 		{[]string{"run", "-n", "4", "-transport", "carrier-pigeon"}, nil, "-transport"},
 		{[]string{"frobnicate"}, nil, "unknown command"},
+		{[]string{"bench", "guard", "-guard-hs", "5x"}, nil, "-guard-hs"},
+		{[]string{"bench", "guard", "-guard-rounds", "-1"}, nil, "-guard-rounds"},
+		{[]string{"bench", "nosuchpart"}, nil, "unknown name"},
 	} {
 		cmd := exec.Command(vigilBin, tc.args...)
 		cmd.Env = append(os.Environ(), tc.env...)

@@ -14,7 +14,7 @@ type detectorFlags struct {
 	h, delta, check, grace time.Duration
 	broadcast, transport   string
 	pin                    int
-	realtime               bool
+	realtime, backlogGuard bool
 	verbose                bool
 }
 
@@ -27,6 +27,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
+	fs.BoolVar(&d.backlogGuard, "backlog-guard", true, "hold a suspicion while heartbeats of the emitter wait in the TCP receive path (node.Config.NoBacklogGuard)")
 	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
 }
 
@@ -37,7 +38,7 @@ func (d *detectorFlags) args() []string {
 		"-transport", d.transport, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(),
 	}
-	a = append(a, "-realtime="+strconv.FormatBool(d.realtime))
+	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-backlog-guard="+strconv.FormatBool(d.backlogGuard))
 	if d.verbose {
 		a = append(a, "-v")
 	}
@@ -52,6 +53,7 @@ func (d *detectorFlags) config() node.Config {
 		StartGrace:      d.grace,
 		Broadcast:       d.broadcast,
 		RealTime:        d.realtime,
+		NoBacklogGuard:  !d.backlogGuard,
 		EmitterHoldsP:   true, // one node per process
 	}
 	if d.pin >= 0 {

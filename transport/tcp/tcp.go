@@ -29,7 +29,9 @@
 // "hello_timeout" for a connection silent for Config.HelloTimeout), logged
 // at most once per second per reason, and closes its connection. A Bye
 // frame closes the connection quietly (this transport does not send one
-// yet: an orderly close is an EOF between frames).
+// yet: an orderly close is an EOF between frames). Reader goroutines count
+// the bytes they read and act on, so that HeartbeatBacklog can tell an
+// observer whether heartbeats wait in its receive path (backlog.go).
 //
 // Close closes the listener and every connection and waits for every
 // goroutine of the transport.
@@ -80,7 +82,7 @@ type Transport struct {
 	mu   sync.Mutex // guards out, in, hbIn
 	out  map[ranks.Rank]*peer
 	in   map[net.Conn]struct{}
-	hbIn map[ranks.Rank][]*hbConn // incoming heartbeat connections (backlog.go)
+	hbIn map[ranks.Rank][]*inConn // incoming heartbeat connections (backlog.go)
 	stop bool                     // set under mu by Close: no new goroutines
 
 	hbMu    sync.Mutex // the heartbeat path: hbs, hbFrame, hbStop
@@ -120,7 +122,7 @@ func Listen(cfg Config) (*Transport, error) {
 		done:     make(chan struct{}),
 		out:      make(map[ranks.Rank]*peer),
 		in:       make(map[net.Conn]struct{}),
-		hbIn:     make(map[ranks.Rank][]*hbConn),
+		hbIn:     make(map[ranks.Rank][]*inConn),
 		hbs:      make(map[ranks.Rank]*hbPeer),
 		rejected: make(map[string]uint64),
 		lastLog:  make(map[string]time.Time),
@@ -530,8 +532,9 @@ func (t *Transport) serve(c net.Conn) {
 	}()
 	codec := wire.NewCodec(t.params)
 	sess := wire.Session{Self: t.cfg.Self, Incarnations: t.incs}
-	r := bufio.NewReaderSize(c, readBuf)
-	var hc *hbConn // set at the first heartbeat (backlog.go)
+	ic := newInConn(c) // counts bytes read and acted on (backlog.go)
+	r := bufio.NewReaderSize(ic, readBuf)
+	isHB := false
 	_ = c.SetReadDeadline(time.Now().Add(t.cfg.HelloTimeout))
 	for {
 		f, err := codec.ReadFrame(r)
@@ -560,14 +563,10 @@ func (t *Transport) serve(c net.Conn) {
 			seq, _ := wire.DecodeHeartbeat(f.Payload) // length checked by Accept
 			t.cfg.Slots.Store(f.Sender, seq)
 			t.hbRecv.Add(1)
-			if hc == nil {
-				hc = heartbeatConn(c)
-				if hc != nil {
-					defer t.addHBConn(f.Sender, hc)()
-				}
-			}
-			if hc != nil {
-				hc.buffered.Store(int32(r.Buffered()))
+			ic.done.Store(ic.read.Load() - int64(r.Buffered()))
+			if !isHB {
+				isHB = true
+				defer t.addHBConn(f.Sender, ic)()
 			}
 			if t.cfg.afterHeartbeat != nil {
 				t.cfg.afterHeartbeat(seq)

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// GuardConfig configures the receive-path guard comparison: accuracy steps
+// (stand-alone agents over TCP, δ = 10h, one load) run with the guard on and
+// off (node.Config.NoBacklogGuard), alternating on, off, on, off… so that
+// machine drift falls on both alike.
+type GuardConfig struct {
+	VigilBin string
+	MPI      MPIBuild
+	// Ranks is the number of agents; Hs the heartbeat periods tried.
+	Ranks int
+	Hs    []time.Duration
+	// Duration is how long each step runs its load; Rounds how many
+	// on/off pairs run per load and h.
+	Duration time.Duration
+	Rounds   int
+	// Loads are Compute or IMB load names (as in AccuracyConfig).
+	Loads []string
+	Sizes []int
+	// RealTime asks for a SCHED_FIFO emitter: heartbeats then leave on
+	// time, and what remains of false suspicions comes from the receive
+	// path and the observer.
+	RealTime bool
+	Log      io.Writer
+}
+
+// GuardRow is one step: one load, h and guard setting, in round Round.
+type GuardRow struct {
+	Load  string
+	H     time.Duration
+	Delta time.Duration
+	Round int
+	Guard bool
+	AgentReport
+}
+
+// Guard runs the comparison and returns every step.
+func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
+	acfg := AccuracyConfig{VigilBin: cfg.VigilBin, MPI: cfg.MPI, Ranks: cfg.Ranks, Duration: cfg.Duration, Sizes: cfg.Sizes}
+	var rows []GuardRow
+	for _, load := range cfg.Loads {
+		if load != Compute {
+			if _, err := ParseLoad(load); err != nil {
+				return rows, err
+			}
+		}
+		for _, h := range cfg.Hs {
+			for round := range cfg.Rounds {
+				for _, guard := range []bool{round%2 == 0, round%2 != 0} { // on first in even rounds
+					if err := ctx.Err(); err != nil {
+						return rows, err
+					}
+					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime, NoBacklogGuard: !guard}
+					st, err := accuracyStep(ctx, acfg, load, spec)
+					if err != nil {
+						return rows, fmt.Errorf("guard %s h=%v: %w", load, h, err)
+					}
+					rows = append(rows, GuardRow{Load: load, H: h, Delta: spec.Delta, Round: round, Guard: guard, AgentReport: st.AgentReport})
+					if cfg.Log != nil {
+						fmt.Fprintf(cfg.Log, "guard %-9s h=%-6v round %d guard=%-5v false suspicions %d, evicted %d, held checks %d, missed deadlines %d\n",
+							load, h, round, guard, st.Suspicions, st.Evicted, st.Held, st.Missed)
+					}
+				}
+			}
+		}
+	}
+	return rows, nil
+}
+
+// GuardSummary is the comparison for one load and h: over the rounds, the
+// steps with a false suspicion (or an eviction) and the suspicions, with
+// the guard on and off, and the checks the guard held.
+type GuardSummary struct {
+	Load                string
+	H                   time.Duration
+	Rounds              int
+	UnsafeOn, UnsafeOff int
+	SuspOn, SuspOff     int
+	HeldOn              uint64
+	MissedOn, MissedOff uint64
+}
+
+// SummarizeGuard groups rows by load and h, in the order they ran.
+func SummarizeGuard(rows []GuardRow) []GuardSummary {
+	var out []GuardSummary
+	idx := map[string]int{}
+	for _, r := range rows {
+		key := fmt.Sprint(r.Load, "/", r.H)
+		i, ok := idx[key]
+		if !ok {
+			i = len(out)
+			idx[key] = i
+			out = append(out, GuardSummary{Load: r.Load, H: r.H})
+		}
+		g := &out[i]
+		g.Rounds = max(g.Rounds, r.Round+1)
+		unsafe := 0
+		if r.Suspicions > 0 || r.Evicted > 0 {
+			unsafe = 1
+		}
+		if r.Guard {
+			g.UnsafeOn += unsafe
+			g.SuspOn += r.Suspicions
+			g.HeldOn += r.Held
+			g.MissedOn += r.Missed
+		} else {
+			g.UnsafeOff += unsafe
+			g.SuspOff += r.Suspicions
+			g.MissedOff += r.Missed
+		}
+	}
+	return out
+}
