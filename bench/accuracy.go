@@ -62,10 +62,8 @@ func Accuracy(ctx context.Context, cfg AccuracyConfig) ([]AccuracyRow, []Accurac
 	var rows []AccuracyRow
 	var verdicts []AccuracyVerdict
 	for _, load := range cfg.Loads {
-		if load != Compute {
-			if _, err := ParseLoad(load); err != nil {
-				return rows, verdicts, err
-			}
+		if err := checkLoad(load); err != nil {
+			return rows, verdicts, err
 		}
 		for _, rt := range cfg.RealTime {
 			v := AccuracyVerdict{Load: load, RealTime: rt}
@@ -93,6 +91,15 @@ func Accuracy(ctx context.Context, cfg AccuracyConfig) ([]AccuracyRow, []Accurac
 		}
 	}
 	return rows, verdicts, nil
+}
+
+// checkLoad accepts Compute and the IMB load names.
+func checkLoad(load string) error {
+	if load == Compute {
+		return nil
+	}
+	_, err := ParseLoad(load)
+	return err
 }
 
 // accuracyStep runs cfg.Ranks agents configured by spec (its Grace set to

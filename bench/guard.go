@@ -46,10 +46,8 @@ func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
 	acfg := AccuracyConfig{VigilBin: cfg.VigilBin, MPI: cfg.MPI, Ranks: cfg.Ranks, Duration: cfg.Duration, Sizes: cfg.Sizes}
 	var rows []GuardRow
 	for _, load := range cfg.Loads {
-		if load != Compute {
-			if _, err := ParseLoad(load); err != nil {
-				return rows, err
-			}
+		if err := checkLoad(load); err != nil {
+			return rows, err
 		}
 		for _, h := range cfg.Hs {
 			for round := range cfg.Rounds {
@@ -89,10 +87,14 @@ type GuardSummary struct {
 
 // SummarizeGuard groups rows by load and h, in the order they ran.
 func SummarizeGuard(rows []GuardRow) []GuardSummary {
+	type cell struct {
+		load string
+		h    time.Duration
+	}
 	var out []GuardSummary
-	idx := map[string]int{}
+	idx := map[cell]int{}
 	for _, r := range rows {
-		key := fmt.Sprint(r.Load, "/", r.H)
+		key := cell{r.Load, r.H}
 		i, ok := idx[key]
 		if !ok {
 			i = len(out)

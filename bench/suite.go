@@ -13,6 +13,10 @@ import (
 // Parts are the suite's parts, in the order they run.
 var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "sched", "h2h"}
 
+// accuracySizes are the message sizes the IMB loads of the accuracy and
+// guard steps loop over.
+var accuracySizes = []int{0, 1 << 10, 64 << 10}
+
 // NoiseRow is a noise probe run, with or without a stand-alone detector
 // at heartbeat period H.
 type NoiseRow struct {
@@ -110,11 +114,11 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			s.Overheads = Overheads(s.SweepRuns)
 		case "accuracy":
 			s.Accuracy, s.Verdicts, err = Accuracy(ctx, AccuracyConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks,
-				Hs: pr.AccuracyHs, Duration: pr.AccuracyDuration, Loads: pr.AccuracyLoads, Sizes: []int{0, 1 << 10, 64 << 10},
+				Hs: pr.AccuracyHs, Duration: pr.AccuracyDuration, Loads: pr.AccuracyLoads, Sizes: accuracySizes,
 				RealTime: []bool{false, true}, Log: s.Log})
 		case "guard":
 			s.Guard, err = Guard(ctx, GuardConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks, Hs: pr.GuardHs,
-				Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads, Sizes: []int{0, 1 << 10, 64 << 10},
+				Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads, Sizes: accuracySizes,
 				RealTime: true, Log: s.Log})
 		case "sched":
 			err = s.runSched(ctx)

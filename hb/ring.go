@@ -134,36 +134,10 @@ func (r *Ring) Alone() bool { return r.emitter == r.cfg.Self }
 // Check is the observer's periodic check: seq is the current value of the
 // emitter's slot word (one atomic load by the caller). A grown value is a
 // heartbeat (T2: SUSP-TIMEOUT ← δ); a deadline that passed with no growth
-// is T3.
+// is T3. It is CheckGuarded without a backlog.
 func (r *Ring) Check(now int64, seq uint64) Output {
-	if !r.started || r.left || r.Alone() {
-		return Output{}
-	}
-	if seq > r.lastSeq { // task T2
-		r.lastSeq = seq
-		r.deadline = now + r.cfg.Delta
-		r.lastCheck = now
-		r.expired = 0
-		return Output{}
-	}
-	stalled := r.cfg.StallGuard > 0 && r.lastCheck != 0 && now-r.lastCheck > r.cfg.StallGuard
-	r.lastCheck = now
-	if stalled {
-		r.deadline = max(r.deadline, now+r.cfg.Delta)
-		r.expired = 0
-		return Output{}
-	}
-	if now < r.deadline {
-		return Output{}
-	}
-	if r.expired++; r.expired < r.cfg.Confirm {
-		return Output{}
-	}
-	r.expired = 0
-	// task T3
-	dead := r.emitter
-	r.D.Add(dead)
-	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
+	out, _ := r.CheckGuarded(now, seq, nil)
+	return out
 }
 
 // CheckGuarded is Check with the receive-path guard. When Check would count
@@ -176,13 +150,39 @@ func (r *Ring) Check(now int64, seq uint64) Output {
 // unchanged and no backlog counts again. backlog is only called when a
 // suspicion is due; a nil backlog makes this Check.
 func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Rank) bool) (out Output, held bool) {
-	overdue := r.started && !r.left && !r.Alone() && seq <= r.lastSeq && now >= r.deadline
-	if overdue && backlog != nil && backlog(r.emitter) {
+	if !r.started || r.left || r.Alone() {
+		return Output{}, false
+	}
+	if seq > r.lastSeq { // task T2
+		r.lastSeq = seq
+		r.deadline = now + r.cfg.Delta
+		r.lastCheck = now
+		r.expired = 0
+		return Output{}, false
+	}
+	if now >= r.deadline && backlog != nil && backlog(r.emitter) {
 		r.lastCheck = now
 		r.expired = 0
 		return Output{}, true
 	}
-	return r.Check(now, seq), false
+	stalled := r.cfg.StallGuard > 0 && r.lastCheck != 0 && now-r.lastCheck > r.cfg.StallGuard
+	r.lastCheck = now
+	if stalled {
+		r.deadline = max(r.deadline, now+r.cfg.Delta)
+		r.expired = 0
+		return Output{}, false
+	}
+	if now < r.deadline {
+		return Output{}, false
+	}
+	if r.expired++; r.expired < r.cfg.Confirm {
+		return Output{}, false
+	}
+	r.expired = 0
+	// task T3
+	dead := r.emitter
+	r.D.Add(dead)
+	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now}), false
 }
 
 // reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,

@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
-	"github.com/vigil-hpc/vigil/transport/mem"
 )
 
 // stuckPath wraps an in-memory endpoint to play a starved receive path:
@@ -38,25 +36,9 @@ func (s *stuckPath) HeartbeatBacklog(from ranks.Rank) bool {
 func backlogRun(t *testing.T, cfg node.Config) []*node.Node {
 	t.Helper()
 	var stuck atomic.Bool
-	nw := mem.NewNetwork(4)
-	var nodes []*node.Node
-	t.Cleanup(func() {
-		for _, nd := range nodes {
-			nd.Close()
-		}
-		nw.Close()
-	})
-	for i := range 4 {
-		cfg := cfg
-		cfg.Rank, cfg.Size = ranks.Rank(i), 4
-		nd, err := node.Start(cfg, func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
-			return &stuckPath{Transport: nw.Endpoint(ranks.Rank(i), s, h), self: ranks.Rank(i), stuck: &stuck}, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, nd)
-	}
+	nodes := startWrapped(t, 4, cfg, func(r ranks.Rank, tr transport.Transport) transport.Transport {
+		return &stuckPath{Transport: tr, self: r, stuck: &stuck}
+	}).nodes
 	time.Sleep(cfg.StartGrace / 2) // every ring link up
 	stuck.Store(true)
 	deadline := time.Now().Add(6 * cfg.SuspectTimeout)

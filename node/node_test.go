@@ -27,12 +27,24 @@ type cluster struct {
 
 func startCluster(t *testing.T, n int, cfg node.Config, opts ...mem.Option) *cluster {
 	t.Helper()
+	return startWrapped(t, n, cfg, nil, opts...)
+}
+
+// startWrapped is startCluster with each rank's endpoint passed through wrap
+// (nil: used as it is).
+func startWrapped(t *testing.T, n int, cfg node.Config, wrap func(ranks.Rank, transport.Transport) transport.Transport,
+	opts ...mem.Option) *cluster {
+	t.Helper()
 	c := &cluster{t: t, net: mem.NewNetwork(n, opts...), killed: map[ranks.Rank]bool{}}
 	for i := 0; i < n; i++ {
 		cfg := cfg
 		cfg.Rank, cfg.Size = ranks.Rank(i), n
 		nd, err := node.Start(cfg, func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
-			return c.net.Endpoint(ranks.Rank(i), s, h), nil
+			var tr transport.Transport = c.net.Endpoint(ranks.Rank(i), s, h)
+			if wrap != nil {
+				tr = wrap(ranks.Rank(i), tr)
+			}
+			return tr, nil
 		})
 		if err != nil {
 			t.Fatal(err)

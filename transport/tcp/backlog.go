@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"net"
+	"slices"
 	"sync/atomic"
 	"syscall"
 
@@ -74,13 +75,7 @@ func (t *Transport) addHBConn(r ranks.Rank, c *inConn) (remove func()) {
 	return func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		cs := t.hbIn[r]
-		for i, x := range cs {
-			if x == c {
-				cs = append(cs[:i], cs[i+1:]...)
-				break
-			}
-		}
+		cs := slices.DeleteFunc(t.hbIn[r], func(x *inConn) bool { return x == c })
 		if len(cs) == 0 {
 			delete(t.hbIn, r)
 		} else {
