@@ -235,6 +235,10 @@ func TestHeartbeatDoesNotAllocate(t *testing.T) {
 	cl := newCluster(t, 2, 2, func(c *Config) { c.HeartbeatTimeout = time.Second })
 	defer cl.close()
 	seq := connectHeartbeat(t, cl, 0, 1)
+	// connectHeartbeat's sends before the connection is up are dropped
+	// (as many as its polls while the dial runs): count only the drops of
+	// the measured calls, which all find the connection open.
+	before := cl.ts[0].Stats().HeartbeatsDropped
 	allocs := testing.AllocsPerRun(1000, func() {
 		seq++
 		_ = cl.ts[0].SendHeartbeat(1, seq)
@@ -242,8 +246,8 @@ func TestHeartbeatDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("SendHeartbeat: %v allocs per call", allocs)
 	}
-	if d := cl.ts[0].Stats().HeartbeatsDropped; d > 1 {
-		t.Fatalf("%d heartbeats dropped", d)
+	if d := cl.ts[0].Stats().HeartbeatsDropped - before; d != 0 {
+		t.Fatalf("%d of the measured heartbeats dropped", d)
 	}
 }
 
