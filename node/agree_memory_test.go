@@ -23,7 +23,7 @@ func TestAgreeBoundedMemory(t *testing.T) {
 		count = 20_000
 	}
 	const maxRecords = 8 // per node, over all operations
-	c := startCluster(t, n, agreeCfg, mem.WithQueueLen(1024))
+	c := startCluster(t, n, quietCfg, mem.WithQueueLen(1024))
 	heap := func() uint64 {
 		runtime.GC()
 		var ms runtime.MemStats

@@ -28,6 +28,15 @@ var agreeCfg = node.Config{
 	StartGrace:      2 * time.Second,
 }
 
+// quietCfg is agreeCfg for tests without failures: they check agreement,
+// not detection, so δ is long enough that a loaded host cannot make a live
+// rank look dead (which would end them with ErrEvicted).
+var quietCfg = func() node.Config {
+	c := agreeCfg
+	c.SuspectTimeout = 10 * time.Second
+	return c
+}()
+
 // contrib is rank r's contribution to agreement k: 8 pseudo-random bytes.
 func contrib(r ranks.Rank, k uint64) []byte {
 	x := uint64(r)*0x9e3779b97f4a7c15 ^ k*0xbf58476d1ce4e5b9
@@ -181,7 +190,7 @@ func checkLoop(t *testing.T, c *cluster, res []loopResult, count int) (flagged i
 
 func TestAgreeFailureFree(t *testing.T) {
 	const n, count = 8, 40
-	c := startCluster(t, n, agreeCfg, mem.WithDelay(200*time.Microsecond, 1))
+	c := startCluster(t, n, quietCfg, mem.WithDelay(200*time.Microsecond, 1))
 	res := runLoop(t, c, count, 20*time.Second, nil)
 	if f := checkLoop(t, c, res, count); f != 0 {
 		t.Fatalf("%d agreements flagged an unacknowledged failure in a failure-free run", f)
@@ -225,7 +234,7 @@ func TestAgreeFailureFree(t *testing.T) {
 // epoch per stream, every rank starting the streams in its own random order.
 func TestAgreeConcurrentIDs(t *testing.T) {
 	const n, streams, count = 6, 5, 15
-	c := startCluster(t, n, agreeCfg, mem.WithDelay(300*time.Microsecond, 2))
+	c := startCluster(t, n, quietCfg, mem.WithDelay(300*time.Microsecond, 2))
 	got := make([][][]node.Agreement, n) // rank, stream, k
 	var wg sync.WaitGroup
 	errs := make(chan error, n*streams)
@@ -367,10 +376,11 @@ func TestAgreeErrors(t *testing.T) {
 		t.Fatal("Max accepted a 1-byte operand")
 	}
 	// Rank 1 never joins: the agreement waits, ctx ends it here.
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
 	id := era.ID{Epoch: 1, Seq: 1}
-	if _, err := nd.AgreeID(short, id, node.OpAND, []byte{1}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := startAbandoned(t, nd, func(ctx context.Context) error {
+		_, err := nd.AgreeID(ctx, id, node.OpAND, []byte{1})
+		return err
+	}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned agreement: %v", err)
 	}
 	if _, err := nd.AgreeID(ctx, id, node.OpAND, []byte{1}); !errors.Is(err, era.ErrStarted) {
@@ -400,20 +410,60 @@ func TestAgreeRebalanceOneAtATime(t *testing.T) {
 	cfg := agreeCfg
 	cfg.AgreeRebalance = true
 	c := startCluster(t, 2, cfg)
-	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	if _, err := c.nodes[0].Agree(short, node.OpAND, nil); !errors.Is(err, context.DeadlineExceeded) {
+	if err := startAbandoned(t, c.nodes[0], func(ctx context.Context) error {
+		_, err := c.nodes[0].Agree(ctx, node.OpAND, nil)
+		return err
+	}); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	if _, err := c.nodes[0].Agree(context.Background(), node.OpAND, nil); err == nil || !strings.Contains(err.Error(), "one agreement at a time") {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.nodes[0].Agree(ctx, node.OpAND, nil); err == nil || !strings.Contains(err.Error(), "one agreement at a time") {
 		t.Fatalf("second agreement while the first is open: %v", err)
+	}
+}
+
+// startAbandoned runs agree (an Agree call on nd that cannot decide) until
+// nd has started one more agreement, then cancels its context and returns
+// its error. Waiting for the start, not for a fixed time, matters: a
+// deadline that expired before the event loop took the request would leave
+// the agreement never started.
+func startAbandoned(t *testing.T, nd *node.Node, agree func(context.Context) error) error {
+	t.Helper()
+	before, err := nd.AgreeStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- agree(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		st, err := nd.AgreeStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Started > before.Started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agreement was not started in 10 s")
+		}
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the abandoned agreement did not return after its context was cancelled")
+		return nil
 	}
 }
 
 // TestAgreeCustomOp runs a configured operation and a hierarchical tree.
 func TestAgreeCustomOp(t *testing.T) {
 	const n = 8
-	cfg := agreeCfg
+	cfg := quietCfg
 	cfg.AgreeOps = []era.Op{era.Min}
 	cfg.AgreeTree = era.NewHierarchical(era.BinaryShape, era.StarShape, []int{0, 0, 1, 1, 2, 2, 3, 3}, era.All(n))
 	c := startCluster(t, n, cfg)
@@ -445,7 +495,7 @@ func TestAgreeCustomOp(t *testing.T) {
 // messages; AgreeResend repeats them until every agreement completes.
 func TestAgreeResendRecoversLostMessages(t *testing.T) {
 	const n, streams, count = 6, 6, 5
-	cfg := agreeCfg
+	cfg := quietCfg
 	cfg.AgreeResend = 30 * time.Millisecond
 	c := startCluster(t, n, cfg, mem.WithQueueLen(2))
 	var wg sync.WaitGroup

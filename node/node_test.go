@@ -271,7 +271,9 @@ func TestMalformedMessagesAreCountedNotFatal(t *testing.T) {
 	defer nw.Close()
 	var nodes []*node.Node
 	for i := 0; i < 3; i++ {
-		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: 4, StartGrace: time.Minute},
+		// δ of a minute: what is checked is the garbage, not detection,
+		// and a loaded host must not make a live rank look dead.
+		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: 4, StartGrace: time.Minute, SuspectTimeout: time.Minute},
 			func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
 				return nw.Endpoint(ranks.Rank(i), s, h), nil
 			})
@@ -314,8 +316,19 @@ func TestCloseJoinsEverything(t *testing.T) {
 	c := startCluster(t, 8, node.Config{})
 	time.Sleep(100 * time.Millisecond)
 	c.close()
-	time.Sleep(50 * time.Millisecond)
-	if after := runtime.NumGoroutine(); after > before {
-		t.Fatalf("goroutines %d -> %d after Close", before, after)
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines fails unless the number of goroutines falls back to before
+// within 5 s (a goroutine that closed its done channel in a defer may still
+// be exiting when Close returns).
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %d -> %d after Close", before, runtime.NumGoroutine())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

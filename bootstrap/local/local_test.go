@@ -61,7 +61,11 @@ func TestRefusals(t *testing.T) {
 	// A rank that joins twice is refused; the first stays waiting.
 	first := make(chan error, 1)
 	go func() { _, err := NewClient(srv.Identity(1)).Exchange(ctx, "x"); first <- err }()
-	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); !srv.registered(1); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first rank 1 did not register in 10 s")
+		}
+	}
 	if _, err := NewClient(srv.Identity(1)).Exchange(ctx, "y"); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("duplicate rank: %v", err)
 	}
@@ -124,4 +128,12 @@ func FuzzReadFrame(f *testing.F) {
 			t.Fatal("frame longer than input")
 		}
 	})
+}
+
+// registered reports whether rank has joined srv (for tests that need a
+// join to have happened before the next step).
+func (s *Server) registered(rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn[rank] != nil
 }
