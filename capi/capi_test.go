@@ -233,12 +233,12 @@ func (p *procs) killAndExpect(victim int) {
 
 func TestCExplicitRing(t *testing.T) {
 	bin := compileC(t, lib(t, ""), "examples/explicit.c", false)
-	startExplicit(t, bin, "ring", 4, 20, 200).killAndExpect(1)
+	startExplicit(t, bin, "ring", 4, 20, 1000).killAndExpect(1)
 }
 
 func TestCExplicitSporadic(t *testing.T) {
 	bin := compileC(t, lib(t, ""), "examples/explicit.c", false)
-	startExplicit(t, bin, "sporadic", 3, 20, 200).killAndExpect(2)
+	startExplicit(t, bin, "sporadic", 3, 20, 1000).killAndExpect(2)
 }
 
 // TestCDetectLocalLauncher runs detect.c under Vigil's local launcher
@@ -247,7 +247,7 @@ func TestCDetectLocalLauncher(t *testing.T) {
 	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
 	const n, victim = 4, 0
 	job, err := launch.Start(n, []string{bin}, launch.Options{
-		ExtraEnv: []string{"VIGIL_H=20ms", "VIGIL_DELTA=200ms", "PMIX_RANK=", "PMIX_NAMESPACE="}})
+		ExtraEnv: []string{"VIGIL_H=20ms", "VIGIL_DELTA=1s", "PMIX_RANK=", "PMIX_NAMESPACE="}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestCDetectUnderMpirun(t *testing.T) {
 	mpitest.Need(t)
 	bin := compileC(t, lib(t, "pmix"), "examples/detect.c", false)
 	const n, victim = 5, 2
-	j := mpitest.Start(t, n, []string{"VIGIL_H=20ms", "VIGIL_DELTA=200ms"}, nil, bin)
+	j := mpitest.Start(t, n, []string{"VIGIL_H=20ms", "VIGIL_DELTA=1s"}, nil, bin)
 	deadline := time.After(90 * time.Second)
 	decode := func(l mpitest.Line) cLine {
 		var c cLine

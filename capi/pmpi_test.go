@@ -83,7 +83,7 @@ func decodePMPI(t *testing.T, l mpitest.Line) pmpiLine {
 func pmpiKill(t *testing.T, mode string, linked bool, extraEnv ...string) {
 	shim, prog := pmpiBuild(t, lib(t, ""), linked)
 	const n, victim = 5, 1
-	env := []string{"VIGIL_PMPI_MODE=" + mode, "VIGIL_PMPI_OUTPUT=json", "VIGIL_H=20ms", "VIGIL_DELTA=200ms",
+	env := []string{"VIGIL_PMPI_MODE=" + mode, "VIGIL_PMPI_OUTPUT=json", "VIGIL_H=20ms", "VIGIL_DELTA=1s",
 		"VIGIL_PMPI_TIMEOUT=300ms"}
 	env = append(env, extraEnv...)
 	var extra []string
@@ -144,7 +144,7 @@ func TestPMPINoFailure(t *testing.T) {
 	for _, mode := range []string{"ring", "sporadic"} {
 		const n = 4
 		extra := []string{"-x", "LD_PRELOAD=" + shim, "-x", "VIGIL_PMPI_MODE=" + mode, "-x", "VIGIL_PMPI_OUTPUT=json",
-			"-x", "VIGIL_H=20ms", "-x", "VIGIL_DELTA=300ms", "-x", "VIGIL_PMPI_TIMEOUT=500ms"}
+			"-x", "VIGIL_H=20ms", "-x", "VIGIL_DELTA=1s", "-x", "VIGIL_PMPI_TIMEOUT=500ms"}
 		j := mpitest.Start(t, n, nil, extra, prog, "150")
 		ready, done := 0, false
 		for l := range j.Lines() {
@@ -169,7 +169,7 @@ func TestPMPIAbortPolicy(t *testing.T) {
 	shim, prog := pmpiBuild(t, lib(t, ""), false)
 	const n, victim = 4, 2
 	extra := []string{"-x", "LD_PRELOAD=" + shim, "-x", "VIGIL_PMPI_OUTPUT=json", "-x", "VIGIL_PMPI_ON_FAILURE=abort",
-		"-x", "VIGIL_H=20ms", "-x", "VIGIL_DELTA=200ms"}
+		"-x", "VIGIL_H=20ms", "-x", "VIGIL_DELTA=1s"}
 	j := mpitest.Start(t, n, nil, extra, prog, "1000000")
 	deadline := time.After(90 * time.Second)
 	for ready := 0; ready < n; {

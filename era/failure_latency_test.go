@@ -174,7 +174,7 @@ func runFailureCase(t *testing.T, n, nodeSize, total, f int, h, delta time.Durat
 
 func TestFailureLatency(t *testing.T) {
 	n, nodeSize, total, f := 8, 2, 40, 20
-	h, delta := 10*time.Millisecond, 100*time.Millisecond
+	h, delta := 20*time.Millisecond, 250*time.Millisecond // 8 nodes under -race on a possibly loaded host
 	cases := failureCases(nodeSize)[:1]
 	bench := os.Getenv("VIGIL_ERA_BENCH") != ""
 	if bench {

@@ -99,7 +99,7 @@ func TestMpirunAgentKill(t *testing.T) {
 	const n, victim = 6, 3
 	bin := filepath.Join(t.TempDir(), "vigil")
 	goBuild(t, "build", "-tags", "pmix", "-o", bin, "github.com/vigil-hpc/vigil/cmd/vigil")
-	j := mpitest.Start(t, n, nil, nil, bin, "agent", "-h", "20ms", "-delta", "200ms")
+	j := mpitest.Start(t, n, nil, nil, bin, "agent", "-h", "20ms", "-delta", "1s")
 
 	var mu sync.Mutex
 	var all []launch.Line

@@ -153,7 +153,7 @@ func (j *e2eJob) waitComplete(n int, gone map[uint32]bool, timeout time.Duration
 
 func TestE2EKillRandomRanks(t *testing.T) {
 	const n = 16
-	j := startJob(t, n, "-h", "10ms", "-delta", "50ms")
+	j := startJob(t, n, "-h", "10ms", "-delta", "100ms")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	time.Sleep(500 * time.Millisecond)
 	for len(j.killed) < 3 {
@@ -176,7 +176,7 @@ func TestE2EKillRandomRanks(t *testing.T) {
 
 func TestE2ESigstopLongerThanDeltaIsReported(t *testing.T) {
 	const n = 16
-	delta := 50 * time.Millisecond
+	delta := 100 * time.Millisecond
 	j := startJob(t, n, "-h", "10ms", "-delta", delta.String())
 	time.Sleep(500 * time.Millisecond)
 	const victim = 7
@@ -210,15 +210,27 @@ func TestE2ESigstopShorterThanDeltaMinusHIsNotReported(t *testing.T) {
 	h, delta := 10*time.Millisecond, 100*time.Millisecond
 	j := startJob(t, n, "-h", h.String(), "-delta", delta.String())
 	time.Sleep(500 * time.Millisecond)
+	// A stop is meant to last (δ − h)/2; on a loaded host the test itself
+	// may be late to send SIGCONT. A stop that really lasted δ − h or more
+	// may rightly be reported: such a victim is left out of the check.
+	late := map[uint32]bool{}
 	for i := 0; i < 10; i++ {
 		victim := uint32(3 + i)
 		j.signal(victim, syscall.SIGSTOP)
+		stopped := time.Now()
 		time.Sleep((delta - h) / 2)
 		j.signal(victim, syscall.SIGCONT)
+		if d := time.Since(stopped); d >= delta-h {
+			t.Logf("rank %d stayed stopped %v (≥ δ − h): not checked", victim, d)
+			late[victim] = true
+		}
 		time.Sleep(3 * delta)
 	}
+	if len(late) > 5 {
+		t.Fatalf("%d of 10 stops lasted δ − h or more: the host is too loaded for this test", len(late))
+	}
 	time.Sleep(5 * delta)
-	j.checkAccuracy(nil)
+	j.checkAccuracy(late)
 }
 
 // burn keeps every CPU busy until stop is closed.

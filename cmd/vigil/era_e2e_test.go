@@ -335,7 +335,7 @@ func (j *e2eJob) evicted(r uint32) bool {
 }
 
 func TestE2EAgreeUnderKills(t *testing.T) {
-	cfg := eraStress{n: 16, count: 8000, victims: 5, delta: "200ms", deadline: 45 * time.Second, seed: uint64(time.Now().UnixNano())}
+	cfg := eraStress{n: 16, count: 8000, victims: 5, delta: "200ms", deadline: 3 * time.Minute, seed: uint64(time.Now().UnixNano())}
 	if testing.Short() {
 		cfg.count = 2000
 	}
