@@ -14,7 +14,10 @@
 //     from a pre-encoded frame with a short write deadline. SendHeartbeat
 //     does not allocate once connected; when the connection is missing it
 //     starts a background dial and drops that heartbeat, so the emitter
-//     never waits for a dial.
+//     never waits for a dial. A heartbeat whose deadline passes before any
+//     byte is written is dropped and the connection kept (one preemption
+//     of the emitter thread must not cost a redial); a partial write
+//     closes it.
 //
 // Peers never write on the connections we open, so each one also has a
 // goroutine blocked in Read: when the peer closes or resets it, the next
@@ -44,6 +47,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,8 +410,9 @@ type hbPeer struct {
 // frame on the heartbeat connection to rank to with a HeartbeatTimeout
 // deadline and does not allocate. Without a connection it starts a
 // background dial (unless one is running or backing off) and drops the
-// heartbeat; a failed write closes the connection. Drops are counted in
-// Stats().HeartbeatsDropped, not returned.
+// heartbeat. A write that times out before writing anything drops the
+// heartbeat and keeps the connection; any other failed write closes it.
+// Drops are counted in Stats().HeartbeatsDropped, not returned.
 func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 	if int64(to) >= int64(t.cfg.N) {
 		return transport.ErrUnknownRank
@@ -432,11 +437,17 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 		return nil
 	}
 	_ = h.conn.SetWriteDeadline(time.Now().Add(t.cfg.HeartbeatTimeout))
-	if _, err := h.conn.Write(t.hbFrame.Encode(seq)); err != nil {
+	if n, err := h.conn.Write(t.hbFrame.Encode(seq)); err != nil {
+		t.hbDropped.Add(1)
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Nothing written (the peer's buffer is full, or this thread
+			// was descheduled past the deadline before the write): the
+			// stream is intact and the next heartbeat may go through it.
+			return nil
+		}
 		// A partial write leaves the stream mid-frame: never reuse it.
 		h.conn.Close()
 		h.conn = nil
-		t.hbDropped.Add(1)
 		return nil
 	}
 	t.hbSent.Add(1)

@@ -257,6 +257,47 @@ func TestHeartbeatDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestHeartbeatTimeoutKeepsStream: a heartbeat whose write deadline passes
+// before anything is written (the emitter thread descheduled past it, or
+// a full buffer) is dropped, and the connection stays: no redial, and the
+// next heartbeat lands.
+func TestHeartbeatTimeoutKeepsStream(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	seq := connectHeartbeat(t, cl, 0, 1)
+	var dials atomic.Int64
+	tr := cl.ts[0]
+	tr.hbMu.Lock() // the heartbeat dial that ran is over; the next one would see these
+	tr.dialer.Control = func(string, string, syscall.RawConn) error { dials.Add(1); return nil }
+	tr.cfg.HeartbeatTimeout = time.Nanosecond // passed before every write
+	tr.hbMu.Unlock()
+	before := tr.Stats().HeartbeatsDropped
+	for range 100 {
+		seq++
+		if err := tr.SendHeartbeat(1, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := tr.Stats().HeartbeatsDropped - before; d != 100 {
+		t.Fatalf("%d of 100 heartbeats past their deadline dropped", d)
+	}
+	tr.hbMu.Lock()
+	tr.cfg.HeartbeatTimeout = time.Second
+	tr.hbMu.Unlock()
+	seq++
+	if err := tr.SendHeartbeat(1, seq); err != nil {
+		t.Fatal(err)
+	}
+	if d := tr.Stats().HeartbeatsDropped - before; d != 100 {
+		t.Fatalf("the heartbeat after the timeouts was dropped (%d drops): the connection was closed", d)
+	}
+	last := seq
+	waitFor(t, "the heartbeat after the timeouts", func() bool { return cl.slots[1].Load(0) == last })
+	if n := dials.Load(); n != 0 {
+		t.Fatalf("%d redials after write timeouts that wrote nothing", n)
+	}
+}
+
 func TestDeadPeer(t *testing.T) {
 	before := runtime.NumGoroutine()
 	cl := newCluster(t, 3, 3, nil)
