@@ -83,7 +83,14 @@ func Start(t testing.TB, n int, env, extra []string, argv ...string) *Job {
 	t.Logf("started mpirun %s", strings.Join(args, " "))
 	pgid := j.Cmd.Process.Pid
 	t.Cleanup(func() {
-		syscall.Kill(-pgid, syscall.SIGKILL) // the job's own process group only
+		// mpirun puts each rank in a process group of its own: a rank that
+		// outlived SIGKILL of mpirun's group would be orphaned and run on
+		// (a daemon job did). Its ranks are found before mpirun dies.
+		ranks, _ := j.RankPIDs()
+		syscall.Kill(-pgid, syscall.SIGKILL) // the job's own process group
+		for _, pid := range ranks {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 		<-j.exited
 	})
 	go func() {
