@@ -51,3 +51,29 @@ func FuzzParseFieldOffset(f *testing.F) {
 		_, _ = parseFieldOffset(format, field)
 	})
 }
+
+// FuzzParseLateness: a parsed lateness line prints back to an equal
+// result, and never has more missed deadlines than wake-ups.
+func FuzzParseLateness(f *testing.F) {
+	f.Add("lateness wakeups=100 missed=3 max_ns=2500000 fifo=1 gcs=7\n")
+	f.Add("x\nlateness wakeups=1 missed=0 max_ns=0 fifo=0")
+	f.Add("lateness wakeups=1 missed=2 max_ns= fifo=1")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseLateness(s)
+		if err != nil {
+			return
+		}
+		if r.Missed > r.Wakeups {
+			t.Fatalf("%q: more missed than wake-ups accepted: %+v", s, r)
+		}
+		fifo := 0
+		if r.FIFO {
+			fifo = 1
+		}
+		back, err := ParseLateness(fmt.Sprintf("lateness wakeups=%d missed=%d max_ns=%d fifo=%d gcs=%d",
+			r.Wakeups, r.Missed, int64(r.MaxLate), fifo, r.GCs))
+		if err != nil || back != r {
+			t.Fatalf("round trip of %q: %+v, %v", s, back, err)
+		}
+	})
+}

@@ -31,6 +31,11 @@ type Profile struct {
 	GuardHs     []time.Duration
 	GuardRounds int
 	GuardLoads  []string
+	// Emitter lateness: the C loop against the Go emitter (rounds of
+	// each variant per load and h, each run LatenessDuration long).
+	LatenessHs       []time.Duration
+	LatenessDuration time.Duration
+	LatenessRounds   int
 	// Scheduler attribution.
 	SchedHs       []time.Duration
 	SchedDuration time.Duration
@@ -56,6 +61,7 @@ var Quick = Profile{
 	AccuracyRanks: 4, AccuracyHs: []time.Duration{10 * ms, ms, 300 * us, 100 * us}, AccuracyDuration: 1500 * ms,
 	AccuracyLoads: []string{Compute, string(PingPong), string(Allreduce)},
 	GuardHs:       []time.Duration{ms, 300 * us}, GuardRounds: 2, GuardLoads: []string{Compute},
+	LatenessHs: []time.Duration{300 * us}, LatenessDuration: 3 * time.Second, LatenessRounds: 2,
 	SchedHs: []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
 	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
 	H2HWait: 15 * time.Second,
@@ -76,7 +82,8 @@ var Full = Profile{
 	AccuracyLoads:    []string{Compute, string(PingPong), string(Sendrecv), string(Allreduce), string(Bcast)},
 	GuardHs:          []time.Duration{ms, 500 * us, 300 * us}, GuardRounds: 3,
 	GuardLoads: []string{Compute, string(PingPong)},
-	SchedHs:    []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
+	LatenessHs: []time.Duration{ms, 300 * us}, LatenessDuration: 5 * time.Second, LatenessRounds: 3,
+	SchedHs: []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
 	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
 	H2HWait: 30 * time.Second,
 }

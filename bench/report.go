@@ -81,6 +81,12 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		guard = append(guard, []string{r.Load, usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Round), strconv.FormatBool(r.Guard),
 			strconv.Itoa(r.Suspicions), strconv.Itoa(r.Evicted), strconv.FormatUint(r.Held, 10), strconv.FormatUint(r.Missed, 10)})
 	}
+	var late [][]string
+	for _, r := range s.Lateness {
+		late = append(late, []string{r.Load, usStr(r.H), strconv.Itoa(r.Round), r.Variant, strconv.FormatBool(r.FIFO),
+			strconv.FormatUint(r.Wakeups, 10), strconv.FormatUint(r.Missed, 10), usStr(r.MaxLate), strconv.FormatUint(r.GCs, 10),
+			usStr(r.Steal)})
+	}
 	var sched [][]string
 	for _, r := range s.Sched {
 		sched = append(sched, []string{usStr(r.H), strconv.FormatBool(r.RealTime), r.Source, usStr(r.Duration),
@@ -119,6 +125,8 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 			"max_late_us", "fifo_granted", "evicted"}, acc},
 		{"guard.csv", []string{"load", "h_us", "delta_us", "round", "guard", "false_suspicions", "evicted", "held_checks",
 			"missed_deadlines"}, guard},
+		{"lateness.csv", []string{"load", "h_us", "round", "variant", "fifo_granted", "wakeups", "missed_deadlines", "max_late_us",
+			"gcs", "steal_us"}, late},
 		{"sched.csv", []string{"h_us", "sched_fifo", "source", "window_us", "detector_cpu_ns", "emitter_cpu_ns", "app_cpu_ns",
 			"preemptions", "taken_ns", "runq_p50_le_ns", "runq_p99_le_ns", "runq_max_le_ns", "emitter_wait_ns", "emitter_slices",
 			"false_suspicions", "emitter_found_by", "fallback_reason"}, sched},
@@ -349,6 +357,30 @@ func (s *Suite) Summary(files []string) string {
 		for _, g := range SummarizeGuard(s.Guard) {
 			p("| %s | %s | %d + %d | %d | %d | %d / %d | %d | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
 				g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, g.HeldOn, g.MissedOn, g.MissedOff)
+		}
+		p("\n")
+	}
+	if len(s.Lateness) > 0 {
+		p("## Emitter lateness: the Go emitter against a C loop\n\n")
+		p("The same timer loop (timerfd, absolute deadlines, SCHED_FIFO priority 1 asked) run alone for %v, in turn: "+
+			"in C with no runtime (csrc/bench/lateness.c), as Vigil's emitter (hb.Emitter as the agent runs it, "+
+			"sending nothing), and as Vigil's emitter in a process allocating %d MB/s (a Go application with the detector "+
+			"inside). %d rounds, order rotated each round; medians over rounds. Compute: one burner per CPU. What the C loop "+
+			"shows is the kernel's and the machine's share of a heartbeat's lateness; the rest is the Go runtime's. Steal: CPU "+
+			"time the hypervisor took from this virtual machine during the rounds (/proc/stat, 10 ms ticks).\n\n",
+			s.Profile.LatenessDuration, latGarbageMBps, s.Profile.LatenessRounds)
+		p("| load | h | loop | FIFO | missed deadlines per 1,000 periods | worst lateness (median) | worst of all rounds | ÷ C loop | GCs | steal |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, l := range SummarizeLateness(s.Lateness) {
+			fifo := "yes"
+			if !l.FIFO {
+				fifo = "refused"
+			}
+			steal := "?"
+			if l.Steal >= 0 {
+				steal = l.Steal.String()
+			}
+			p("| %s | %v | %s | %s | %.1f | %v | %v | %.1f | %d | %s |\n", l.Load, l.H, l.Variant, fifo, l.MissedPerK,
+				l.MedianMax.Round(time.Microsecond), l.WorstMax.Round(time.Microsecond), l.MaxOverC, l.GCs, steal)
 		}
 		p("\n")
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "sched", "h2h"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "lateness", "sched", "h2h"}
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -52,6 +52,7 @@ type Suite struct {
 	Accuracy  []AccuracyRow
 	Verdicts  []AccuracyVerdict
 	Guard     []GuardRow
+	Lateness  []LatenessRow
 	Sched     []AttributionRow
 	H2H       []H2HRow
 }
@@ -120,6 +121,12 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			s.Guard, err = Guard(ctx, GuardConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks, Hs: pr.GuardHs,
 				Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads, Sizes: accuracySizes,
 				RealTime: true, Log: s.Log})
+		case "lateness":
+			var cbin string
+			if cbin, err = BuildLateness(ctx, s.Root, filepath.Join(s.Out, "build")); err == nil {
+				s.Lateness, err = Lateness(ctx, LatenessConfig{CBin: cbin, VigilBin: s.VigilBin, Hs: pr.LatenessHs,
+					Duration: pr.LatenessDuration, Rounds: pr.LatenessRounds, Loads: []string{Idle, Compute}, RealTime: true, Log: s.Log})
+			}
 		case "sched":
 			err = s.runSched(ctx)
 		case "h2h":

@@ -24,6 +24,7 @@ names:
                       one part (-profile quick|full)
   child vigil|memberlist ...
                       a head-to-head child process (started by h2h)
+  child emitter ...   the Go emitter alone (started by lateness)
 
 Outputs go to -out: CSV files, PNG plots and SUMMARY.md.
 `
@@ -39,15 +40,17 @@ func benchMain(args []string) error {
 	name, args := args[0], args[1:]
 	if name == "child" {
 		if len(args) == 0 {
-			return errors.New("bench child: want vigil or memberlist")
+			return errors.New("bench child: want vigil, memberlist or emitter")
 		}
 		switch args[0] {
 		case "vigil":
 			return bench.VigilChild(args[1:], os.Stdout)
 		case "memberlist":
 			return bench.MemberlistChild(args[1:], os.Stdout)
+		case "emitter":
+			return bench.EmitterChild(args[1:], os.Stdout)
 		}
-		return fmt.Errorf("bench child: %q: want vigil or memberlist", args[0])
+		return fmt.Errorf("bench child: %q: want vigil, memberlist or emitter", args[0])
 	}
 	profile := "quick"
 	var parts []string

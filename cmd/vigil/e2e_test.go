@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bench"
 	"github.com/vigil-hpc/vigil/launch"
 )
 
@@ -321,6 +322,23 @@ func TestE2ERunCommand(t *testing.T) {
 	}
 }
 
+// TestE2EBenchChildEmitter runs the lateness part's Go loop for a moment
+// with an allocating goroutine beside it and parses its line (the harness,
+// not the machine's speed).
+func TestE2EBenchChildEmitter(t *testing.T) {
+	out, err := exec.Command(vigilBin, "bench", "child", "emitter", "-h", "1ms", "-d", "300ms", "-garbage", "64").Output()
+	if err != nil {
+		t.Fatalf("vigil bench child emitter: %v", err)
+	}
+	r, err := bench.ParseLateness(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Wakeups == 0 || r.Wakeups > 302 || r.Missed > r.Wakeups || r.GCs == 0 {
+		t.Fatalf("300 ms at h = 1 ms, allocating 64 MB/s: %+v", r)
+	}
+}
+
 func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -336,6 +354,8 @@ func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 		{[]string{"bench", "guard", "-guard-hs", "5x"}, nil, "-guard-hs"},
 		{[]string{"bench", "guard", "-guard-rounds", "-1"}, nil, "-guard-rounds"},
 		{[]string{"bench", "nosuchpart"}, nil, "unknown name"},
+		{[]string{"bench", "child", "emitter", "-h", "0"}, nil, "-h > 0"},
+		{[]string{"bench", "child", "teleporter"}, nil, "want vigil, memberlist or emitter"},
 	} {
 		cmd := exec.Command(vigilBin, tc.args...)
 		cmd.Env = append(os.Environ(), tc.env...)
