@@ -67,7 +67,7 @@ var Quick = Profile{
 	H2HWait: 15 * time.Second,
 }
 
-// Full is the profile of `vigil bench full` (about 25 minutes on the
+// Full is the profile of `vigil bench full` (about 32 minutes on the
 // 2-core machine).
 var Full = Profile{
 	Name:     "full",
