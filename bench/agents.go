@@ -23,6 +23,9 @@ type DetectorSpec struct {
 	// NoBacklogGuard turns the receive-path guard off
 	// (node.Config.NoBacklogGuard).
 	NoBacklogGuard bool
+	// RealTimeProcess makes every thread of each agent SCHED_FIFO
+	// (node.Config.RealTimeProcess; with RealTime).
+	RealTimeProcess bool
 }
 
 // AgentJob is a stand-alone detector: N `vigil agent` processes started by
@@ -48,13 +51,16 @@ type AgentReport struct {
 	Evicted int
 	// Held sums the observers' checks held by the receive-path guard.
 	Held uint64
+	// ProcessFIFO counts the agents that ran wholly under SCHED_FIFO.
+	ProcessFIFO int
 }
 
 // StartAgents launches n agents of the vigil binary and waits until all
 // are ready.
 func StartAgents(vigilBin string, n int, d DetectorSpec, stderr io.Writer) (*AgentJob, error) {
 	args := []string{vigilBin, "agent", "-h", d.H.String(), "-delta", d.Delta.String(),
-		"-realtime=" + fmt.Sprint(d.RealTime), "-backlog-guard=" + fmt.Sprint(!d.NoBacklogGuard)}
+		"-realtime=" + fmt.Sprint(d.RealTime), "-backlog-guard=" + fmt.Sprint(!d.NoBacklogGuard),
+		"-realtime-process=" + fmt.Sprint(d.RealTimeProcess)}
 	if d.Grace > 0 {
 		args = append(args, "-grace", d.Grace.String())
 	}
@@ -117,6 +123,9 @@ func summarizeAgentLines(lines []launch.Line) AgentReport {
 			r.Held += l.Held
 			if l.RealTime {
 				r.FIFO++
+			}
+			if l.ProcessFIFO {
+				r.ProcessFIFO++
 			}
 		case "evicted":
 			r.Evicted++

@@ -7,11 +7,22 @@ import (
 	"time"
 )
 
-// GuardConfig configures the receive-path guard comparison: accuracy steps
-// (stand-alone agents over TCP, δ = 10h, one load) run with the guard on and
-// off (node.Config.NoBacklogGuard), alternating on, off, on, off… so that
-// machine drift falls on both alike.
+// Options a GuardConfig can compare, on against off.
+const (
+	// OptionGuard is the receive-path guard (node.Config.NoBacklogGuard).
+	OptionGuard = "guard"
+	// OptionRTProcess is the whole agent under SCHED_FIFO
+	// (node.Config.RealTimeProcess), the guard on.
+	OptionRTProcess = "rt-process"
+)
+
+// GuardConfig configures an on/off comparison of one option, by default
+// the receive-path guard: accuracy steps (stand-alone agents over TCP,
+// δ = 10h, one load) run with the option on and off, alternating on, off,
+// off, on… so that machine drift falls on both alike.
 type GuardConfig struct {
+	// Option is OptionGuard (the default when empty) or OptionRTProcess.
+	Option   string
 	VigilBin string
 	MPI      MPIBuild
 	// Ranks is the number of agents; Hs the heartbeat periods tried.
@@ -31,18 +42,26 @@ type GuardConfig struct {
 	Log      io.Writer
 }
 
-// GuardRow is one step: one load, h and guard setting, in round Round.
+// GuardRow is one step: one load, h and setting of the option, in round
+// Round.
 type GuardRow struct {
-	Load  string
-	H     time.Duration
-	Delta time.Duration
-	Round int
-	Guard bool
+	Option string
+	Load   string
+	H      time.Duration
+	Delta  time.Duration
+	Round  int
+	On     bool
 	AgentReport
 }
 
 // Guard runs the comparison and returns every step.
 func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
+	if cfg.Option == "" {
+		cfg.Option = OptionGuard
+	}
+	if cfg.Option != OptionGuard && cfg.Option != OptionRTProcess {
+		return nil, fmt.Errorf("bench: option %q: want %s or %s", cfg.Option, OptionGuard, OptionRTProcess)
+	}
 	acfg := AccuracyConfig{VigilBin: cfg.VigilBin, MPI: cfg.MPI, Ranks: cfg.Ranks, Duration: cfg.Duration, Sizes: cfg.Sizes}
 	var rows []GuardRow
 	for _, load := range cfg.Loads {
@@ -51,19 +70,26 @@ func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
 		}
 		for _, h := range cfg.Hs {
 			for round := range cfg.Rounds {
-				for _, guard := range []bool{round%2 == 0, round%2 != 0} { // on first in even rounds
+				for _, on := range []bool{round%2 == 0, round%2 != 0} { // on first in even rounds
 					if err := ctx.Err(); err != nil {
 						return rows, err
 					}
-					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime, NoBacklogGuard: !guard}
+					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime}
+					switch cfg.Option {
+					case OptionGuard:
+						spec.NoBacklogGuard = !on
+					case OptionRTProcess:
+						spec.RealTimeProcess = on
+					}
 					st, err := accuracyStep(ctx, acfg, load, spec)
 					if err != nil {
-						return rows, fmt.Errorf("guard %s h=%v: %w", load, h, err)
+						return rows, fmt.Errorf("%s %s h=%v: %w", cfg.Option, load, h, err)
 					}
-					rows = append(rows, GuardRow{Load: load, H: h, Delta: spec.Delta, Round: round, Guard: guard, AgentReport: st.AgentReport})
+					rows = append(rows, GuardRow{Option: cfg.Option, Load: load, H: h, Delta: spec.Delta, Round: round, On: on,
+						AgentReport: st.AgentReport})
 					if cfg.Log != nil {
-						fmt.Fprintf(cfg.Log, "guard %-9s h=%-6v round %d guard=%-5v false suspicions %d, evicted %d, held checks %d, missed deadlines %d\n",
-							load, h, round, guard, st.Suspicions, st.Evicted, st.Held, st.Missed)
+						fmt.Fprintf(cfg.Log, "%s %-9s h=%-6v round %d on=%-5v false suspicions %d, evicted %d, held checks %d, missed deadlines %d, whole-process FIFO %d\n",
+							cfg.Option, load, h, round, on, st.Suspicions, st.Evicted, st.Held, st.Missed, st.ProcessFIFO)
 					}
 				}
 			}
@@ -107,7 +133,7 @@ func SummarizeGuard(rows []GuardRow) []GuardSummary {
 		if r.Suspicions > 0 || r.Evicted > 0 {
 			unsafe = 1
 		}
-		if r.Guard {
+		if r.On {
 			g.UnsafeOn += unsafe
 			g.SuspOn += r.Suspicions
 			g.HeldOn += r.Held

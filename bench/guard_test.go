@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -11,12 +12,12 @@ import (
 func TestSummarizeGuard(t *testing.T) {
 	ms := time.Millisecond
 	rows := []GuardRow{
-		{Load: Compute, H: ms, Round: 0, Guard: true, AgentReport: AgentReport{Held: 3, Missed: 1}},
-		{Load: Compute, H: ms, Round: 0, Guard: false, AgentReport: AgentReport{Suspicions: 2, Missed: 5}},
-		{Load: Compute, H: ms, Round: 1, Guard: false, AgentReport: AgentReport{Evicted: 1}},
-		{Load: Compute, H: ms, Round: 1, Guard: true, AgentReport: AgentReport{Suspicions: 1, Held: 4}},
-		{Load: "PingPong", H: 2 * ms, Round: 0, Guard: true},
-		{Load: "PingPong", H: 2 * ms, Round: 0, Guard: false},
+		{Load: Compute, H: ms, Round: 0, On: true, AgentReport: AgentReport{Held: 3, Missed: 1}},
+		{Load: Compute, H: ms, Round: 0, On: false, AgentReport: AgentReport{Suspicions: 2, Missed: 5}},
+		{Load: Compute, H: ms, Round: 1, On: false, AgentReport: AgentReport{Evicted: 1}},
+		{Load: Compute, H: ms, Round: 1, On: true, AgentReport: AgentReport{Suspicions: 1, Held: 4}},
+		{Load: "PingPong", H: 2 * ms, Round: 0, On: true},
+		{Load: "PingPong", H: 2 * ms, Round: 0, On: false},
 	}
 	got := SummarizeGuard(rows)
 	want := []GuardSummary{
@@ -30,5 +31,11 @@ func TestSummarizeGuard(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("group %d: got %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+func TestGuardUnknownOption(t *testing.T) {
+	if _, err := Guard(t.Context(), GuardConfig{Option: "turbo"}); err == nil || !strings.Contains(err.Error(), "turbo") {
+		t.Fatalf("unknown option: %v", err)
 	}
 }

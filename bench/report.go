@@ -76,10 +76,19 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		acc = append(acc, []string{r.Load, strconv.FormatBool(r.RealTime), usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Suspicions),
 			strconv.Itoa(r.Suspected), strconv.FormatUint(r.Missed, 10), usStr(r.MaxLate), strconv.Itoa(r.FIFO), strconv.Itoa(r.Evicted)})
 	}
-	var guard [][]string
-	for _, r := range s.Guard {
-		guard = append(guard, []string{r.Load, usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Round), strconv.FormatBool(r.Guard),
-			strconv.Itoa(r.Suspicions), strconv.Itoa(r.Evicted), strconv.FormatUint(r.Held, 10), strconv.FormatUint(r.Missed, 10)})
+	onOff := func(rows []GuardRow) [][]string {
+		var out [][]string
+		for _, r := range rows {
+			out = append(out, []string{r.Load, usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Round), strconv.FormatBool(r.On),
+				strconv.Itoa(r.Suspicions), strconv.Itoa(r.Evicted), strconv.FormatUint(r.Held, 10), strconv.FormatUint(r.Missed, 10),
+				strconv.Itoa(r.ProcessFIFO)})
+		}
+		return out
+	}
+	guard, rtp := onOff(s.Guard), onOff(s.RTProcess)
+	onOffHdr := func(option string) []string {
+		return []string{"load", "h_us", "delta_us", "round", option, "false_suspicions", "evicted", "held_checks",
+			"missed_deadlines", "agents_process_fifo"}
 	}
 	var late [][]string
 	for _, r := range s.Lateness {
@@ -123,8 +132,8 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 			"significant", "false_suspicions"}, ov},
 		{"accuracy.csv", []string{"load", "sched_fifo", "h_us", "delta_us", "false_suspicions", "ranks_suspected", "missed_deadlines",
 			"max_late_us", "fifo_granted", "evicted"}, acc},
-		{"guard.csv", []string{"load", "h_us", "delta_us", "round", "guard", "false_suspicions", "evicted", "held_checks",
-			"missed_deadlines"}, guard},
+		{"guard.csv", onOffHdr("guard"), guard},
+		{"rtprocess.csv", onOffHdr("process_fifo_asked"), rtp},
 		{"lateness.csv", []string{"load", "h_us", "round", "variant", "fifo_granted", "wakeups", "missed_deadlines", "max_late_us",
 			"gcs", "steal_us"}, late},
 		{"sched.csv", []string{"h_us", "sched_fifo", "source", "window_us", "detector_cpu_ns", "emitter_cpu_ns", "app_cpu_ns",
@@ -357,6 +366,26 @@ func (s *Suite) Summary(files []string) string {
 		for _, g := range SummarizeGuard(s.Guard) {
 			p("| %s | %s | %d + %d | %d | %d | %d / %d | %d | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
 				g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, g.HeldOn, g.MissedOn, g.MissedOff)
+		}
+		p("\n")
+	}
+	if len(s.RTProcess) > 0 {
+		p("## Whole agent SCHED_FIFO: on against off\n\n")
+		p("The same steps (%d stand-alone agents, SCHED_FIFO emitter asked, guard on, δ = 10h, %v per step) with every "+
+			"thread of each agent SCHED_FIFO (-realtime-process: receive path, checks and the Go runtime's threads at "+
+			"priority 1, the emitter at 2) or only the emitter, alternately. Granted: agents that ran wholly under "+
+			"SCHED_FIFO in the steps asking for it.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
+		p("| load | h | steps | unsafe steps, process FIFO | unsafe steps, emitter only | false suspicions on / off | granted | missed deadlines on / off |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		granted := map[[2]any]int{}
+		for _, r := range s.RTProcess {
+			if r.On {
+				granted[[2]any{r.Load, r.H}] += r.ProcessFIFO
+			}
+		}
+		for _, g := range SummarizeGuard(s.RTProcess) {
+			p("| %s | %s | %d + %d | %d | %d | %d / %d | %d of %d | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
+				g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, granted[[2]any{g.Load, g.H}], g.Rounds*s.Profile.AccuracyRanks,
+				g.MissedOn, g.MissedOff)
 		}
 		p("\n")
 	}

@@ -26,8 +26,8 @@ func TestReportFromResults(t *testing.T) {
 		Accuracy: []AccuracyRow{{Load: Compute, RealTime: true, H: ms, Delta: 10 * ms, AgentReport: AgentReport{Missed: 4, FIFO: 4}}},
 		Verdicts: []AccuracyVerdict{{Load: Compute, RealTime: true, SmallestSafe: ms, RealTimeGranted: true}},
 		Guard: []GuardRow{
-			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, Guard: true, AgentReport: AgentReport{Held: 7, Missed: 1}},
-			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, Guard: false, AgentReport: AgentReport{Suspicions: 3, Evicted: 1, Missed: 2}},
+			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: true, AgentReport: AgentReport{Held: 7, Missed: 1}},
+			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: false, AgentReport: AgentReport{Suspicions: 3, Evicted: 1, Missed: 2}},
 		},
 		Sched: []AttributionRow{{H: ms, Duration: time.Second, Attribution: Attribution{Source: "schedstat", Why: "no BPF here", DetectorCPU: 2e6}}},
 		H2H: []H2HRow{

@@ -11,7 +11,7 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "lateness", "sched", "h2h"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "rtprocess", "lateness", "sched", "h2h"}
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -52,6 +52,7 @@ type Suite struct {
 	Accuracy  []AccuracyRow
 	Verdicts  []AccuracyVerdict
 	Guard     []GuardRow
+	RTProcess []GuardRow
 	Lateness  []LatenessRow
 	Sched     []AttributionRow
 	H2H       []H2HRow
@@ -77,7 +78,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 	s.Started = time.Now()
 	s.Durations, s.Errors = map[string]time.Duration{}, map[string]string{}
 	needMPI := slices.ContainsFunc(parts, func(p string) bool {
-		return p == "imb-mpi" || p == "sweep" || p == "accuracy" || p == "guard"
+		return p == "imb-mpi" || p == "sweep" || p == "accuracy" || p == "guard" || p == "rtprocess"
 	})
 	if needMPI {
 		s.logf("building the MPI load program and libvigil")
@@ -121,6 +122,10 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			s.Guard, err = Guard(ctx, GuardConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks, Hs: pr.GuardHs,
 				Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads, Sizes: accuracySizes,
 				RealTime: true, Log: s.Log})
+		case "rtprocess":
+			s.RTProcess, err = Guard(ctx, GuardConfig{Option: OptionRTProcess, VigilBin: s.VigilBin, MPI: s.MPI,
+				Ranks: pr.AccuracyRanks, Hs: pr.GuardHs, Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads,
+				Sizes: accuracySizes, RealTime: true, Log: s.Log})
 		case "lateness":
 			var cbin string
 			if cbin, err = BuildLateness(ctx, s.Root, filepath.Join(s.Out, "build")); err == nil {

@@ -23,9 +23,13 @@ type EmitterConfig struct {
 	Period int64
 	// CPU pins the thread with sched_setaffinity when ≥ 0.
 	CPU int
-	// RealTime asks for SCHED_FIFO (priority 1); refused without privilege,
-	// which is reported by Stats().RealTime and is not an error.
+	// RealTime asks for SCHED_FIFO; refused without privilege, which is
+	// reported by Stats().RealTime and is not an error.
 	RealTime bool
+	// Priority is the SCHED_FIFO priority with RealTime (1–99; 0 means 1).
+	// Above 1 the emitter preempts the process's other threads when they
+	// run SCHED_FIFO at 1 (SetProcessFIFO).
+	Priority int
 	// Send writes one heartbeat.
 	Send SendFunc
 	// HoldP makes the thread sleep with a raw epoll_wait that keeps its Go
@@ -75,6 +79,9 @@ func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
 	}
 	if cfg.Send == nil {
 		return nil, errors.New("hb: EmitterConfig.Send is nil")
+	}
+	if cfg.Priority < 0 || cfg.Priority > 99 {
+		return nil, fmt.Errorf("hb: EmitterConfig.Priority = %d, want 0–99", cfg.Priority)
 	}
 	e := &Emitter{cfg: cfg, efd: -1, tfd: -1, epfd: -1, done: make(chan struct{})}
 	e.target.Store(noTarget)
@@ -169,7 +176,7 @@ func (e *Emitter) run(ready chan<- struct{}) {
 		pinned = unix.SchedSetaffinity(0, &set) == nil
 	}
 	if e.cfg.RealTime {
-		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 1 /* SCHED_FIFO */, Priority: 1}
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedFIFO, Priority: uint32(max(1, e.cfg.Priority))}
 		rt = unix.SchedSetAttr(0, &attr, 0) == nil
 	}
 	e.mu.Lock()

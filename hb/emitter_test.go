@@ -92,6 +92,11 @@ func TestEmitterConfigErrors(t *testing.T) {
 	if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 1}); err == nil {
 		t.Fatal("nil Send accepted")
 	}
+	for _, p := range []int{-1, 100} {
+		if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 1, Priority: p, Send: func(ranks.Rank, uint64) error { return nil }}); err == nil {
+			t.Fatalf("priority %d accepted", p)
+		}
+	}
 }
 
 func TestEmitterCloseWithoutStart(t *testing.T) {

@@ -43,6 +43,8 @@ type Line struct {
 	// Held counts the observer's checks held by the receive-path guard
 	// (node.Stats.ChecksHeld).
 	Held uint64 `json:"held,omitempty"`
+	// ProcessFIFO: the whole agent runs SCHED_FIFO (-realtime-process).
+	ProcessFIFO bool `json:"process_fifo,omitempty"`
 }
 
 // Proc is one agent process.

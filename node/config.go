@@ -48,6 +48,14 @@ type Config struct {
 	// that run one node (the agent, the C library); not in tests that run
 	// hundreds of nodes in one process.
 	EmitterHoldsP bool
+	// RealTimeProcess, with RealTime, puts every thread of the process
+	// under SCHED_FIFO at priority 1 and the heartbeat thread at 2
+	// (hb.SetProcessFIFO): the receive path, the observer's checks and
+	// the Go runtime's hand-offs then wait for no normal-priority thread.
+	// Only for a process that runs the detector alone (vigil agent), never
+	// inside an application. Refused without privilege (logged; the
+	// emitter alone is then real-time, as with RealTime).
+	RealTimeProcess bool
 
 	// NoBacklogGuard turns off the receive-path guard: by default, when a
 	// suspicion is due but the transport holds heartbeats of the emitter

@@ -57,6 +57,8 @@ type Stats struct {
 	// but heartbeats of the emitter waited in the transport's receive path
 	// (Config.NoBacklogGuard).
 	ChecksHeld uint64
+	// ProcessFIFO says whether Config.RealTimeProcess was granted.
+	ProcessFIFO bool
 }
 
 // OpenTransport creates the node's transport once the node knows where
@@ -73,6 +75,8 @@ type Node struct {
 	// wait in its receive path (nil with Config.NoBacklogGuard).
 	backlog func(ranks.Rank) bool
 	em      *hb.Emitter
+	// processFIFO: Config.RealTimeProcess was granted (set by Start).
+	processFIFO bool
 
 	// Owned by the event loop.
 	ring   *hb.Ring
@@ -138,6 +142,18 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if cfg.Slots != nil {
 		n.slots = cfg.Slots
 	}
+	priority := 1
+	if cfg.RealTime && cfg.RealTimeProcess {
+		// Before the transport starts its goroutines: threads made later
+		// inherit the policy.
+		if k, err := hb.SetProcessFIFO(1); err != nil {
+			n.log.Warn("node: whole process SCHED_FIFO refused; only the heartbeat thread asks for it", "err", err)
+		} else {
+			n.processFIFO = true
+			priority = 2
+			n.log.Debug("node: process SCHED_FIFO", "threads", k)
+		}
+	}
 	if n.tr, err = open(n.slots, n.handle); err != nil {
 		return nil, fmt.Errorf("node: opening transport: %w", err)
 	}
@@ -152,6 +168,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Period:   int64(cfg.HeartbeatPeriod),
 		CPU:      cpu,
 		RealTime: cfg.RealTime,
+		Priority: priority,
 		HoldP:    cfg.EmitterHoldsP,
 		Send:     n.tr.SendHeartbeat,
 	})
@@ -494,6 +511,7 @@ func (n *Node) Stats() Stats {
 		SyncsSent:       n.syncsSent.Load(),
 		BadMessages:     n.bad.Load(),
 		ChecksHeld:      n.held.Load(),
+		ProcessFIFO:     n.processFIFO,
 	}
 }
 

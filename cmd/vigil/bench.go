@@ -71,8 +71,8 @@ func benchMain(args []string) error {
 	if len(parts) > 0 {
 		fs.StringVar(&profile, "profile", "quick", "profile: quick or full")
 	}
-	guardHs := fs.String("guard-hs", "", "guard part: comma-separated heartbeat periods (default: the profile's)")
-	guardRounds := fs.Int("guard-rounds", 0, "guard part: on/off pairs per load and h (default: the profile's)")
+	guardHs := fs.String("guard-hs", "", "guard and rtprocess parts: comma-separated heartbeat periods (default: the profile's)")
+	guardRounds := fs.Int("guard-rounds", 0, "guard and rtprocess parts: on/off pairs per load and h (default: the profile's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

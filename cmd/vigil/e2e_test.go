@@ -322,6 +322,71 @@ func TestE2ERunCommand(t *testing.T) {
 	}
 }
 
+// threadSched returns policy and rt_priority (fields 41 and 40 of
+// /proc/<pid>/task/<tid>/stat) of each thread of pid.
+func threadSched(t *testing.T, pid int) map[string][2]string {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]string{}
+	for _, e := range ents {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		out[e.Name()] = [2]string{f[38], f[37]}
+	}
+	return out
+}
+
+// TestE2ERealTimeProcess: with -realtime-process every thread of an agent
+// runs SCHED_FIFO, the heartbeat thread alone at priority 2, the agents
+// report it, and a kill is still detected by all, accurately.
+func TestE2ERealTimeProcess(t *testing.T) {
+	const n = 6
+	j := startJob(t, n, "-h", "10ms", "-delta", "100ms", "-realtime-process")
+	time.Sleep(300 * time.Millisecond)
+	if os.Geteuid() == 0 {
+		for r, p := range j.job.Procs {
+			th := threadSched(t, p.Cmd.Process.Pid)
+			top := 0
+			for tid, s := range th {
+				if s[0] != "1" {
+					t.Fatalf("rank %d thread %s: policy %s, want SCHED_FIFO (1)", r, tid, s[0])
+				}
+				if s[1] == "2" {
+					top++
+				}
+			}
+			if top != 1 {
+				t.Fatalf("rank %d: %d threads at priority 2, want the heartbeat thread alone: %v", r, top, th)
+			}
+		}
+	}
+	j.kill(2)
+	gone := map[uint32]bool{2: true}
+	j.waitComplete(n, gone, 30*time.Second) // accuracy checked all along
+	time.Sleep(500 * time.Millisecond)
+	j.checkAccuracy(gone)
+	j.job.Stop(5 * time.Second) // the survivors leave: their departures are not suspicions
+	<-j.done
+	stats := 0
+	for _, l := range j.lines {
+		if l.Ev == "stats" {
+			stats++
+			if l.ProcessFIFO != (os.Geteuid() == 0) {
+				t.Errorf("rank %d: process FIFO %v as uid %d", l.Rank, l.ProcessFIFO, os.Geteuid())
+			}
+		}
+	}
+	if stats != n-1 {
+		t.Fatalf("%d stats lines, want %d", stats, n-1)
+	}
+}
+
 // TestE2EBenchChildEmitter runs the lateness part's Go loop for a moment
 // with an allocating goroutine beside it and parses its line (the harness,
 // not the machine's speed).
@@ -334,7 +399,8 @@ func TestE2EBenchChildEmitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Wakeups == 0 || r.Wakeups > 302 || r.Missed > r.Wakeups || r.GCs == 0 {
+	// 300 periods, the first heartbeat at once and the observer's kick.
+	if r.Wakeups == 0 || r.Wakeups > 310 || r.Missed > r.Wakeups || r.GCs == 0 {
 		t.Fatalf("300 ms at h = 1 ms, allocating 64 MB/s: %+v", r)
 	}
 }

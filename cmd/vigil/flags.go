@@ -15,6 +15,7 @@ type detectorFlags struct {
 	broadcast, transport   string
 	pin                    int
 	realtime, backlogGuard bool
+	realtimeProcess        bool
 	verbose                bool
 }
 
@@ -27,6 +28,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
+	fs.BoolVar(&d.realtimeProcess, "realtime-process", false, "with -realtime, every thread of the agent SCHED_FIFO (priority 1, the heartbeat thread 2): receive path and checks too (node.Config.RealTimeProcess)")
 	fs.BoolVar(&d.backlogGuard, "backlog-guard", true, "hold a suspicion while heartbeats of the emitter wait in the TCP receive path (node.Config.NoBacklogGuard)")
 	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
 }
@@ -38,7 +40,8 @@ func (d *detectorFlags) args() []string {
 		"-transport", d.transport, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(),
 	}
-	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-backlog-guard="+strconv.FormatBool(d.backlogGuard))
+	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess),
+		"-backlog-guard="+strconv.FormatBool(d.backlogGuard))
 	if d.verbose {
 		a = append(a, "-v")
 	}
@@ -53,6 +56,7 @@ func (d *detectorFlags) config() node.Config {
 		StartGrace:      d.grace,
 		Broadcast:       d.broadcast,
 		RealTime:        d.realtime,
+		RealTimeProcess: d.realtimeProcess,
 		NoBacklogGuard:  !d.backlogGuard,
 		EmitterHoldsP:   true, // one node per process
 	}
