@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -77,12 +78,7 @@ func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
 	if st := e.Stats(); st.Sent != uint64(len(rec.sent)) {
 		t.Fatalf("stats say %d sent, recorder saw %d", st.Sent, len(rec.sent))
 	}
-	// The emitter's goroutine may still be exiting when Close returns.
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines %d -> %d after Close", before, runtime.NumGoroutine())
-		}
-	}
+	testnet.WaitGoroutines(t, before, 5*time.Second)
 }
 
 func TestEmitterConfigErrors(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -316,19 +317,5 @@ func TestCloseJoinsEverything(t *testing.T) {
 	c := startCluster(t, 8, node.Config{})
 	time.Sleep(100 * time.Millisecond)
 	c.close()
-	waitGoroutines(t, before)
-}
-
-// waitGoroutines fails unless the number of goroutines falls back to before
-// within 5 s (a goroutine that closed its done channel in a defer may still
-// be exiting when Close returns).
-func waitGoroutines(t *testing.T, before int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines %d -> %d after Close", before, runtime.NumGoroutine())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testnet.WaitGoroutines(t, before, 5*time.Second)
 }

@@ -1,4 +1,5 @@
-// Package testnet holds network helpers shared by Vigil's tests.
+// Package testnet holds helpers shared by Vigil's tests: free loopback
+// addresses and a goroutine-leak check.
 package testnet
 
 import (

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
@@ -93,7 +94,7 @@ func testAllToAll(t *testing.T, n, per int, opts ...Option) {
 
 func checkGoroutines(t *testing.T, before int) {
 	t.Helper()
-	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
+	testnet.WaitGoroutines(t, before, 10*time.Second)
 }
 
 func TestAllToAllOrdered(t *testing.T) { testAllToAll(t, 8, 50) }
