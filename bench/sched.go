@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/vigil-hpc/vigil/hb"
 )
 
 // Thread classes tracked by the scheduling attribution.
@@ -71,13 +73,10 @@ func EmitterThread(pid int) (tid int, how string, err error) {
 	}
 	best, bestSw := -1, int64(-1)
 	for _, t := range tids {
-		dir := fmt.Sprintf("/proc/%d/task/%d/", pid, t)
-		if st, err := os.ReadFile(dir + "stat"); err == nil {
-			if f := statFields(string(st)); len(f) > 38 && f[38] == "1" { // policy: SCHED_FIFO
-				return t, "SCHED_FIFO thread", nil
-			}
+		if policy, _, err := hb.ThreadSched(pid, t); err == nil && policy == 1 { // SCHED_FIFO
+			return t, "SCHED_FIFO thread", nil
 		}
-		if sw := statusField(dir+"status", "voluntary_ctxt_switches"); sw > bestSw {
+		if sw := statusField(fmt.Sprintf("/proc/%d/task/%d/status", pid, t), "voluntary_ctxt_switches"); sw > bestSw {
 			best, bestSw = t, sw
 		}
 	}
@@ -85,16 +84,6 @@ func EmitterThread(pid int) (tid int, how string, err error) {
 		return 0, "", fmt.Errorf("bench: pid %d has no threads", pid)
 	}
 	return best, "most voluntary context switches", nil
-}
-
-// statFields splits /proc/.../stat after the command (which may hold
-// spaces): field 0 is the state (stat's field 3).
-func statFields(s string) []string {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
 }
 
 func statusField(path, name string) int64 {

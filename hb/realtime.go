@@ -1,15 +1,44 @@
 package hb
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
 // schedFIFO is the SCHED_FIFO policy of sched_setattr(2).
 const schedFIFO = 1
+
+// ThreadSched returns the scheduling policy (0 normal, 1 SCHED_FIFO, as
+// sched_setattr(2) numbers them) and the real-time priority of thread tid
+// of process pid, read from /proc/<pid>/task/<tid>/stat (fields 41 and 40).
+func ThreadSched(pid, tid int) (policy, priority int, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command, field 2, may hold spaces and parentheses: count fields
+	// from the last ')'; f[0] is field 3.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("hb: /proc/%d/task/%d/stat: no command field", pid, tid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 39 {
+		return 0, 0, fmt.Errorf("hb: /proc/%d/task/%d/stat: %d fields after the command, want 39", pid, tid, len(f))
+	}
+	if priority, err = strconv.Atoi(f[37]); err == nil {
+		policy, err = strconv.Atoi(f[38])
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("hb: /proc/%d/task/%d/stat: %w", pid, tid, err)
+	}
+	return policy, priority, nil
+}
 
 // SetProcessFIFO puts every thread of the calling process under SCHED_FIFO
 // at priority. Threads the Go runtime creates later inherit the policy from

@@ -1,12 +1,12 @@
 package hb_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,22 +16,19 @@ import (
 	"github.com/vigil-hpc/vigil/hb"
 )
 
-// policies returns the scheduling policy (field 41 of /proc/<tid>/stat) of
-// every thread of this process.
-func policies(t *testing.T) map[string]string {
+// policies returns the scheduling policy of every thread of this process.
+func policies(t *testing.T) map[int]int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	out := map[int]int{}
 	for _, e := range ents {
-		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
-		if err != nil {
-			continue // exited
+		tid, _ := strconv.Atoi(e.Name())
+		if policy, _, err := hb.ThreadSched(os.Getpid(), tid); err == nil { // else it exited
+			out[tid] = policy
 		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-		out[e.Name()] = f[38] // field 41 overall; f[0] is field 3
 	}
 	return out
 }
@@ -90,8 +87,18 @@ func TestSetProcessFIFO(t *testing.T) {
 		t.Fatalf("no new thread started (%d before, %d now)", n, len(after))
 	}
 	for tid, pol := range after {
-		if pol != "1" {
-			t.Errorf("thread %s: policy %s, want 1 (SCHED_FIFO)", tid, pol)
+		if pol != 1 {
+			t.Errorf("thread %d: policy %d, want 1 (SCHED_FIFO)", tid, pol)
 		}
+	}
+}
+
+func TestThreadSched(t *testing.T) {
+	// This test process's main thread runs under the normal policy.
+	if policy, priority, err := hb.ThreadSched(os.Getpid(), os.Getpid()); err != nil || policy != 0 || priority != 0 {
+		t.Fatalf("main thread: policy %d priority %d, %v", policy, priority, err)
+	}
+	if _, _, err := hb.ThreadSched(os.Getpid(), -1); err == nil {
+		t.Fatal("a thread that does not exist was read")
 	}
 }

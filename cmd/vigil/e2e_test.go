@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bench"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/launch"
 )
 
@@ -322,26 +323,6 @@ func TestE2ERunCommand(t *testing.T) {
 	}
 }
 
-// threadSched returns policy and rt_priority (fields 41 and 40 of
-// /proc/<pid>/task/<tid>/stat) of each thread of pid.
-func threadSched(t *testing.T, pid int) map[string][2]string {
-	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][2]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		out[e.Name()] = [2]string{f[38], f[37]}
-	}
-	return out
-}
-
 // TestE2ERealTimeProcess: with -realtime-process every thread of an agent
 // runs SCHED_FIFO, the heartbeat thread alone at priority 2, the agents
 // report it, and a kill is still detected by all, accurately.
@@ -351,18 +332,26 @@ func TestE2ERealTimeProcess(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if os.Geteuid() == 0 {
 		for r, p := range j.job.Procs {
-			th := threadSched(t, p.Cmd.Process.Pid)
+			pid := p.Cmd.Process.Pid
+			tids, err := bench.Threads(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
 			top := 0
-			for tid, s := range th {
-				if s[0] != "1" {
-					t.Fatalf("rank %d thread %s: policy %s, want SCHED_FIFO (1)", r, tid, s[0])
+			for _, tid := range tids {
+				policy, priority, err := hb.ThreadSched(pid, tid)
+				if err != nil {
+					continue // exited
 				}
-				if s[1] == "2" {
+				if policy != 1 {
+					t.Fatalf("rank %d thread %d: policy %d, want SCHED_FIFO (1)", r, tid, policy)
+				}
+				if priority == 2 {
 					top++
 				}
 			}
 			if top != 1 {
-				t.Fatalf("rank %d: %d threads at priority 2, want the heartbeat thread alone: %v", r, top, th)
+				t.Fatalf("rank %d: %d threads at priority 2, want the heartbeat thread alone", r, top)
 			}
 		}
 	}
