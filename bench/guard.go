@@ -109,6 +109,9 @@ type GuardSummary struct {
 	SuspOn, SuspOff     int
 	HeldOn              uint64
 	MissedOn, MissedOff uint64
+	// ProcessFIFOOn counts the agents that ran wholly under SCHED_FIFO in
+	// the steps with the option on (OptionRTProcess).
+	ProcessFIFOOn int
 }
 
 // SummarizeGuard groups rows by load and h, in the order they ran.
@@ -138,6 +141,7 @@ func SummarizeGuard(rows []GuardRow) []GuardSummary {
 			g.SuspOn += r.Suspicions
 			g.HeldOn += r.Held
 			g.MissedOn += r.Missed
+			g.ProcessFIFOOn += r.ProcessFIFO
 		} else {
 			g.UnsafeOff += unsafe
 			g.SuspOff += r.Suspicions

@@ -362,12 +362,8 @@ func (s *Suite) Summary(files []string) string {
 			"run with the guard on and off alternately (on, off, off, on…). A step is unsafe when it had a false suspicion "+
 			"or an eviction. Held checks: suspicions the guard held because heartbeats of the emitter waited in the "+
 			"receive path.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
-		p("| load | h | steps | unsafe steps, guard on | unsafe steps, guard off | false suspicions on / off | held checks (on) | missed deadlines on / off |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, g := range SummarizeGuard(s.Guard) {
-			p("| %s | %s | %d + %d | %d | %d | %d / %d | %d | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
-				g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, g.HeldOn, g.MissedOn, g.MissedOff)
-		}
-		p("\n")
+		onOffTable(p, s.Guard, "guard on", "guard off", "held checks (on)",
+			func(g GuardSummary) string { return strconv.FormatUint(g.HeldOn, 10) })
 	}
 	if len(s.RTProcess) > 0 {
 		p("## Whole agent SCHED_FIFO: on against off\n\n")
@@ -375,19 +371,9 @@ func (s *Suite) Summary(files []string) string {
 			"thread of each agent SCHED_FIFO (-realtime-process: receive path, checks and the Go runtime's threads at "+
 			"priority 1, the emitter at 2) or only the emitter, alternately. Granted: agents that ran wholly under "+
 			"SCHED_FIFO in the steps asking for it.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
-		p("| load | h | steps | unsafe steps, process FIFO | unsafe steps, emitter only | false suspicions on / off | granted | missed deadlines on / off |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		granted := map[[2]any]int{}
-		for _, r := range s.RTProcess {
-			if r.On {
-				granted[[2]any{r.Load, r.H}] += r.ProcessFIFO
-			}
-		}
-		for _, g := range SummarizeGuard(s.RTProcess) {
-			p("| %s | %s | %d + %d | %d | %d | %d / %d | %d of %d | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
-				g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, granted[[2]any{g.Load, g.H}], g.Rounds*s.Profile.AccuracyRanks,
-				g.MissedOn, g.MissedOff)
-		}
-		p("\n")
+		onOffTable(p, s.RTProcess, "process FIFO", "emitter only", "granted", func(g GuardSummary) string {
+			return fmt.Sprintf("%d of %d", g.ProcessFIFOOn, g.Rounds*s.Profile.AccuracyRanks)
+		})
 	}
 	if len(s.Lateness) > 0 {
 		p("## Emitter lateness: the Go emitter against a C loop\n\n")
@@ -480,4 +466,17 @@ func (s *Suite) Summary(files []string) string {
 		p("Files in `%s`: %s.\n", s.Out, strings.Join(files, ", "))
 	}
 	return b.String()
+}
+
+// onOffTable writes the table of an on/off comparison (SummarizeGuard of
+// rows): on and off name the two settings; extra heads the column that
+// extraCol fills.
+func onOffTable(p func(string, ...any), rows []GuardRow, on, off, extra string, extraCol func(GuardSummary) string) {
+	p("| load | h | steps | unsafe steps, %s | unsafe steps, %s | false suspicions on / off | %s | missed deadlines on / off |\n"+
+		"|---|---:|---:|---:|---:|---:|---:|---:|\n", on, off, extra)
+	for _, g := range SummarizeGuard(rows) {
+		p("| %s | %s | %d + %d | %d | %d | %d / %d | %s | %d / %d |\n", g.Load, durStr(g.H), g.Rounds, g.Rounds,
+			g.UnsafeOn, g.UnsafeOff, g.SuspOn, g.SuspOff, extraCol(g), g.MissedOn, g.MissedOff)
+	}
+	p("\n")
 }
