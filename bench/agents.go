@@ -59,7 +59,7 @@ type AgentReport struct {
 // are ready.
 func StartAgents(vigilBin string, n int, d DetectorSpec, stderr io.Writer) (*AgentJob, error) {
 	args := []string{vigilBin, "agent", "-h", d.H.String(), "-delta", d.Delta.String(),
-		"-realtime=" + fmt.Sprint(d.RealTime), "-backlog-guard=" + fmt.Sprint(!d.NoBacklogGuard),
+		"-realtime=" + fmt.Sprint(d.RealTime),
 		"-realtime-process=" + fmt.Sprint(d.RealTimeProcess)}
 	if d.Grace > 0 {
 		args = append(args, "-grace", d.Grace.String())

@@ -192,13 +192,9 @@ func (d *Daemon) loop() {
 			if d.isEvicted() {
 				continue
 			}
+			d.tr.DrainHeartbeats() // the heartbeats waiting in the UDP socket
 			now := node.Mono()
-			out, held := d.ring.CheckGuarded(now, d.slots.Load(d.ring.Emitter()), d.tr.HeartbeatBacklog)
-			if held {
-				d.log.Debug("suspicion held: heartbeats of the emitter wait in the receive path",
-					"emitter", d.ring.Emitter())
-			}
-			d.apply(out)
+			d.apply(d.ring.Check(now, d.slots.Load(d.ring.Emitter())))
 			d.checkZombies(now)
 			d.checkHangs(now)
 		case in := <-d.inbox:

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -17,7 +18,12 @@ import (
 // It runs on the emitter thread only.
 type SendFunc func(to ranks.Rank, seq uint64) error
 
-// EmitterConfig configures the heartbeat thread (task T1).
+// CheckFunc is the observer's check run on the heartbeat thread: now is
+// CLOCK_MONOTONIC at the check (see Watch).
+type CheckFunc func(now int64)
+
+// EmitterConfig configures the heartbeat thread (task T1, and the
+// observer's check when Check is set).
 type EmitterConfig struct {
 	// Period is h, in nanoseconds.
 	Period int64
@@ -32,7 +38,12 @@ type EmitterConfig struct {
 	Priority int
 	// Send writes one heartbeat.
 	Send SendFunc
-	// HoldP makes the thread sleep with a raw epoll_wait that keeps its Go
+	// Check, if set, runs on the thread after the heartbeat of every
+	// CheckEvery-th period (default 1): the observer's check, so that
+	// checking costs no wake-up of its own.
+	Check      CheckFunc
+	CheckEvery int
+	// HoldP makes the thread sleep with a raw system call that keeps its Go
 	// scheduler P. Without it, a SCHED_FIFO thread returning from its sleep
 	// may wait for a P held by a starved normal-priority thread: a priority
 	// inversion that made heartbeats 160 ms late under CPU burners. It costs
@@ -48,25 +59,34 @@ type EmitterStats struct {
 	Missed uint64
 	// MaxLateNs is the largest wake-up lateness seen, in nanoseconds.
 	MaxLateNs int64
-	Pinned    bool
-	RealTime  bool
+	// Checks counts the observer's checks run on the thread.
+	Checks   uint64
+	Pinned   bool
+	RealTime bool
 }
 
 // Emitter is task T1: a dedicated, locked OS thread that sends an
 // increasing sequence number to the current observer every h, on absolute
-// deadlines of the monotonic clock (a timerfd with TFD_TIMER_ABSTIME, so
-// lateness never accumulates), and at once when the observer changes.
+// deadlines of the monotonic clock (lateness never accumulates), and at
+// once when the observer changes. Each period costs one system call to
+// sleep (ppoll on an eventfd with the time left to the deadline, read on
+// the vDSO clock) plus the send: the thread leaves its loop only to
+// retarget or stop, which the eventfd signals. With a CheckFunc the same
+// thread also runs the observer's check every few periods.
 type Emitter struct {
-	cfg     EmitterConfig
-	target  atomic.Uint32 // observer_i, or noTarget
-	efd     int           // eventfd: kick / stop
-	tfd     int           // timerfd: absolute period
-	epfd    int
-	stop    atomic.Bool
-	done    chan struct{}
-	seq     uint64 // emitter thread only
-	mu      sync.Mutex
-	stats   EmitterStats
+	cfg    EmitterConfig
+	target atomic.Uint32 // observer_i, or noTarget
+	efd    int           // eventfd: kick / stop
+	stop   atomic.Bool
+	done   chan struct{}
+	seq    uint64 // emitter thread only
+
+	// Counters, written by the thread only.
+	sent, errs, missed, checks atomic.Uint64
+	maxLate                    atomic.Int64
+	pinned, rt                 atomic.Bool
+
+	mu      sync.Mutex // guards started
 	started bool
 }
 
@@ -74,46 +94,24 @@ const noTarget = ^uint32(0)
 
 // NewEmitter creates the thread's kernel objects; Start launches it.
 func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
-	if cfg.Period <= 0 {
+	switch {
+	case cfg.Period <= 0:
 		return nil, fmt.Errorf("hb: EmitterConfig.Period = %d, want > 0", cfg.Period)
-	}
-	if cfg.Send == nil {
+	case cfg.Send == nil:
 		return nil, errors.New("hb: EmitterConfig.Send is nil")
-	}
-	if cfg.Priority < 0 || cfg.Priority > 99 {
+	case cfg.Priority < 0 || cfg.Priority > 99:
 		return nil, fmt.Errorf("hb: EmitterConfig.Priority = %d, want 0–99", cfg.Priority)
+	case cfg.CheckEvery < 0:
+		return nil, fmt.Errorf("hb: EmitterConfig.CheckEvery = %d, want ≥ 0", cfg.CheckEvery)
 	}
-	e := &Emitter{cfg: cfg, efd: -1, tfd: -1, epfd: -1, done: make(chan struct{})}
+	cfg.CheckEvery = max(1, cfg.CheckEvery)
+	e := &Emitter{cfg: cfg, done: make(chan struct{})}
 	e.target.Store(noTarget)
 	var err error
 	if e.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("hb: eventfd: %w", err)
 	}
-	if e.tfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK); err != nil {
-		e.closeFds()
-		return nil, fmt.Errorf("hb: timerfd_create: %w", err)
-	}
-	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		e.closeFds()
-		return nil, fmt.Errorf("hb: epoll_create1: %w", err)
-	}
-	for _, fd := range []int{e.efd, e.tfd} {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			e.closeFds()
-			return nil, fmt.Errorf("hb: epoll_ctl: %w", err)
-		}
-	}
 	return e, nil
-}
-
-func (e *Emitter) closeFds() {
-	for _, fd := range []*int{&e.epfd, &e.tfd, &e.efd} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
-		}
-	}
 }
 
 // SetObserver retargets the heartbeats to observer and sends one at once
@@ -155,126 +153,106 @@ func (e *Emitter) Close() error {
 		e.kick()
 		<-e.done
 	}
-	e.closeFds()
+	e.mu.Lock()
+	if e.efd >= 0 {
+		unix.Close(e.efd)
+		e.efd = -1
+	}
+	e.mu.Unlock()
 	return nil
 }
 
 // Stats returns a snapshot of the thread's counters.
 func (e *Emitter) Stats() EmitterStats {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.stats
+	return EmitterStats{
+		Sent: e.sent.Load(), Errors: e.errs.Load(), Missed: e.missed.Load(),
+		MaxLateNs: e.maxLate.Load(), Checks: e.checks.Load(),
+		Pinned: e.pinned.Load(), RealTime: e.rt.Load(),
+	}
 }
 
 func (e *Emitter) run(ready chan<- struct{}) {
 	runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
 	defer close(e.done)
-	var pinned, rt bool
 	if e.cfg.CPU >= 0 {
 		var set unix.CPUSet
 		set.Set(e.cfg.CPU)
-		pinned = unix.SchedSetaffinity(0, &set) == nil
+		e.pinned.Store(unix.SchedSetaffinity(0, &set) == nil)
 	}
 	if e.cfg.RealTime {
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedFIFO, Priority: uint32(max(1, e.cfg.Priority))}
-		rt = unix.SchedSetAttr(0, &attr, 0) == nil
+		e.rt.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
 	}
-	e.mu.Lock()
-	e.stats.Pinned, e.stats.RealTime = pinned, rt
-	e.mu.Unlock()
-
-	var now unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
-	next := now.Nano() + e.cfg.Period
-	e.arm(next)
+	h := e.cfg.Period
+	next := mono.Now() + h
 	close(ready)
 
-	var events [2]unix.EpollEvent
+	e.beat() // first heartbeat at once
 	var buf [8]byte
-	var sent, errs, missed uint64
-	var maxLate int64
-	switch e.beat() { // first heartbeat at once
-	case 1:
-		sent++
-	case -1:
-		errs++
-	}
-	flush := func() {
-		e.mu.Lock()
-		e.stats.Sent += sent
-		e.stats.Errors += errs
-		e.stats.Missed += missed
-		e.stats.MaxLateNs = max(e.stats.MaxLateNs, maxLate)
-		e.mu.Unlock()
-		sent, errs, missed, maxLate = 0, 0, 0, 0
-	}
-	defer flush()
-	for !e.stop.Load() {
-		n, err := e.wait(events[:])
-		if err != nil || n <= 0 {
-			continue // EINTR
-		}
-		timer := false
-		for i := 0; i < n; i++ {
-			fd := int(events[i].Fd)
-			unix.Read(fd, buf[:])
-			if fd == e.tfd {
-				timer = true
+	period := 0
+	for {
+		now := mono.Now()
+		if now < next {
+			if e.sleep(next-now) > 0 { // kicked: retarget or stop
+				unix.Read(e.efd, buf[:])
+				if e.stop.Load() {
+					return
+				}
+				e.beat()
 			}
+			continue // EINTR, kick or timer: look at the clock again
 		}
+		late := now - next
+		if late > e.maxLate.Load() {
+			e.maxLate.Store(late)
+		}
+		if late > h {
+			e.missed.Add(1)
+			next += (late / h) * h // skip the periods slept through; stay on the grid
+		}
+		next += h
 		if e.stop.Load() {
 			return
 		}
-		if timer {
-			unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
-			late := now.Nano() - next
-			maxLate = max(maxLate, late)
-			if late > e.cfg.Period {
-				missed++
-				// Skip the periods we slept through; stay on the grid.
-				next += (late / e.cfg.Period) * e.cfg.Period
-			}
-			next += e.cfg.Period
-			e.arm(next)
+		e.beat()
+		if period++; e.cfg.Check != nil && period >= e.cfg.CheckEvery {
+			period = 0
+			e.cfg.Check(mono.Now())
+			e.checks.Add(1)
 		}
-		switch e.beat() {
-		case 1:
-			sent++
-		case -1:
-			errs++
-		}
-		flush() // an uncontended lock per heartbeat: cheap at any sane h
 	}
 }
 
-// beat sends the next sequence number to the current target: 1 sent,
-// -1 error, 0 no target.
-func (e *Emitter) beat() int {
+// beat sends the next sequence number to the current target.
+func (e *Emitter) beat() {
 	to := e.target.Load()
 	if to == noTarget {
-		return 0
+		return
 	}
 	e.seq++
 	if e.cfg.Send(to, e.seq) != nil {
+		e.errs.Add(1)
+		return
+	}
+	e.sent.Add(1)
+}
+
+// sleep waits up to d nanoseconds for the eventfd: it returns > 0 when the
+// eventfd was signalled, 0 on time-out and < 0 on EINTR.
+func (e *Emitter) sleep(d int64) int {
+	fds := [1]unix.PollFd{{Fd: int32(e.efd), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(d)
+	var r uintptr
+	var errno unix.Errno
+	if e.cfg.HoldP {
+		r, _, errno = unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1,
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	} else {
+		r, _, errno = unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1,
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}
+	if errno != 0 {
 		return -1
 	}
-	return 1
-}
-
-// wait blocks until the timer or a kick fires.
-func (e *Emitter) wait(events []unix.EpollEvent) (int, error) {
-	if !e.cfg.HoldP {
-		return unix.EpollWait(e.epfd, events, -1)
-	}
-	r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(e.epfd),
-		uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), ^uintptr(0), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(r), nil
-}
-
-func (e *Emitter) arm(deadline int64) {
-	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(deadline)}
-	unix.TimerfdSettime(e.tfd, unix.TFD_TIMER_ABSTIME, &spec, nil)
+	return int(r)
 }

@@ -185,6 +185,33 @@ func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Ra
 	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now}), false
 }
 
+// Observe is the observer's check when the heartbeat thread runs the
+// checks (Watch): rec is what they saw of the emitter. A grown word is T2 at
+// the time a check first saw it (SUSP-TIMEOUT ← δ from then); a re-arm after
+// a stalled check moves the deadline later, never earlier. T3 fires only
+// when a check ran at or after the deadline and the word had not grown by
+// then: a stalled heartbeat thread delays a detection and never causes one.
+// A record about another emitter (the ring moved on since) is ignored; now
+// times the reconnection.
+func (r *Ring) Observe(now int64, rec WatchRecord) Output {
+	if !r.started || r.left || r.Alone() || rec.Emitter != r.emitter {
+		return Output{}
+	}
+	if rec.Seq > r.lastSeq { // task T2
+		r.lastSeq = rec.Seq
+		r.deadline = rec.GrewAt + r.cfg.Delta
+	} else if d := rec.GrewAt + r.cfg.Delta; d > r.deadline {
+		r.deadline = d
+	}
+	if rec.CheckedAt < r.deadline {
+		return Output{}
+	}
+	// task T3
+	dead := r.emitter
+	r.D.Add(dead)
+	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
+}
+
 // reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,
 // emitter_i ← FindEmitter(D_i), NEWOBSERVER(i) to it.
 func (r *Ring) reconnect(now int64, det *Detection) Output {

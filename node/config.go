@@ -24,8 +24,12 @@ type Config struct {
 	// plus the worst message delay and scheduling hiccup the platform
 	// shows, or live ranks will be suspected.
 	SuspectTimeout time.Duration
-	// CheckPeriod is how often the observer loads its emitter's slot
-	// (default δ/10, at most h). Detection takes up to δ plus about two of these.
+	// CheckPeriod is how often the observer checks its emitter's slot
+	// word (default δ/8, at least h). The check runs on the heartbeat
+	// thread after every ⌈CheckPeriod/h⌉-th heartbeat (rounded to a whole
+	// number of periods), so it costs no wake-up; the event loop looks at
+	// what the checks saw only when SUSP-TIMEOUT may have expired.
+	// Detection takes up to δ plus about two of these.
 	CheckPeriod time.Duration
 	// StartGrace is how long the first heartbeat of the initial emitter may
 	// take after Start (default 2 s + δ), to let every rank come up.
@@ -56,13 +60,6 @@ type Config struct {
 	// inside an application. Refused without privilege (logged; the
 	// emitter alone is then real-time, as with RealTime).
 	RealTimeProcess bool
-
-	// NoBacklogGuard turns off the receive-path guard: by default, when a
-	// suspicion is due but the transport holds heartbeats of the emitter
-	// that its receive path has not stored yet (transport.Backlogged; TCP),
-	// the check is held instead of suspecting a rank that was alive when it
-	// sent them. Benchmarks turn it off to measure what it buys.
-	NoBacklogGuard bool
 
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
@@ -108,7 +105,7 @@ func (c Config) withDefaults() Config {
 		c.SuspectTimeout = 5 * c.HeartbeatPeriod
 	}
 	if c.CheckPeriod == 0 {
-		c.CheckPeriod = min(c.SuspectTimeout/10, c.HeartbeatPeriod)
+		c.CheckPeriod = max(c.SuspectTimeout/8, c.HeartbeatPeriod)
 	}
 	if c.StartGrace == 0 {
 		c.StartGrace = DefaultStartGrace + c.SuspectTimeout
@@ -123,6 +120,17 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// checkEvery is CheckPeriod in heartbeat periods (at least 1).
+func (c Config) checkEvery() int {
+	return max(1, int((c.CheckPeriod+c.HeartbeatPeriod/2)/c.HeartbeatPeriod))
+}
+
+// housekeeping is how often the event loop looks for zombies and nudges
+// open agreements: δ, between 5 ms and 100 ms.
+func (c Config) housekeeping() time.Duration {
+	return min(max(c.SuspectTimeout, 5*time.Millisecond), 100*time.Millisecond)
 }
 
 // Validate reports the first bad field, after defaults are applied.

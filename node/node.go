@@ -53,10 +53,6 @@ type Stats struct {
 	SyncsSent uint64
 	// BadMessages counts payloads that failed to decode or made no sense.
 	BadMessages uint64
-	// ChecksHeld counts the observer's checks at which a suspicion was due
-	// but heartbeats of the emitter waited in the transport's receive path
-	// (Config.NoBacklogGuard).
-	ChecksHeld uint64
 	// ProcessFIFO says whether Config.RealTimeProcess was granted.
 	ProcessFIFO bool
 }
@@ -71,18 +67,20 @@ type Node struct {
 	log   *slog.Logger
 	tr    transport.Transport
 	slots *hb.Slots
-	// backlog is tr's HeartbeatBacklog when tr can tell whether heartbeats
-	// wait in its receive path (nil with Config.NoBacklogGuard).
-	backlog func(ranks.Rank) bool
-	em      *hb.Emitter
+	// drain collects heartbeats waiting in tr's socket before each check
+	// (transport.Drainer; nil when they land in the slots directly).
+	drain func()
+	watch *hb.Watch // the observer's checks, run on the emitter thread
+	em    *hb.Emitter
 	// processFIFO: Config.RealTimeProcess was granted (set by Start).
 	processFIFO bool
 
 	// Owned by the event loop.
-	ring   *hb.Ring
-	bc     *bcast.Broadcaster
-	agree  *agreeState // agreements (agree.go)
-	syncer syncState   // dead-list repair (sync.go)
+	ring    *hb.Ring
+	watched ranks.Rank // the emitter n.watch was last Set to
+	bc      *bcast.Broadcaster
+	agree   *agreeState // agreements (agree.go)
+	syncer  syncState   // dead-list repair (sync.go)
 
 	// Fail-stop enforcement: the slot word of each rank in D_i when it
 	// joined D_i, and when we last told it so.
@@ -101,8 +99,8 @@ type Node struct {
 	subs    []chan Event
 	closing bool
 
-	started, forwarded, bad, syncsSent, held atomic.Uint64
-	closeOnce                                sync.Once
+	started, forwarded, bad, syncsSent atomic.Uint64
+	closeOnce                          sync.Once
 }
 
 type inbound struct {
@@ -118,8 +116,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	overlay, _ := Overlay(cfg.Broadcast)
-	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout),
-		StallGuard: int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)), Confirm: 2})
+	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout)})
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +154,10 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if n.tr, err = open(n.slots, n.handle); err != nil {
 		return nil, fmt.Errorf("node: opening transport: %w", err)
 	}
-	if b, ok := n.tr.(transport.Backlogged); ok && !cfg.NoBacklogGuard {
-		n.backlog = b.HeartbeatBacklog
+	if d, ok := n.tr.(transport.Drainer); ok {
+		n.drain = d.DrainHeartbeats
 	}
+	n.watch = hb.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
 	cpu := -1
 	if cfg.PinEmitter {
 		cpu = cfg.EmitterCPU
@@ -171,6 +169,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Priority: priority,
 		HoldP:    cfg.EmitterHoldsP,
 		Send:     n.tr.SendHeartbeat,
+
+		Check:      n.threadCheck,
+		CheckEvery: cfg.checkEvery(),
 	})
 	if err != nil {
 		n.tr.Close()
@@ -179,7 +180,10 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if cfg.EmitterHoldsP {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
-	n.ring.Start(mono(), int64(cfg.StartGrace))
+	now := mono()
+	n.ring.Start(now, int64(cfg.StartGrace))
+	n.watched = n.ring.Emitter()
+	n.watch.Set(n.watched, now)
 	if !n.ring.Alone() {
 		n.em.SetObserver(n.ring.Observer())
 	}
@@ -208,21 +212,31 @@ func (n *Node) handle(from ranks.Rank, payload []byte) {
 	}
 }
 
+// loop is the event loop. It wakes for messages and requests, when
+// SUSP-TIMEOUT may have expired (to read what the emitter thread's checks
+// saw), and every housekeeping period (zombies, agreement resends): in a
+// quiet job, about twice per δ.
 func (n *Node) loop() {
 	defer close(n.done)
-	tick := time.NewTicker(n.cfg.CheckPeriod)
-	defer tick.Stop()
+	house := int64(n.cfg.housekeeping())
+	timer := time.NewTimer(time.Duration(house))
+	defer timer.Stop()
+	nextHouse := mono() + house
 	for {
+		now := mono()
+		if !n.isEvicted.Load() {
+			if now >= nextHouse-house/2 { // due, or half due: share this wake-up
+				nextHouse = now + house
+				n.checkZombies()
+				n.agreeTick() // agree.go
+			}
+			n.observe(now)
+		}
+		timer.Reset(time.Duration(min(nextHouse, n.observeAt(now)) - now))
 		select {
 		case <-n.quit:
 			return
-		case <-tick.C:
-			if n.isEvicted.Load() {
-				continue
-			}
-			n.check()
-			n.checkZombies()
-			n.agreeTick() // agree.go
+		case <-timer.C:
 		case in := <-n.inbox:
 			n.receive(in)
 		case req := <-n.reqs:
@@ -231,22 +245,40 @@ func (n *Node) loop() {
 	}
 }
 
-// check is the observer's check: one load of the emitter's word, guarded
-// against a starved receive path (hb.Ring.CheckGuarded).
-func (n *Node) check() {
-	e := n.ring.Emitter()
-	out, held := n.ring.CheckGuarded(mono(), n.slots.Load(e), n.backlog)
-	if held {
-		if k := n.held.Add(1); k&(k-1) == 0 { // logged the 1st, 2nd, 4th, 8th… time
-			n.log.Info("suspicion held: heartbeats of the emitter wait in the receive path",
-				"emitter", e, "held_checks", k)
-		}
+// threadCheck is the observer's check, run on the emitter thread every
+// CheckPeriod: collect heartbeats waiting in the transport, then one load
+// of the emitter's slot word (hb.Watch).
+func (n *Node) threadCheck(now int64) {
+	if n.drain != nil {
+		n.drain()
 	}
-	n.apply(out)
+	n.watch.Check(now)
+}
+
+// observe hands what the emitter thread's checks saw to the ring (T2/T3).
+func (n *Node) observe(now int64) {
+	n.apply(n.ring.Observe(now, n.watch.Record()))
+}
+
+// observeAt returns when the loop should next look at the checks: at the
+// ring's deadline, or, once it passed with no check after it yet (the
+// emitter thread is late), a quarter check period later.
+func (n *Node) observeAt(now int64) int64 {
+	if n.ring.Alone() || n.isEvicted.Load() {
+		return now + int64(time.Hour)
+	}
+	if d := n.ring.Deadline(); d > now {
+		return d
+	}
+	return now + max(int64(n.cfg.CheckPeriod)/4, int64(time.Microsecond))
 }
 
 // apply carries out what the ring core asked for.
 func (n *Node) apply(out hb.Output) {
+	if e := n.ring.Emitter(); e != n.watched {
+		n.watched = e
+		n.watch.Set(e, mono())
+	}
 	if out.ObserverChanged {
 		n.retarget()
 	}
@@ -510,7 +542,6 @@ func (n *Node) Stats() Stats {
 		BcastsForwarded: n.forwarded.Load(),
 		SyncsSent:       n.syncsSent.Load(),
 		BadMessages:     n.bad.Load(),
-		ChecksHeld:      n.held.Load(),
 		ProcessFIFO:     n.processFIFO,
 	}
 }

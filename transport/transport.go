@@ -40,6 +40,15 @@ type Transport interface {
 	Close() error
 }
 
+// Drainer is implemented by transports whose heartbeats wait in a socket
+// until the observer collects them (UDP): nothing in the observer's process
+// wakes up per heartbeat. DrainHeartbeats stores every authenticated
+// heartbeat that arrived into the slots; the node calls it on the
+// heartbeat thread before each check. It must not block or allocate.
+type Drainer interface {
+	DrainHeartbeats()
+}
+
 // Backlogged is implemented by transports whose heartbeats pass through a
 // receive path in the observer's process (TCP): a goroutine reads them from
 // a socket and stores them in the slot word. When that goroutine is starved

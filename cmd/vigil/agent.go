@@ -111,7 +111,7 @@ func agentMain(args []string) error {
 			for _, v := range st.Transport.Rejected {
 				rejected += v
 			}
-			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected, RealTime: st.Emitter.RealTime, Held: st.ChecksHeld,
+			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected, RealTime: st.Emitter.RealTime,
 				ProcessFIFO: st.ProcessFIFO})
 			nd.Close()
 			emit(launch.Line{Ev: "bye"})

@@ -14,7 +14,7 @@ type detectorFlags struct {
 	h, delta, check, grace time.Duration
 	broadcast, transport   string
 	pin                    int
-	realtime, backlogGuard bool
+	realtime               bool
 	realtimeProcess        bool
 	verbose                bool
 }
@@ -22,14 +22,13 @@ type detectorFlags struct {
 func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.DurationVar(&d.h, "h", h, "heartbeat period h")
 	fs.DurationVar(&d.delta, "delta", delta, "suspicion time-out δ (must exceed h)")
-	fs.DurationVar(&d.check, "check", 0, "observer check period (default min(δ/10, h))")
+	fs.DurationVar(&d.check, "check", 0, "observer check period, run on the heartbeat thread (default max(δ/8, h))")
 	fs.DurationVar(&d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", false, "with -realtime, every thread of the agent SCHED_FIFO (priority 1, the heartbeat thread 2): receive path and checks too (node.Config.RealTimeProcess)")
-	fs.BoolVar(&d.backlogGuard, "backlog-guard", true, "hold a suspicion while heartbeats of the emitter wait in the TCP receive path (node.Config.NoBacklogGuard)")
 	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
 }
 
@@ -40,8 +39,7 @@ func (d *detectorFlags) args() []string {
 		"-transport", d.transport, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(),
 	}
-	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess),
-		"-backlog-guard="+strconv.FormatBool(d.backlogGuard))
+	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
 	if d.verbose {
 		a = append(a, "-v")
 	}
@@ -57,7 +55,6 @@ func (d *detectorFlags) config() node.Config {
 		Broadcast:       d.broadcast,
 		RealTime:        d.realtime,
 		RealTimeProcess: d.realtimeProcess,
-		NoBacklogGuard:  !d.backlogGuard,
 		EmitterHoldsP:   true, // one node per process
 	}
 	if d.pin >= 0 {

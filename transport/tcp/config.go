@@ -13,13 +13,12 @@ import (
 
 // Defaults applied by Listen to zero fields.
 const (
-	DefaultListenAddr       = "127.0.0.1:0"
-	DefaultDialTimeout      = time.Second
-	DefaultWriteTimeout     = 5 * time.Second
-	DefaultHeartbeatTimeout = 5 * time.Millisecond
-	DefaultHelloTimeout     = 10 * time.Second
-	DefaultMaxPayload       = wire.DefaultMaxPayload
-	DefaultQueueLen         = 1024
+	DefaultListenAddr   = "127.0.0.1:0"
+	DefaultDialTimeout  = time.Second
+	DefaultWriteTimeout = 5 * time.Second
+	DefaultHelloTimeout = 10 * time.Second
+	DefaultMaxPayload   = wire.DefaultMaxPayload
+	DefaultQueueLen     = 1024
 	// MaxMaxPayload is the largest MaxPayload accepted.
 	MaxMaxPayload = 1 << 30
 )
@@ -51,9 +50,6 @@ type Config struct {
 	DialTimeout time.Duration
 	// WriteTimeout bounds each write of queued messages.
 	WriteTimeout time.Duration
-	// HeartbeatTimeout is the write deadline of one heartbeat: the emitter
-	// thread never blocks longer on a slow peer.
-	HeartbeatTimeout time.Duration
 	// HelloTimeout is how long an accepted connection may take to
 	// authenticate with a Hello.
 	HelloTimeout time.Duration
@@ -66,10 +62,6 @@ type Config struct {
 	// draws one with wire.NewIncarnation. Peers reject frames from an
 	// incarnation older than one they have seen.
 	Incarnation uint64
-
-	// afterHeartbeat, set by tests, is called by the reader goroutine after
-	// it stored each heartbeat (it may block, starving the receive path).
-	afterHeartbeat func(seq uint64)
 }
 
 // ConfigError reports an invalid Config field.
@@ -109,8 +101,6 @@ func (c *Config) Validate() error {
 		return bad("DialTimeout", "negative")
 	case c.WriteTimeout < 0:
 		return bad("WriteTimeout", "negative")
-	case c.HeartbeatTimeout < 0:
-		return bad("HeartbeatTimeout", "negative")
 	case c.HelloTimeout < 0:
 		return bad("HelloTimeout", "negative")
 	case c.MaxPayload < 0 || c.MaxPayload > MaxMaxPayload:
@@ -138,7 +128,6 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.DialTimeout, DefaultDialTimeout)
 	def(&c.WriteTimeout, DefaultWriteTimeout)
-	def(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	def(&c.HelloTimeout, DefaultHelloTimeout)
 	if c.MaxPayload == 0 {
 		c.MaxPayload = DefaultMaxPayload

@@ -1,23 +1,23 @@
 // Package tcp is Vigil's commodity transport: authenticated frames
 // (package internal/wire) over TCP, for clusters without RDMA.
 //
-// Outgoing traffic uses two connections per destination, both opened
-// lazily and both starting with an authenticated Hello naming this rank and
-// its incarnation:
-//   - a message connection, fed by a bounded per-peer queue and drained by
-//     one writer goroutine: Send copies the payload, never blocks, and drops
-//     (counting) when the queue is full. When a dial fails, the queued
-//     messages are dropped and the next dial waits for an exponential
-//     backoff, which only a new message starts: a dead peer costs nothing
-//     while nobody talks to it;
-//   - a heartbeat connection, written synchronously by the emitter thread
-//     from a pre-encoded frame with a short write deadline. SendHeartbeat
-//     does not allocate once connected; when the connection is missing it
-//     starts a background dial and drops that heartbeat, so the emitter
-//     never waits for a dial. A heartbeat whose deadline passes before any
-//     byte is written is dropped and the connection kept (one preemption
-//     of the emitter thread must not cost a redial); a partial write
-//     closes it.
+// Messages use one connection per destination, opened lazily and starting
+// with an authenticated Hello naming this rank and its incarnation, fed by
+// a bounded per-peer queue and drained by one writer goroutine: Send copies
+// the payload, never blocks, and drops (counting) when the queue is full.
+// When a dial fails, the queued messages are dropped and the next dial
+// waits for an exponential backoff, which only a new message starts: a dead
+// peer costs nothing while nobody talks to it.
+//
+// Heartbeats are UDP datagrams on a socket bound to the listener's address
+// and port (udp.go): the emitter thread sends each pre-encoded, authenticated
+// frame with one sendto, which never blocks and needs no connection, and
+// nothing in the observer's process wakes up for it. The datagrams wait in
+// the socket until the observer's check drains them (DrainHeartbeats,
+// transport.Drainer), checks them like any frame (job, known rank, tag,
+// incarnation not stale) and stores their sequence numbers into
+// Config.Slots. The check therefore sees every heartbeat that reached the
+// host, however starved the process was.
 //
 // Peers never write on the connections we open, so each one also has a
 // goroutine blocked in Read: when the peer closes or resets it, the next
@@ -26,15 +26,13 @@
 //
 // Incoming connections get one reader goroutine each. Every frame is
 // authenticated (HMAC-SHA256 under the job key) and checked (job ID, known
-// rank, Hello first, incarnation not stale) before it is used: heartbeats
-// store into Config.Slots, messages go to Config.Handler. A rejected frame
-// is counted by reason in Stats().Rejected (the wire.Reason constants, plus
-// "hello_timeout" for a connection silent for Config.HelloTimeout), logged
-// at most once per second per reason, and closes its connection. A Bye
-// frame closes the connection quietly (this transport does not send one
-// yet: an orderly close is an EOF between frames). Reader goroutines count
-// the bytes they read and act on, so that HeartbeatBacklog can tell an
-// observer whether heartbeats wait in its receive path (backlog.go).
+// rank, Hello first, incarnation not stale) before it is used: messages go
+// to Config.Handler. A rejected frame is counted by reason in
+// Stats().Rejected (the wire.Reason constants, plus "hello_timeout" for a
+// connection silent for Config.HelloTimeout), logged at most once per
+// second per reason, and closes its connection (a rejected datagram is
+// dropped). A Bye frame closes the connection quietly (this transport does
+// not send one yet: an orderly close is an EOF between frames).
 //
 // Close closes the listener and every connection and waits for every
 // goroutine of the transport.
@@ -47,7 +45,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,16 +80,13 @@ type Transport struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex // guards out, in, hbIn
+	mu   sync.Mutex // guards out, in
 	out  map[ranks.Rank]*peer
 	in   map[net.Conn]struct{}
-	hbIn map[ranks.Rank][]*inConn // incoming heartbeat connections (backlog.go)
-	stop bool                     // set under mu by Close: no new goroutines
+	stop bool // set under mu by Close: no new goroutines
 
-	hbMu    sync.Mutex // the heartbeat path: hbs, hbFrame, hbStop
-	hbs     map[ranks.Rank]*hbPeer
-	hbFrame *wire.HeartbeatFrame
-	hbStop  bool
+	hb      *hbSocket            // heartbeats (udp.go)
+	hbFrame *wire.HeartbeatFrame // the emitter thread's
 
 	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
 	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
@@ -110,24 +104,24 @@ func Listen(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	params := wire.Params{
+		JobID: cfg.JobID, Key: cfg.Key, Rank: cfg.Self, Incarnation: cfg.Incarnation,
+		N: cfg.N, MaxPayload: cfg.MaxPayload,
+	}
+	ln, hb, err := listen(cfg.ListenAddr, wire.NewCodec(params))
 	if err != nil {
-		return nil, fmt.Errorf("tcp: listen: %w", err)
+		return nil, err
 	}
 	t := &Transport{
-		cfg: cfg,
-		params: wire.Params{
-			JobID: cfg.JobID, Key: cfg.Key, Rank: cfg.Self, Incarnation: cfg.Incarnation,
-			N: cfg.N, MaxPayload: cfg.MaxPayload,
-		},
+		cfg:      cfg,
+		params:   params,
 		ln:       ln,
+		hb:       hb,
 		incs:     wire.NewIncarnations(cfg.N),
 		dialer:   net.Dialer{Timeout: cfg.DialTimeout},
 		done:     make(chan struct{}),
 		out:      make(map[ranks.Rank]*peer),
 		in:       make(map[net.Conn]struct{}),
-		hbIn:     make(map[ranks.Rank][]*inConn),
-		hbs:      make(map[ranks.Rank]*hbPeer),
 		rejected: make(map[string]uint64),
 		lastLog:  make(map[string]time.Time),
 		muted:    make(map[string]uint64),
@@ -138,6 +132,26 @@ func Listen(cfg Config) (*Transport, error) {
 	t.wg.Add(1)
 	go t.acceptLoop()
 	return t, nil
+}
+
+// listen opens the TCP listener and the heartbeat socket on the same
+// address and port. With port 0 it retries when the kernel's TCP port is
+// taken for UDP.
+func listen(addr string, codec *wire.Codec) (net.Listener, *hbSocket, error) {
+	for try := 0; ; try++ {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tcp: listen: %w", err)
+		}
+		hb, err := openHBSocket(ln.Addr().(*net.TCPAddr), codec)
+		if err == nil {
+			return ln, hb, nil
+		}
+		ln.Close()
+		if _, port, _ := net.SplitHostPort(addr); port != "0" || try == 8 {
+			return nil, nil, err
+		}
+	}
 }
 
 // Addr returns the address the transport listens on.
@@ -161,6 +175,9 @@ func (t *Transport) SetPeers(addrs []string) error {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("tcp: SetPeers: rank %d: %w", i, err)
 		}
+	}
+	if err := t.hb.setPeers(addrs); err != nil {
+		return err
 	}
 	cp := append([]string(nil), addrs...)
 	t.peers.Store(&cp)
@@ -396,91 +413,68 @@ func (p *peer) drain() int {
 	}
 }
 
-// hbPeer is the heartbeat path to one rank. Its fields are guarded by the
-// transport's hbMu.
-type hbPeer struct {
-	rank    ranks.Rank
-	conn    net.Conn
-	dialing bool
-	backoff time.Duration
-	retryAt time.Time
-}
-
-// SendHeartbeat implements transport.Transport. It writes a pre-encoded
-// frame on the heartbeat connection to rank to with a HeartbeatTimeout
-// deadline and does not allocate. Without a connection it starts a
-// background dial (unless one is running or backing off) and drops the
-// heartbeat. A write that times out before writing anything drops the
-// heartbeat and keeps the connection; any other failed write closes it.
-// Drops are counted in Stats().HeartbeatsDropped, not returned.
+// SendHeartbeat implements transport.Transport: one authenticated datagram
+// to rank to, sent with one sendto from a pre-encoded frame; it does not
+// allocate and never blocks. A heartbeat that cannot go out (address not
+// known yet, full socket buffer) is dropped and counted in
+// Stats().HeartbeatsDropped, not returned.
 func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 	if int64(to) >= int64(t.cfg.N) {
 		return transport.ErrUnknownRank
 	}
-	t.hbMu.Lock()
-	defer t.hbMu.Unlock()
-	if t.hbStop {
-		return transport.ErrClosed
-	}
-	h := t.hbs[to]
-	if h == nil {
-		h = &hbPeer{rank: to}
-		t.hbs[to] = h
-	}
-	if h.conn == nil {
-		if !h.dialing && !time.Now().Before(h.retryAt) {
-			h.dialing = true
-			t.wg.Add(1)
-			go t.dialHeartbeat(h)
+	if err := t.hb.send(to, t.hbFrame.Encode(seq)); err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			return transport.ErrClosed
 		}
 		t.hbDropped.Add(1)
-		return nil
-	}
-	_ = h.conn.SetWriteDeadline(time.Now().Add(t.cfg.HeartbeatTimeout))
-	if n, err := h.conn.Write(t.hbFrame.Encode(seq)); err != nil {
-		t.hbDropped.Add(1)
-		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-			// Nothing written (the peer's buffer is full, or this thread
-			// was descheduled past the deadline before the write): the
-			// stream is intact and the next heartbeat may go through it.
-			return nil
-		}
-		// A partial write leaves the stream mid-frame: never reuse it.
-		h.conn.Close()
-		h.conn = nil
 		return nil
 	}
 	t.hbSent.Add(1)
 	return nil
 }
 
-// dialHeartbeat opens h's connection in the background.
-func (t *Transport) dialHeartbeat(h *hbPeer) {
-	defer t.wg.Done()
-	c, err := t.dial(h.rank, wire.NewCodec(t.params), func(c net.Conn) {
-		t.hbMu.Lock()
-		if h.conn == c {
-			h.conn = nil
+// DrainHeartbeats implements transport.Drainer: it stores every
+// authenticated heartbeat waiting in the socket into the slots and counts
+// the datagrams it rejects. Call it from one goroutine at a time (the
+// heartbeat thread); it does not block.
+func (t *Transport) DrainHeartbeats() {
+	for {
+		n := t.hb.recv()
+		for i := range n {
+			t.gotHeartbeat(t.hb.datagram(i))
 		}
-		t.hbMu.Unlock()
-	})
-	t.hbMu.Lock()
-	defer t.hbMu.Unlock()
-	h.dialing = false
-	if err != nil || t.hbStop {
-		if c != nil {
-			c.Close()
+		if n < drainBatch {
+			return
 		}
-		if err != nil && !t.hbStop {
-			h.backoff = min(max(2*h.backoff, minBackoff), maxBackoff)
-			h.retryAt = time.Now().Add(h.backoff)
-			t.logLimited("dial", slog.LevelInfo, "tcp: cannot reach heartbeat peer",
-				"peer", h.rank, "retry_in", h.backoff, "err", err)
+	}
+}
+
+// gotHeartbeat checks one datagram and stores its sequence number.
+func (t *Transport) gotHeartbeat(b []byte) {
+	f, n, err := t.hb.codec.Decode(b)
+	reason := ""
+	switch {
+	case err != nil:
+	case n != len(b):
+		reason, err = wire.ReasonBadPayload, fmt.Errorf("datagram of %d bytes or more holds a frame of %d", len(b), n)
+	case f.Type != wire.Heartbeat:
+		reason, err = wire.ReasonBadType, fmt.Errorf("%v frame on the heartbeat socket", f.Type)
+	case f.Incarnation < t.incs.Latest(f.Sender):
+		reason, err = wire.ReasonStale, fmt.Errorf("heartbeat of rank %d from an old incarnation", f.Sender)
+	}
+	var seq uint64
+	if err == nil {
+		seq, err = wire.DecodeHeartbeat(f.Payload)
+	}
+	if err != nil {
+		if reason == "" {
+			reason = wire.ReasonOf(err)
 		}
+		t.reject(reason, err, nil)
 		return
 	}
-	h.backoff = 0
-	h.conn = c
+	t.cfg.Slots.Store(f.Sender, seq)
+	t.hbRecv.Add(1)
 }
 
 // peerRestarted drops the connections to rank r's previous incarnation.
@@ -491,12 +485,6 @@ func (t *Transport) peerRestarted(r ranks.Rank) {
 		p.reset.Store(true)
 	}
 	t.mu.Unlock()
-	t.hbMu.Lock()
-	if h := t.hbs[r]; h != nil && h.conn != nil {
-		h.conn.Close()
-		h.conn = nil
-	}
-	t.hbMu.Unlock()
 }
 
 func (t *Transport) acceptLoop() {
@@ -543,9 +531,7 @@ func (t *Transport) serve(c net.Conn) {
 	}()
 	codec := wire.NewCodec(t.params)
 	sess := wire.Session{Self: t.cfg.Self, Incarnations: t.incs}
-	ic := newInConn(c) // counts bytes read and acted on (backlog.go)
-	r := bufio.NewReaderSize(ic, readBuf)
-	isHB := false
+	r := bufio.NewReaderSize(c, readBuf)
 	_ = c.SetReadDeadline(time.Now().Add(t.cfg.HelloTimeout))
 	for {
 		f, err := codec.ReadFrame(r)
@@ -571,17 +557,8 @@ func (t *Transport) serve(c net.Conn) {
 		case wire.Hello:
 			_ = c.SetReadDeadline(time.Time{})
 		case wire.Heartbeat:
-			seq, _ := wire.DecodeHeartbeat(f.Payload) // length checked by Accept
-			t.cfg.Slots.Store(f.Sender, seq)
-			t.hbRecv.Add(1)
-			ic.done.Store(ic.read.Load() - int64(r.Buffered()))
-			if !isHB {
-				isHB = true
-				defer t.addHBConn(f.Sender, ic)()
-			}
-			if t.cfg.afterHeartbeat != nil {
-				t.cfg.afterHeartbeat(seq)
-			}
+			t.reject(wire.ReasonBadType, errors.New("heartbeat on a message connection"), c)
+			return
 		case wire.Msg:
 			t.msgsRecv.Add(1)
 			t.bytesRecv.Add(uint64(len(f.Payload)))
@@ -598,6 +575,10 @@ func (t *Transport) reject(reason string, err error, c net.Conn) {
 	t.rejMu.Lock()
 	t.rejected[reason]++
 	t.rejMu.Unlock()
+	if c == nil {
+		t.logLimited("reject:"+reason, slog.LevelWarn, "tcp: heartbeat datagram rejected", "reason", reason, "err", err)
+		return
+	}
 	t.logLimited("reject:"+reason, slog.LevelWarn, "tcp: frame rejected; connection closed",
 		"reason", reason, "remote", c.RemoteAddr().String(), "err", err)
 }
@@ -652,15 +633,7 @@ func (t *Transport) Close() error {
 	}
 	t.cancel()
 	err := t.ln.Close()
-	t.hbMu.Lock()
-	t.hbStop = true
-	for _, h := range t.hbs {
-		if h.conn != nil {
-			h.conn.Close()
-			h.conn = nil
-		}
-	}
-	t.hbMu.Unlock()
+	t.hb.close()
 	t.mu.Lock()
 	t.stop = true
 	close(t.done)
@@ -675,4 +648,7 @@ func (t *Transport) Close() error {
 	return err
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Drainer   = (*Transport)(nil)
+)

@@ -1,0 +1,146 @@
+package tcp
+
+import (
+	"net"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// TestForgedDatagrams sends hand-made datagrams to rank 0's heartbeat
+// socket: each is rejected with its reason at the next drain, stores
+// nothing, and the honest rank 1's heartbeats keep landing.
+func TestForgedDatagrams(t *testing.T) {
+	cl := newCluster(t, 4, 2, nil)
+	defer cl.close()
+	f := &forger{t: t, addr: cl.ts[0].Addr()}
+	// Rank 2 (played here) says hello with incarnation 100 over TCP, so
+	// that an older incarnation is stale.
+	honest := f.codec(wire.Params{Rank: 2, Incarnation: 100})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(frame(t, honest, wire.Hello, wire.AppendHello(nil, 0))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hello", func() bool { return cl.ts[0].incs.Latest(2) == 100 })
+
+	u, err := net.Dial("udp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	beat := func(c *wire.Codec, seq uint64) []byte { return frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, seq)) }
+	good := beat(honest, 1<<40)
+	cases := []struct {
+		name, reason string
+		b            []byte
+	}{
+		{"wrong key", wire.ReasonBadTag, beat(f.codec(wire.Params{Key: []byte("not the job key at all"), Rank: 2, Incarnation: 100}), 1<<40)},
+		{"foreign job", wire.ReasonForeignJob, beat(f.codec(wire.Params{JobID: testJob + 1, Rank: 2, Incarnation: 100}), 1<<40)},
+		{"truncated", wire.ReasonTruncated, good[:len(good)-1]},
+		{"trailing byte", wire.ReasonBadPayload, append(append([]byte(nil), good...), 0)},
+		{"bad magic", wire.ReasonBadMagic, append([]byte{'X'}, good[1:]...)},
+		{"message frame", wire.ReasonBadType, frame(t, honest, wire.Msg, msg(1))},
+		{"unknown rank", wire.ReasonUnknownRank, beat(f.codec(wire.Params{Rank: 4, Incarnation: 100}), 1<<40)},
+		{"stale incarnation", wire.ReasonStale, beat(f.codec(wire.Params{Rank: 2, Incarnation: 99}), 1<<40)},
+		{"bad payload", wire.ReasonBadPayload, frame(t, honest, wire.Heartbeat, []byte{1, 2, 3})},
+	}
+	var seq uint64
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := cl.ts[0].Stats().Rejected[tc.reason]
+			if _, err := u.Write(tc.b); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+			if err := cl.ts[1].SendHeartbeat(0, seq); err != nil {
+				t.Fatal(err)
+			}
+			want := seq
+			waitFor(t, "rejection "+tc.reason, func() bool {
+				return cl.load(0, 1) == want && cl.ts[0].Stats().Rejected[tc.reason] == prev+1
+			})
+			if got := cl.slots[0].Load(2); got != 0 {
+				t.Fatalf("forged heartbeat stored: %d", got)
+			}
+		})
+	}
+	// The authentic heartbeat of rank 2 is accepted.
+	if _, err := u.Write(good); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "authentic heartbeat", func() bool { return cl.load(0, 2) == 1<<40 })
+}
+
+// TestHeartbeatDrainIsBounded: more heartbeats than one recvmmsg batch
+// between two checks are all received, and the slot holds the largest.
+func TestHeartbeatDrainIsBounded(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	const k = 5 * drainBatch
+	for seq := uint64(1); seq <= k; seq++ {
+		if err := cl.ts[0].SendHeartbeat(1, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every heartbeat", func() bool { return cl.load(1, 0) == k })
+	if st := cl.ts[1].Stats(); st.HeartbeatsRecv != k {
+		t.Fatalf("%d heartbeats received, want %d", st.HeartbeatsRecv, k)
+	}
+}
+
+// TestDrainDoesNotAllocate: the observer's drain allocates nothing.
+func TestDrainDoesNotAllocate(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	seq := connectHeartbeat(t, cl, 0, 1)
+	allocs := testing.AllocsPerRun(200, func() {
+		seq++
+		_ = cl.ts[0].SendHeartbeat(1, seq)
+		cl.ts[1].DrainHeartbeats()
+	})
+	if allocs != 0 {
+		t.Fatalf("send + drain: %v allocs", allocs)
+	}
+}
+
+// FuzzHeartbeatDatagram feeds arbitrary datagrams to the heartbeat
+// socket's decoder: it never panics, and a slot moves only for an
+// authentic heartbeat frame that fills the datagram exactly.
+func FuzzHeartbeatDatagram(f *testing.F) {
+	slots := hb.NewSlots(4)
+	tr, err := Listen(testConfig(0, 4, slots, func(ranks.Rank, []byte) {}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer tr.Close()
+	c := wire.NewCodec(wire.Params{JobID: testJob, Key: testKey, Rank: 1, Incarnation: 7, N: 4, MaxPayload: DefaultMaxPayload})
+	hbf := c.NewHeartbeatFrame()
+	f.Add(append([]byte(nil), hbf.Encode(3)...))
+	f.Add(append([]byte(nil), hbf.Encode(1<<62)...)[:20])
+	m, _ := c.Append(nil, wire.Msg, []byte("x"))
+	f.Add(m)
+	check := wire.NewCodec(wire.Params{JobID: testJob, Key: testKey, N: 4, MaxPayload: DefaultMaxPayload})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		before := make([]uint64, 4)
+		for r := range before {
+			before[r] = slots.Load(ranks.Rank(r))
+		}
+		tr.gotHeartbeat(b)
+		for r := range before {
+			if slots.Load(ranks.Rank(r)) == before[r] {
+				continue
+			}
+			fr, n, err := check.Decode(b)
+			if err != nil || n != len(b) || fr.Type != wire.Heartbeat || fr.Sender != ranks.Rank(r) {
+				t.Fatalf("slot %d moved for a datagram that is not an authentic heartbeat of it (%v)", r, err)
+			}
+		}
+	})
+}
+
