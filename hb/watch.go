@@ -1,7 +1,8 @@
 package hb
 
 import (
-	"sync"
+	"runtime"
+	"sync/atomic"
 
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -17,13 +18,30 @@ import (
 // the previous one means the thread itself was stalled (descheduled,
 // paused), so the word may not show heartbeats that arrived meanwhile; that
 // check re-arms SUSP-TIMEOUT (GrewAt ← now) instead of letting it expire.
+//
+// Check never blocks: the heartbeat thread may run SCHED_FIFO, and a lock
+// shared with a starved normal-priority goroutine would make it wait on
+// that goroutine (priority inversion). The record is published with a
+// sequence lock (one writer: the thread), and Set is a request the next
+// Check carries out.
 type Watch struct {
 	slots *Slots
 	guard int64
 
-	mu   sync.Mutex
-	rec  WatchRecord
-	last int64 // time of the previous Check
+	// Set's request: generation<<32 | emitter, and when it was made.
+	want  atomic.Uint64
+	setAt atomic.Int64
+
+	// The record, written by Check only: ver is odd while it writes.
+	ver                     atomic.Uint64
+	emitter                 atomic.Uint32
+	seq                     atomic.Uint64
+	grewAt, checkedAt       atomic.Int64
+	applied                 uint64 // the request the record follows (thread only)
+	last                    int64  // time of the previous Check (thread only)
+	recSeq                  uint64 // thread-only copies of the record
+	recGrewAt, recCheckedAt int64
+	recEmitter              ranks.Rank
 }
 
 // WatchRecord is what the checks saw of one emitter.
@@ -42,39 +60,65 @@ type WatchRecord struct {
 // NewWatch returns a Watch over slots with the given stall guard
 // (nanoseconds; 0 disables it). It watches nothing until Set.
 func NewWatch(slots *Slots, stallGuard int64) *Watch {
-	return &Watch{slots: slots, guard: stallGuard, rec: WatchRecord{Emitter: noEmitter}}
+	w := &Watch{slots: slots, guard: stallGuard, recEmitter: noEmitter}
+	w.emitter.Store(uint32(noEmitter))
+	return w
 }
 
 const noEmitter = ranks.Rank(^uint32(0))
 
-// Set starts watching emitter at now: its word counts as grown once it is
-// above zero, as Ring's check after a change of emitter.
+// Set asks the checks to watch emitter from now on: from the next check,
+// the record is about emitter, with SUSP-TIMEOUT running from now and its
+// word counting as grown once it is above zero (as Ring's check after a
+// change of emitter). Until then Record still describes the previous
+// emitter, which Ring.Observe ignores. One goroutine calls Set.
 func (w *Watch) Set(emitter ranks.Rank, now int64) {
-	w.mu.Lock()
-	w.rec = WatchRecord{Emitter: emitter, GrewAt: now, CheckedAt: now}
-	w.mu.Unlock()
+	gen := w.want.Load()>>32 + 1
+	w.setAt.Store(now)
+	w.want.Store(gen<<32 | uint64(emitter))
 }
 
-// Check is one check at now: one load of the watched word.
+// Check is one check at now: one load of the watched word. One thread
+// calls Check; it never blocks.
 func (w *Watch) Check(now int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	stalled := w.guard > 0 && w.last != 0 && now-w.last > w.guard
 	w.last = now
-	if w.rec.Emitter == noEmitter {
+	if want := w.want.Load(); want != w.applied {
+		w.applied = want
+		at := w.setAt.Load()
+		w.recEmitter, w.recSeq, w.recGrewAt, w.recCheckedAt = ranks.Rank(want), 0, at, at
+		stalled = false
+	}
+	if w.recEmitter == noEmitter {
 		return
 	}
-	if seq := w.slots.Load(w.rec.Emitter); seq > w.rec.Seq {
-		w.rec.Seq, w.rec.GrewAt = seq, now
+	if seq := w.slots.Load(w.recEmitter); seq > w.recSeq {
+		w.recSeq, w.recGrewAt = seq, now
 	} else if stalled {
-		w.rec.GrewAt = now
+		w.recGrewAt = now
 	}
-	w.rec.CheckedAt = now
+	w.recCheckedAt = now
+	w.ver.Add(1)
+	w.emitter.Store(uint32(w.recEmitter))
+	w.seq.Store(w.recSeq)
+	w.grewAt.Store(w.recGrewAt)
+	w.checkedAt.Store(w.recCheckedAt)
+	w.ver.Add(1)
 }
 
-// Record returns what the checks saw since the last Set.
+// Record returns what the checks saw. It never blocks for long: it retries
+// while a check is writing.
 func (w *Watch) Record() WatchRecord {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.rec
+	for {
+		v := w.ver.Load()
+		if v&1 != 0 {
+			runtime.Gosched()
+			continue
+		}
+		r := WatchRecord{Emitter: ranks.Rank(w.emitter.Load()), Seq: w.seq.Load(),
+			GrewAt: w.grewAt.Load(), CheckedAt: w.checkedAt.Load()}
+		if w.ver.Load() == v {
+			return r
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
 )
 
 // watchRig is rank 1 of a 4-rank ring observing rank 0 through a Watch, as
@@ -162,5 +163,35 @@ func TestWatchUnset(t *testing.T) {
 	w.Check(5)
 	if r := w.Record(); r.CheckedAt != 0 || r.Seq != 0 {
 		t.Fatalf("record %+v", r)
+	}
+}
+
+// TestWatchConcurrent: the heartbeat thread checks while the loop sets and
+// reads; every record read is whole (-race checks the rest).
+func TestWatchConcurrent(t *testing.T) {
+	slots := hb.NewSlots(4)
+	w := hb.NewWatch(slots, 0)
+	w.Set(1, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for now := int64(2); now < 20000; now++ {
+			slots.Store(ranks.Rank(now%4), uint64(now))
+			w.Check(now)
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if i%100 == 0 {
+			w.Set(ranks.Rank(i/100%3+1), int64(i))
+		}
+		r := w.Record()
+		if r.CheckedAt < r.GrewAt || (r.Emitter != 1 && r.Emitter != 2 && r.Emitter != 3 && r.CheckedAt != 0) {
+			t.Fatalf("torn record %+v", r)
+		}
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/shm"
 	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
@@ -52,6 +54,17 @@ func agentMain(args []string) error {
 		}
 	}
 
+	// Heartbeats between the ranks of this host: stores into shared memory.
+	var region *shm.Region
+	shmParams := wire.Params{JobID: bs.JobID(), Key: bs.Key(), Rank: bs.Rank(), N: bs.Size()}
+	if vt == nil && df.heartbeat == "shm" {
+		if region, err = shm.NewRegion(shmParams, logger); err != nil {
+			return err
+		}
+		defer region.Close()
+		cfg.Slots = region.Slots()
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
 		if vt != nil {
@@ -65,6 +78,9 @@ func agentMain(args []string) error {
 			Slots: slots, Handler: h, Logger: logger}, bs.Exchange)
 		if err != nil {
 			return nil, err // not a typed nil in the interface
+		}
+		if region != nil {
+			return shm.Wrap(tr, shmParams, logger), nil
 		}
 		return tr, nil
 	}

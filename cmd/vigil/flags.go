@@ -13,6 +13,7 @@ import (
 type detectorFlags struct {
 	h, delta, check, grace time.Duration
 	broadcast, transport   string
+	heartbeat              string
 	pin                    int
 	realtime               bool
 	realtimeProcess        bool
@@ -26,9 +27,10 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.DurationVar(&d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
+	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
-	fs.BoolVar(&d.realtimeProcess, "realtime-process", false, "with -realtime, every thread of the agent SCHED_FIFO (priority 1, the heartbeat thread 2): receive path and checks too (node.Config.RealTimeProcess)")
+	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent SCHED_FIFO (priority 1, the heartbeat thread 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
 	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
 }
 
@@ -36,7 +38,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 func (d *detectorFlags) args() []string {
 	a := []string{
 		"-h", d.h.String(), "-delta", d.delta.String(), "-broadcast", d.broadcast,
-		"-transport", d.transport, "-pin", strconv.Itoa(d.pin),
+		"-transport", d.transport, "-heartbeat", d.heartbeat, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(),
 	}
 	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
@@ -66,6 +68,9 @@ func (d *detectorFlags) config() node.Config {
 func (d *detectorFlags) validate(size int) error {
 	if d.transport != "tcp" && d.transport != "verbs" {
 		return fmt.Errorf("-transport %q: want tcp or verbs", d.transport)
+	}
+	if d.heartbeat != "shm" && d.heartbeat != "udp" {
+		return fmt.Errorf("-heartbeat %q: want shm or udp", d.heartbeat)
 	}
 	c := d.config()
 	c.Size = size

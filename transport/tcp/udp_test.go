@@ -34,7 +34,9 @@ func TestForgedDatagrams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	beat := func(c *wire.Codec, seq uint64) []byte { return frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, seq)) }
+	beat := func(c *wire.Codec, seq uint64) []byte {
+		return frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, seq))
+	}
 	good := beat(honest, 1<<40)
 	cases := []struct {
 		name, reason string
@@ -143,4 +145,3 @@ func FuzzHeartbeatDatagram(f *testing.F) {
 		}
 	})
 }
-

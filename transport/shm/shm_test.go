@@ -1,0 +1,167 @@
+package shm
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport/mem"
+)
+
+var testKey = []byte("0123456789abcdef0123")
+
+func params(job uint64, rank uint32, n int) wire.Params {
+	return wire.Params{JobID: job, Key: testKey, Rank: rank, N: n, Incarnation: 1}
+}
+
+// testJob returns a job id no other test run uses.
+func testJob() uint64 { return uint64(time.Now().UnixNano()) }
+
+// TestAttachSharesTheWords: a store through the attached mapping is a load
+// of the region's slot word, and the region counts the emitter it served.
+func TestAttachSharesTheWords(t *testing.T) {
+	job := testJob()
+	r, err := NewRegion(params(job, 1, 4), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := Attach(params(job, 3, 4), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Store(3, 42)
+	if got := r.Slots().Load(3); got != 42 {
+		t.Fatalf("region word of rank 3 = %d, want 42", got)
+	}
+	if r.Served() != 1 {
+		t.Fatalf("served %d", r.Served())
+	}
+}
+
+// TestAttachRefuses: the wrong key, another size of job, another job or a
+// rank with no region on this host are refused with a clear error.
+func TestAttachRefuses(t *testing.T) {
+	job := testJob()
+	r, err := NewRegion(params(job, 1, 4), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	wrongKey := params(job, 3, 4)
+	wrongKey.Key = []byte("another key, not the job's")
+	cases := []struct {
+		name string
+		p    wire.Params
+		to   ranks.Rank
+		want string
+	}{
+		{"wrong key", wrongKey, 1, "authentication"},
+		{"other size", params(job, 3, 8), 1, "words"},
+		{"no region", params(job, 3, 4), 2, "connect"},
+		{"other job", params(job+1, 3, 4), 1, "connect"},
+	}
+	for _, c := range cases {
+		if _, err := Attach(c.p, c.to); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error about %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestWrapMovesHeartbeatsToSharedMemory: heartbeats first go through the
+// inner transport, then, once the observer's region is mapped, into it;
+// messages stay on the inner transport.
+func TestWrapMovesHeartbeatsToSharedMemory(t *testing.T) {
+	job := testJob()
+	net := mem.NewNetwork(2)
+	r1, err := NewRegion(params(job, 1, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	got := make(chan []byte, 1)
+	in0 := net.Endpoint(0, hb.NewSlots(2), func(ranks.Rank, []byte) {})
+	in1 := net.Endpoint(1, r1.Slots(), func(_ ranks.Rank, p []byte) { got <- p })
+	defer in1.Close()
+	tr := Wrap(in0, params(job, 0, 2), nil)
+	defer tr.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	seq := uint64(0)
+	for !tr.Mapped(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("region of rank 1 never mapped")
+		}
+		seq++
+		if err := tr.SendHeartbeat(1, seq); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	viaNet := in0.Stats().HeartbeatsSent
+	for range 10 {
+		seq++
+		if err := tr.SendHeartbeat(1, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r1.Slots().Load(0) != seq {
+		t.Fatalf("word %d, want %d", r1.Slots().Load(0), seq)
+	}
+	if in0.Stats().HeartbeatsSent != viaNet {
+		t.Fatal("heartbeats still went through the inner transport once mapped")
+	}
+	if err := tr.SendHeartbeat(2, 1); err == nil {
+		t.Fatal("heartbeat to an unknown rank accepted")
+	}
+	if err := tr.Send(1, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-got:
+		if string(p) != "m" {
+			t.Fatalf("message %q", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("message not delivered by the inner transport")
+	}
+}
+
+// TestHeartbeatDoesNotAllocate: a mapped heartbeat allocates nothing.
+func TestHeartbeatDoesNotAllocate(t *testing.T) {
+	job := testJob()
+	r1, err := NewRegion(params(job, 1, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	s, err := Attach(params(job, 0, 2), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := Wrap(nil, params(job, 0, 2), nil)
+	tr.maps[1].Store(s)
+	seq := uint64(0)
+	if a := testing.AllocsPerRun(1000, func() { seq++; _ = tr.SendHeartbeat(1, seq) }); a != 0 {
+		t.Fatalf("%v allocs per heartbeat", a)
+	}
+}
+
+// FuzzCheckHello: the region's hello decoder never panics and accepts
+// only an authentic frame of the expected rank and size.
+func FuzzCheckHello(f *testing.F) {
+	p := params(7, 1, 4)
+	q := p
+	q.MaxPayload = helloMax
+	good, _ := wire.NewCodec(q).Append(nil, wire.Msg, append([]byte(helloPayload), 4, 0, 0, 0))
+	f.Add(good)
+	f.Add(good[:10])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		words, err := checkHello(params(7, 2, 4), 1, b)
+		if err == nil && words != 4 {
+			t.Fatalf("accepted %d words", words)
+		}
+	})
+}
