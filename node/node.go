@@ -55,6 +55,9 @@ type Stats struct {
 	BadMessages uint64
 	// ProcessFIFO says whether Config.RealTimeProcess was granted.
 	ProcessFIFO bool
+	// LoopWakes counts the event loop's wake-ups (messages, requests and
+	// timers): in a quiet job, about two per δ.
+	LoopWakes uint64
 }
 
 // OpenTransport creates the node's transport once the node knows where
@@ -99,7 +102,7 @@ type Node struct {
 	subs    []chan Event
 	closing bool
 
-	started, forwarded, bad, syncsSent atomic.Uint64
+	started, forwarded, bad, syncsSent, wakes atomic.Uint64
 	closeOnce                          sync.Once
 }
 
@@ -224,6 +227,7 @@ func (n *Node) loop() {
 	nextHouse := mono() + house
 	for {
 		now := mono()
+		wake := time.Hour // evicted: nothing to look at any more
 		if !n.isEvicted.Load() {
 			if now >= nextHouse-house/2 { // due, or half due: share this wake-up
 				nextHouse = now + house
@@ -231,8 +235,10 @@ func (n *Node) loop() {
 				n.agreeTick() // agree.go
 			}
 			n.observe(now)
+			wake = time.Duration(min(nextHouse, n.observeAt(now)) - now)
 		}
-		timer.Reset(time.Duration(min(nextHouse, n.observeAt(now)) - now))
+		timer.Reset(wake)
+		n.wakes.Add(1)
 		select {
 		case <-n.quit:
 			return
@@ -543,6 +549,7 @@ func (n *Node) Stats() Stats {
 		SyncsSent:       n.syncsSent.Load(),
 		BadMessages:     n.bad.Load(),
 		ProcessFIFO:     n.processFIFO,
+		LoopWakes:       n.wakes.Load(),
 	}
 }
 

@@ -1,0 +1,84 @@
+package node_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
+)
+
+// TestSteadyStateIsQuiet: a running failure-free cluster allocates
+// nothing per heartbeat period, its event loops wake about once per δ
+// rather than once per check, and every check runs on the heartbeat
+// threads.
+func TestSteadyStateIsQuiet(t *testing.T) {
+	const n = 4
+	h, δ := 2*time.Millisecond, 40*time.Millisecond
+	c := startCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
+	time.Sleep(300 * time.Millisecond) // past the start-up: rings settled
+	checks := func() (k, sent, wakes uint64) {
+		for _, nd := range c.nodes {
+			st := nd.Stats()
+			k, sent, wakes = k+st.Emitter.Checks, sent+st.Emitter.Sent, wakes+st.LoopWakes
+		}
+		return k, sent, wakes
+	}
+	var before, after runtime.MemStats
+	c0, s0, w0 := checks()
+	runtime.ReadMemStats(&before)
+	const window = time.Second
+	time.Sleep(window)
+	runtime.ReadMemStats(&after)
+	c1, s1, w1 := checks()
+	periods := float64(n) * float64(window/h)
+	if a := float64(after.Mallocs-before.Mallocs) / periods; a > 0.05 {
+		t.Errorf("%.3f allocations per heartbeat period per node, want none", a)
+	}
+	// CheckPeriod defaults to max(δ/8, h) = 5 ms: a check after every
+	// third heartbeat (counted by the thread itself, so a loaded host that
+	// makes it miss periods changes both counts alike).
+	if k, sent := c1-c0, s1-s0; k == 0 || sent < 2*k || sent > 4*k {
+		t.Errorf("%d checks for %d heartbeats on the heartbeat threads: want one every 3", k, sent)
+	}
+	// The loops wake at each deadline (δ after the last growth seen) and for
+	// housekeeping (every δ): a few times per δ, not per check.
+	if w, most := w1-w0, uint64(n*4*int(window/δ)); w > most {
+		t.Errorf("event loops woke %d times in %v (at most %d: a few per δ)", w, window, most)
+	}
+	for _, nd := range c.nodes {
+		if len(nd.Dead()) != 0 {
+			t.Fatalf("rank %d reports %v dead in a failure-free run", nd.Rank(), nd.Dead())
+		}
+	}
+}
+
+// TestEvictedNodeSleeps: a node told it was declared dead stops taking
+// part, and its event loop then sleeps instead of waking for checks.
+func TestEvictedNodeSleeps(t *testing.T) {
+	var tr1 transport.Transport
+	c := startWrapped(t, 3, node.Config{HeartbeatPeriod: 2 * time.Millisecond, SuspectTimeout: time.Second},
+		func(r ranks.Rank, tr transport.Transport) transport.Transport {
+			if r == 1 {
+				tr1 = tr
+			}
+			return tr
+		})
+	if err := tr1.Send(0, wire.AppendMessage(nil, &wire.Evicted{Rank: 0})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.nodes[0].Evicted():
+	case <-time.After(10 * time.Second):
+		t.Fatal("rank 0 not evicted")
+	}
+	time.Sleep(50 * time.Millisecond)
+	w0 := c.nodes[0].Stats().LoopWakes
+	time.Sleep(300 * time.Millisecond)
+	if d := c.nodes[0].Stats().LoopWakes - w0; d > 5 {
+		t.Fatalf("evicted node's loop woke %d times in 300 ms", d)
+	}
+}
