@@ -103,7 +103,7 @@ type Node struct {
 	closing bool
 
 	started, forwarded, bad, syncsSent, wakes atomic.Uint64
-	closeOnce                          sync.Once
+	closeOnce                                 sync.Once
 }
 
 type inbound struct {
