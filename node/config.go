@@ -128,9 +128,9 @@ func (c Config) checkEvery() int {
 }
 
 // housekeeping is how often the event loop looks for zombies and nudges
-// open agreements: δ, between 5 ms and 100 ms.
+// open agreements: δ, between 5 ms and 250 ms (the default AgreeResend).
 func (c Config) housekeeping() time.Duration {
-	return min(max(c.SuspectTimeout, 5*time.Millisecond), 100*time.Millisecond)
+	return min(max(c.SuspectTimeout, 5*time.Millisecond), 250*time.Millisecond)
 }
 
 // Validate reports the first bad field, after defaults are applied.
