@@ -302,6 +302,37 @@ func TestE2ENoFalseSuspicionUnderCPULoad(t *testing.T) {
 	}
 }
 
+// TestE2ESilentAtOneMillisecond: 32 agents at h = 1 ms, δ = 20 ms on this
+// 2-core machine (about 0.9 of a core for all of them) run a minute
+// without reporting anyone: the detector does not starve itself.
+func TestE2ESilentAtOneMillisecond(t *testing.T) {
+	const n = 32
+	dur := 60 * time.Second
+	if testing.Short() {
+		dur = 10 * time.Second
+	}
+	j := startJob(t, n, "-h", "1ms", "-delta", "20ms")
+	time.Sleep(dur)
+	j.job.Stop(5 * time.Second)
+	<-j.done
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	stats := 0
+	for _, l := range j.lines {
+		switch {
+		case l.Ev == "dead" && !l.Left:
+			t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
+		case l.Ev == "evicted":
+			t.Errorf("rank %d was evicted during a failure-free run", l.Rank)
+		case l.Ev == "stats":
+			stats++
+		}
+	}
+	if stats != n {
+		t.Errorf("%d of %d agents printed their statistics on leaving", stats, n)
+	}
+}
+
 func TestE2EDemo(t *testing.T) {
 	out, err := exec.Command(vigilBin, "demo").CombinedOutput()
 	t.Logf("%s", out)
