@@ -29,6 +29,9 @@ func NewZombies() *Zombies {
 func (z *Zombies) Hold(r ranks.Rank, seq uint64) { z.seq[r] = seq }
 
 // Held reports whether r is held dead.
+// Len returns the number of ranks held.
+func (z *Zombies) Len() int { return len(z.seq) }
+
 func (z *Zombies) Held(r ranks.Rank) bool {
 	_, ok := z.seq[r]
 	return ok

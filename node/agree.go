@@ -160,6 +160,17 @@ func (n *Node) agreeDead(gone []ranks.Rank) {
 // agreeTick runs on every check of the event loop: every AgreeResend it
 // repeats the messages of agreements still open (era.Core.Resend), which
 // recovers from messages the transport lost.
+// used reports whether this node ever took part in an agreement: only
+// then does the event loop wake to nudge them (agreeTick).
+func (st *agreeState) used() bool {
+	for _, c := range st.cores {
+		if c != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (n *Node) agreeTick() {
 	st := n.agree
 	if st.resend <= 0 {

@@ -235,7 +235,11 @@ func (n *Node) loop() {
 				n.agreeTick() // agree.go
 			}
 			n.observe(now)
-			wake = time.Duration(min(nextHouse, n.observeAt(now)) - now)
+			at := n.observeAt(now)
+			if n.zombies.Len() > 0 || n.agree.used() {
+				at = min(at, nextHouse)
+			}
+			wake = time.Duration(at - now)
 		}
 		timer.Reset(wake)
 		n.wakes.Add(1)
