@@ -28,9 +28,12 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/netaddr"
+	"github.com/vigil-hpc/vigil/transport/shm"
 	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
@@ -63,7 +66,11 @@ type instance struct {
 	mode         int
 	bs           bootstrap.Bootstrap
 	cfg          node.Config
-	listen       string
+	udpOnly      bool                                // VIGIL_HEARTBEAT=udp: no shared-memory heartbeats
+	region       *shm.Region                         // this rank's shared-memory slot array (ring mode)
+	addr         netaddr.Config                      // address settings (addr.go)
+	listen       string                              // the address to listen on
+	publish      func(listen string) (string, error) // the address to publish for the listener's
 	startTimeout time.Duration
 	log          *slog.Logger
 
@@ -179,7 +186,20 @@ func envSettings(inst *instance) error {
 		return fmt.Errorf("VIGIL_MODE=%q: want ring or sporadic", v)
 	}
 	inst.cfg.Broadcast = os.Getenv("VIGIL_BROADCAST")
-	inst.listen = os.Getenv("VIGIL_LISTEN")
+	var err error
+	if inst.addr, err = netaddr.FromEnv(); err != nil {
+		return err
+	}
+	if err := inst.addr.Validate(); err != nil {
+		return err
+	}
+	switch v := os.Getenv("VIGIL_HEARTBEAT"); v {
+	case "", "shm":
+	case "udp":
+		inst.udpOnly = true
+	default:
+		return fmt.Errorf("VIGIL_HEARTBEAT=%q: want shm or udp", v)
+	}
 	switch v := os.Getenv("VIGIL_REALTIME"); v {
 	case "", "0":
 	case "1":
@@ -225,10 +245,10 @@ func finishInit(inst *instance) C.int {
 	if inst.startTimeout == 0 {
 		inst.startTimeout = defaultStartTimeout
 	}
-	if inst.listen == "" {
-		inst.listen = tcp.DefaultListenAddr
-	}
 	if err := inst.cfg.Validate(); err != nil {
+		return fail(eInvalid, err)
+	}
+	if err := inst.chooseAddr(); err != nil {
 		return fail(eInvalid, err)
 	}
 	inst.evl = newEventLog()
@@ -329,8 +349,12 @@ func vigil_init(c *C.vigil_config) C.int {
 	if inst.log, err = newLogger(); err != nil {
 		return fail(eInvalid, err)
 	}
+	if inst.addr, err = netaddr.FromEnv(); err != nil {
+		return fail(eInvalid, err)
+	}
 	if c.listen_addr != nil {
 		inst.listen = C.GoString(c.listen_addr)
+		inst.addr.Bind, inst.addr.Names.Bind = inst.listen, "vigil_config.listen_addr"
 	}
 	if c.peers != nil {
 		cp := unsafe.Slice((**C.char)(unsafe.Pointer(c.peers)), id.size)
@@ -414,7 +438,11 @@ func vigil_start() C.int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), inst.startTimeout)
 	defer cancel()
-	exchange := func(addr string) ([]string, error) {
+	exchange := func(listen string) ([]string, error) {
+		addr, err := inst.publish(listen)
+		if err != nil {
+			return nil, coded(eTransport, err)
+		}
 		addrs, err := inst.bs.Exchange(ctx, addr)
 		if err != nil {
 			return nil, coded(eBootstrap, fmt.Errorf("address exchange: %w", err))
@@ -426,6 +454,17 @@ func vigil_start() C.int {
 	}
 	switch inst.mode {
 	case modeRing:
+		// Heartbeats between the ranks of this host: stores into shared
+		// memory (transport/shm); UDP to the other hosts.
+		shmParams := wire.Params{JobID: inst.bs.JobID(), Key: inst.bs.Key(), Rank: inst.rank, N: inst.size}
+		if !inst.udpOnly {
+			r, err := shm.NewRegion(shmParams, inst.log)
+			if err != nil {
+				inst.exchangeAnyway(ctx)
+				return fail(eTransport, err)
+			}
+			inst.region, inst.cfg.Slots = r, r.Slots()
+		}
 		open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
 			tr, err := tcp.Listen(tcp.Config{Self: inst.rank, N: inst.size, JobID: inst.bs.JobID(), Key: inst.bs.Key(),
 				ListenAddr: inst.listen, Slots: slots, Handler: h, Logger: inst.log})
@@ -442,6 +481,9 @@ func vigil_start() C.int {
 			if err != nil {
 				tr.Close()
 				return nil, err
+			}
+			if inst.region != nil {
+				return shm.Wrap(tr, shmParams, inst.log), nil
 			}
 			return tr, nil
 		}
@@ -710,6 +752,9 @@ func vigil_finalize() C.int {
 	if inst.started.Load() {
 		if inst.nd != nil {
 			inst.nd.Close()
+		}
+		if inst.region != nil {
+			inst.region.Close()
 		}
 		if inst.pr != nil {
 			inst.pr.close()

@@ -124,8 +124,10 @@ typedef struct vigil_config {
 	uint64_t job_id;        /* non-zero, identical on every rank */
 	const uint8_t *key;     /* the job's shared secret, >= 16 bytes, */
 	size_t key_len;         /*   identical on every rank */
-	const char *listen_addr;/* "ip:port" to listen on (default 127.0.0.1:0;
-	                           use a routable address across nodes) */
+	const char *listen_addr;/* "ip:port" to listen on (default: as for
+	                           vigil_init_from_env's VIGIL_BIND; with an
+	                           allgather, VIGIL_ADVERTISE and VIGIL_IF_*
+	                           apply too: set them across nodes) */
 	/* Address exchange: exactly one of the two. */
 	const char *const *peers;      /* every rank's "ip:port", indexed by rank
 	                                  (listen_addr defaults to peers[rank]) */
@@ -177,7 +179,17 @@ static inline void vigil_config_init(vigil_config *cfg)
  *   VIGIL_DELTA     suspicion time-out, e.g. 50ms
  *   VIGIL_CHECK, VIGIL_GRACE                 (Go durations: 500us, 2s, ...)
  *   VIGIL_BROADCAST hba | bmg
- *   VIGIL_LISTEN    ip:port to listen on     (default 127.0.0.1:0)
+ *   VIGIL_BIND      ip, ip:port or :port to listen on (VIGIL_LISTEN: the
+ *                   same; default: the published address)
+ *   VIGIL_ADVERTISE ip or ip:port published to the other ranks
+ *   VIGIL_IF_INCLUDE, VIGIL_IF_EXCLUDE  interfaces and CIDR subnets to
+ *                   choose the published address from / never to publish,
+ *                   e.g. ib0,10.1.0.0/16. Default: loopback when the job
+ *                   runs on one host, else the first up non-loopback
+ *                   interface's address (PMIx gives the hosts); a job
+ *                   spanning hosts never publishes loopback or a wildcard.
+ *   VIGIL_HEARTBEAT shm (default: a store into the observer's shared
+ *                   memory for ranks of this host, UDP to the others) | udp
  *   VIGIL_REALTIME  1 to ask for SCHED_FIFO; VIGIL_PIN_CPU n
  *   VIGIL_LOG       error | warn (default) | info | debug | off  (stderr)
  * Returns VIGIL_OK, VIGIL_ERR_BOOTSTRAP (no launcher; see

@@ -27,6 +27,10 @@ type Line struct {
 	// Mono is the agent's CLOCK_MONOTONIC (ns) when it printed the line.
 	Mono int64 `json:"mono"`
 
+	// For "ready": the TCP address the agent published to the other ranks
+	// (empty over verbs).
+	Addr string `json:"addr,omitempty"`
+
 	// For "dead": the rank gone, whether it left cleanly, who detected it
 	// and when (detector's wall clock), and when this agent learned it.
 	Dead          uint32 `json:"dead,omitempty"`

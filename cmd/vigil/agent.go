@@ -26,7 +26,12 @@ func agentMain(args []string) error {
 	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
 	var af agreeFlags // agree.go
 	af.register(fs)
+	var nf addrFlags // addrflags.go
+	nf.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := nf.validate(); err != nil {
 		return err
 	}
 	bs, err := joinBootstrap()
@@ -66,6 +71,7 @@ func agentMain(args []string) error {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	var published string // the TCP address this rank published
 	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
 		if vt != nil {
 			if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
@@ -74,8 +80,12 @@ func agentMain(args []string) error {
 			}
 			return vt, nil
 		}
+		addr, err := nf.choose(bs)
+		if err != nil {
+			return nil, err
+		}
 		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
-			Slots: slots, Handler: h, Logger: logger}, bs.Exchange)
+			ListenAddr: addr.Bind, Slots: slots, Handler: h, Logger: logger}, publishing(addr, bs.Exchange, &published))
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
@@ -94,7 +104,7 @@ func agentMain(args []string) error {
 		l.Rank, l.Mono = uint32(nd.Rank()), node.Mono()
 		out.Encode(l)
 	}
-	emit(launch.Line{Ev: "ready"})
+	emit(launch.Line{Ev: "ready", Addr: published})
 	if err := af.start(nd, logger); err != nil {
 		nd.Close()
 		return err

@@ -37,7 +37,9 @@ func daemonMain(args []string) error {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	nodeIdx := fs.Uint("node", 0, "this daemon's node index (with -peers)")
 	peers := fs.String("peers", "", "comma-separated ip:port of every daemon, in node order (default: one daemon per rank of the launcher's job, addresses exchanged through PMIx or vigil run)")
-	listen := fs.String("listen", "", "listen address (default this node's entry of -peers)")
+	listen := fs.String("listen", "", "listen address (default this node's entry of -peers; the same as -bind)")
+	var nf addrFlags // addrflags.go; without -peers, -advertise and -if-* choose the published address
+	nf.register(fs)
 	ppn := fs.Int("ppn", 0, "application processes per node (rank r runs on node r/ppn)")
 	jobID := fs.Uint64("job-id", 1, "job ID shared by the daemons")
 	h := fs.Duration("h", 20*time.Millisecond, "heartbeat period between daemons")
@@ -62,6 +64,15 @@ func daemonMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := nf.validate(); err != nil {
+		return err
+	}
+	switch {
+	case *listen != "" && nf.bind != "" && *listen != nf.bind:
+		return fmt.Errorf("daemon: -listen %q and -bind %q differ: set one of them", *listen, nf.bind)
+	case *listen != "":
+		nf.bind = *listen
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
@@ -75,7 +86,7 @@ func daemonMain(args []string) error {
 		return attachMain(*attach, *rank, out, sigs)
 	}
 	cfg := daemon.Config{
-		Listen: *listen, HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
+		Listen: nf.bind, HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
 		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
 		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
 	}
@@ -83,6 +94,9 @@ func daemonMain(args []string) error {
 		key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
 		if err != nil || len(key) < 16 {
 			return errors.New("daemon: $VIGIL_DAEMON_KEY must hold a hex key of at least 16 bytes")
+		}
+		if nf.advertise != "" || nf.include != "" || nf.exclude != "" {
+			return errors.New("daemon: with -peers every address is given: -advertise, -if-include and -if-exclude apply only to addresses exchanged through the launcher")
 		}
 		cfg.Peers = strings.Split(*peers, ",")
 		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = ranks.Rank(*nodeIdx), daemon.Layout{Nodes: len(cfg.Peers), PPN: *ppn}, *jobID, key
@@ -97,7 +111,12 @@ func daemonMain(args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 		defer cancel()
 		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = bs.Rank(), daemon.Layout{Nodes: bs.Size(), PPN: *ppn}, bs.JobID(), bs.Key()
-		cfg.Exchange = func(addr string) ([]string, error) { return bs.Exchange(ctx, addr) }
+		addr, err := nf.choose(bs)
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		publish := publishing(addr, bs.Exchange, nil)
+		cfg.Listen, cfg.Exchange = addr.Bind, func(a string) ([]string, error) { return publish(ctx, a) }
 	}
 	cfg.Socket = strings.ReplaceAll(*sock, "{node}", strconv.Itoa(int(cfg.Node)))
 	d, err := daemon.Start(cfg)

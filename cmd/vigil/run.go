@@ -19,7 +19,12 @@ func runMain(args []string) error {
 	dur := fs.Duration("t", 0, "stop the job after this long (0: until interrupted)")
 	var df detectorFlags
 	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
+	var nf addrFlags
+	nf.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := nf.validate(); err != nil {
 		return err
 	}
 	if *n < 1 {
@@ -32,7 +37,7 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	job, err := launch.Start(*n, append([]string{self, "agent"}, df.args()...), launch.Options{})
+	job, err := launch.Start(*n, append(append([]string{self, "agent"}, df.args()...), nf.args()...), launch.Options{})
 	if err != nil {
 		return err
 	}

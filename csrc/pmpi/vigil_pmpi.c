@@ -44,8 +44,10 @@
  *                          when the peer is unknown)
  *   VIGIL_PMPI_OUTPUT      text (default): one line per failure on stderr;
  *                          json: JSON lines on stdout, {"ev":"ready"|"dead",...}
- *   VIGIL_LISTEN           ip:port for the detector (default 127.0.0.1:0;
- *                          set a routable address when ranks span nodes)
+ *   VIGIL_BIND, VIGIL_ADVERTISE, VIGIL_IF_INCLUDE, VIGIL_IF_EXCLUDE
+ *                          the detector's listen and published addresses
+ *                          (vigil.h); across nodes set VIGIL_IF_INCLUDE or
+ *                          VIGIL_ADVERTISE (default: loopback)
  *   VIGIL_LOG              libvigil's log level on stderr
  * An application may define
  *   void vigil_pmpi_failure_hook(const vigil_event *ev);
@@ -250,7 +252,7 @@ static void fd_start(void)
 	memcpy(&cfg.job_id, secret, 8);
 	cfg.key = secret + 8;
 	cfg.key_len = 32;
-	cfg.listen_addr = getenv("VIGIL_LISTEN");
+	/* listen_addr stays NULL: libvigil reads the VIGIL_BIND family. */
 	cfg.allgather = fd_allgather;
 	cfg.allgather_user = &fd_comm;
 

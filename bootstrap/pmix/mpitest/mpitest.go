@@ -1,7 +1,8 @@
 // Package mpitest runs programs under Open MPI's mpirun for tests: it
 // starts the job in its own process group (killed when the test ends),
 // collects the ranks' tagged output lines, finds each rank's PID and
-// terminates the job. Tests skip, saying why, when mpirun is not installed.
+// terminates the job, on this host or (Hosts) across hosts simulated with
+// network namespaces. Tests skip, saying why, when mpirun is not installed.
 package mpitest
 
 import (

@@ -1,0 +1,342 @@
+package mpitest
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Hosts are hosts simulated on this machine for mpirun to launch across:
+// each is a network namespace with an address of its own on a bridge of
+// the root namespace (where mpirun runs), and each command mpirun starts
+// there runs in a UTS namespace with the host's own host name (so that
+// PMIx reports one node per host, and the daemons' session directories,
+// named after the host, are apart). mpirun reaches the hosts through a
+// launcher agent script given in place of ssh (plm_rsh_agent), and its
+// daemons (orted) connect back to it over the bridge.
+type Hosts struct {
+	t      testing.TB
+	subnet netip.Prefix // the hosts' subnet; the bridge has its .254
+	dir    string       // the launcher agent, the relay, the daemons' session directories
+	agent  string       // the launcher agent script
+	bridge string
+	hosts  []host
+	once   sync.Once
+}
+
+// hostsSeq tells apart the Hosts of one test process.
+var hostsSeq atomic.Int32
+
+type host struct {
+	name  string     // namespace and host name
+	addr  netip.Addr // its address, and its name for mpirun
+	port  string     // its link's end on the bridge (LinkDown cuts it)
+	links []string   // root-namespace links to delete at the end
+	relay *relay     // when its link can be delayed
+}
+
+// NeedHosts skips the test unless it can build Hosts: root, ip(8),
+// unshare(1) and mpirun are needed.
+func NeedHosts(t testing.TB) {
+	t.Helper()
+	Need(t)
+	if os.Geteuid() != 0 {
+		t.Skip("simulated hosts need root (network namespaces, a bridge): run the test as root")
+	}
+	for _, p := range []string{"ip", "unshare"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("simulated hosts need %s (%v): install iproute2 and util-linux", p, err)
+		}
+	}
+}
+
+// NewHosts creates n hosts, deleted when the test ends. The links of the
+// hosts listed in delayable go through a relay (hostrelay, compiled with
+// cc) so that Delay can slow them down. It skips the test as NeedHosts
+// does, or when there are delayable hosts and no C compiler.
+func NewHosts(t testing.TB, n int, delayable ...int) *Hosts {
+	t.Helper()
+	NeedHosts(t)
+	tag := fmt.Sprintf("vg%d%c", os.Getpid()%100000, 'a'+hostsSeq.Add(1)%26) // names ≤ 15 bytes
+	h := &Hosts{t: t, bridge: tag + "br", subnet: freeSubnet(t), dir: t.TempDir()}
+	relayBin := ""
+	if len(delayable) > 0 {
+		var err error
+		if relayBin, err = buildRelay(h.dir); err != nil {
+			t.Skipf("delayable hosts: %v", err)
+		}
+	}
+	t.Cleanup(h.teardown)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for i := 0; i < n; i++ {
+		hs := host{name: fmt.Sprintf("%sh%d", tag, i+1), addr: h.ip(byte(i + 1))}
+		if out, err := exec.Command("ip", "netns", "add", hs.name).CombinedOutput(); err != nil {
+			if i == 0 {
+				t.Skipf("cannot create a network namespace (ip netns add: %v: %s): simulated hosts need them", err, bytes.TrimSpace(out))
+			}
+			t.Fatalf("ip netns add %s: %v\n%s", hs.name, err, out)
+		}
+		h.hosts = append(h.hosts, hs)
+	}
+	run("link", "add", h.bridge, "type", "bridge")
+	run("addr", "add", h.ip(254).String()+"/24", "dev", h.bridge)
+	run("link", "set", h.bridge, "up")
+	for i := range h.hosts {
+		hp := &h.hosts[i]
+		link := fmt.Sprintf("%sv%d", tag, i+1)
+		run("link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", hp.name)
+		hp.links = append(hp.links, link)
+		run("-n", hp.name, "addr", "add", hp.addr.String()+"/24", "dev", "eth0")
+		run("-n", hp.name, "link", "set", "eth0", "up")
+		run("-n", hp.name, "link", "set", "lo", "up")
+		if !slices.Contains(delayable, i) {
+			hp.port = link
+			run("link", "set", link, "master", h.bridge, "up")
+			continue
+		}
+		// The host's link ends in the relay, which passes its frames to a
+		// second veth pair whose other end is the bridge port.
+		hp.port = fmt.Sprintf("%sp%d", tag, i+1)
+		peer := fmt.Sprintf("%sq%d", tag, i+1)
+		run("link", "add", hp.port, "type", "veth", "peer", "name", peer)
+		hp.links = append(hp.links, hp.port)
+		run("link", "set", hp.port, "master", h.bridge, "up")
+		for _, l := range []string{link, peer} {
+			run("link", "set", l, "up", "promisc", "on")
+			os.WriteFile("/proc/sys/net/ipv6/conf/"+l+"/disable_ipv6", []byte("1"), 0)
+		}
+		r, err := newRelay(relayBin, link, peer)
+		if err != nil {
+			t.Fatalf("host %d's relay: %v", i, err)
+		}
+		hp.relay = r
+	}
+	h.agent = filepath.Join(h.dir, "hostagent")
+	if err := os.WriteFile(h.agent, []byte(h.agentScript()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// freeSubnet returns a 10.79.k.0/24 that no route of the root namespace
+// uses.
+func freeSubnet(t testing.TB) netip.Prefix {
+	t.Helper()
+	out, err := exec.Command("ip", "-4", "route", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip route: %v\n%s", err, out)
+	}
+	for i := range 200 {
+		k := byte((os.Getpid()+i)%200 + 20)
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 79, k, 0}), 24)
+		if !strings.Contains(string(out), p.Addr().String()) {
+			return p
+		}
+	}
+	t.Fatal("no free 10.79.k.0/24 subnet")
+	return netip.Prefix{}
+}
+
+// ip returns the address of the subnet ending in last.
+func (h *Hosts) ip(last byte) netip.Addr {
+	a := h.subnet.Addr().As4()
+	a[3] = last
+	return netip.AddrFrom4(a)
+}
+
+// agentScript is mpirun's launcher agent: ssh's interface ("agent host
+// command..."), run in the host's namespaces.
+func (h *Hosts) agentScript() string {
+	var b strings.Builder
+	b.WriteString(`#!/bin/sh
+# mpirun's launcher agent (plm_rsh_agent) in place of ssh: runs the command
+# "$2 ..." on host "$1", a network namespace of this machine, with the
+# host's name in a UTS namespace of its own.
+host=$1
+shift
+case $host in
+`)
+	for _, hs := range h.hosts {
+		fmt.Fprintf(&b, "%s) ns=%s ;;\n", hs.addr, hs.name)
+	}
+	b.WriteString(`*) echo "$0: unknown host $host" >&2; exit 255 ;;
+esac
+exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$ns" "$*"
+`)
+	return b.String()
+}
+
+// N returns the number of hosts.
+func (h *Hosts) N() int { return len(h.hosts) }
+
+// Addr returns host i's address, its name for mpirun.
+func (h *Hosts) Addr(i int) netip.Addr { return h.hosts[i].addr }
+
+// Name returns host i's host name (and network namespace).
+func (h *Hosts) Name(i int) string { return h.hosts[i].name }
+
+// Subnet returns the hosts' subnet.
+func (h *Hosts) Subnet() netip.Prefix { return h.subnet }
+
+// Flags returns the mpirun options that launch across the hosts, slots
+// ranks per host: the host list; the launcher agent; every daemon started
+// by mpirun itself (plm_rsh_no_tree_spawn: the daemons then detach from
+// the agent, so mpirun sees a host's daemon die only through its TCP
+// connection, which a LinkDown before Kill leaves silent) and connected to
+// it directly (routed direct: not through another host's
+// daemon, which a dead host would cut off); the daemons' and MPI's TCP
+// traffic on the hosts' subnet; session directories in the test's
+// temporary directory (a killed daemon leaves its own behind).
+func (h *Hosts) Flags(slots int) []string {
+	var hl []string
+	for _, hs := range h.hosts {
+		hl = append(hl, fmt.Sprintf("%s:%d", hs.addr, slots))
+	}
+	return []string{"--host", strings.Join(hl, ","), "--mca", "plm_rsh_agent", h.agent,
+		"--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "routed", "direct",
+		"--mca", "oob_tcp_if_include", h.subnet.String(), "--mca", "btl_tcp_if_include", h.subnet.String(),
+		"--mca", "orte_tmpdir_base", h.dir}
+}
+
+// Start runs mpirun across the hosts, slots ranks per host, as the
+// package's Start does (env reaches the ranks only through "-x NAME" in
+// extra). When the test ends, every process of the hosts is killed
+// before mpirun is.
+func (h *Hosts) Start(t testing.TB, n, slots int, env, extra []string, argv ...string) *Job {
+	t.Helper()
+	j := Start(t, n, env, append(h.Flags(slots), extra...), argv...)
+	t.Cleanup(h.teardown) // runs before Start's cleanup, which waits for mpirun's output to end
+	return j
+}
+
+// PIDs returns the processes running on host i.
+func (h *Hosts) PIDs(i int) []int {
+	out, _ := exec.Command("ip", "netns", "pids", h.hosts[i].name).Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// RankPIDs returns the PIDs of the ranks running on the hosts by their
+// PMIX_RANK, and the host of each rank.
+func (h *Hosts) RankPIDs() (pids, hostOf map[int]int) {
+	pids, hostOf = map[int]int{}, map[int]int{}
+	for i := range h.hosts {
+		for _, pid := range h.PIDs(i) {
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if err != nil {
+				continue
+			}
+			for _, kv := range bytes.Split(env, []byte{0}) {
+				if v, ok := bytes.CutPrefix(kv, []byte("PMIX_RANK=")); ok {
+					if r, err := strconv.Atoi(string(v)); err == nil {
+						pids[r], hostOf[r] = pid, i
+					}
+				}
+			}
+		}
+	}
+	return pids, hostOf
+}
+
+// WaitPIDs waits up to timeout for n ranks' PIDs (RankPIDs).
+func (h *Hosts) WaitPIDs(n int, timeout time.Duration) (pids, hostOf map[int]int) {
+	h.t.Helper()
+	end := time.Now().Add(timeout)
+	for {
+		pids, hostOf = h.RankPIDs()
+		if len(pids) == n {
+			return pids, hostOf
+		}
+		if time.Now().After(end) {
+			h.t.Fatalf("found the PIDs of %d ranks of %d on the hosts: %v", len(pids), n, pids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL to every process of host i until none is left
+// (mpirun's daemon there, the ranks, anything they started).
+func (h *Hosts) Kill(i int) {
+	h.t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; {
+		pids := h.PIDs(i)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			h.t.Fatalf("host %d: processes %v survive SIGKILL", i, pids)
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// LinkDown cuts host i off the network: its port on the bridge goes down.
+func (h *Hosts) LinkDown(i int) {
+	h.t.Helper()
+	if out, err := exec.Command("ip", "link", "set", h.hosts[i].port, "down").CombinedOutput(); err != nil {
+		h.t.Fatalf("ip link set %s down: %v\n%s", h.hosts[i].port, err, out)
+	}
+}
+
+// Delay holds every frame that host i sends for d from now on (0: none).
+// The host must have been listed as delayable in NewHosts.
+func (h *Hosts) Delay(i int, d time.Duration) {
+	h.t.Helper()
+	if h.hosts[i].relay == nil {
+		h.t.Fatalf("host %d was not created delayable", i)
+	}
+	if err := h.hosts[i].relay.setDelay(d); err != nil {
+		h.t.Fatalf("host %d's relay: %v", i, err)
+	}
+}
+
+// teardown kills every process of the hosts and deletes the namespaces,
+// the links and the bridge.
+func (h *Hosts) teardown() {
+	h.once.Do(func() {
+		for i, hs := range h.hosts {
+			for range 100 {
+				pids := h.PIDs(i)
+				if len(pids) == 0 {
+					break
+				}
+				for _, pid := range pids {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if hs.relay != nil {
+				hs.relay.close()
+			}
+			exec.Command("ip", "netns", "del", hs.name).Run()
+			for _, l := range hs.links {
+				exec.Command("ip", "link", "del", l).Run()
+			}
+		}
+		exec.Command("ip", "link", "del", h.bridge).Run()
+	})
+}

@@ -1,0 +1,78 @@
+package mpitest
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// refusedAfter dials a closed port of a (the host's kernel answers with a
+// reset) and returns how long the refusal took.
+func refusedAfter(t *testing.T, a netip.Addr, timeout time.Duration) (time.Duration, error) {
+	t.Helper()
+	t0 := time.Now()
+	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(a, 9).String(), timeout)
+	if err == nil {
+		c.Close()
+		t.Fatalf("%s:9 accepted a connection", a)
+	}
+	return time.Since(t0), err
+}
+
+// TestHosts checks the simulated hosts without mpirun: the launcher agent
+// runs a command on the named host under its host name and address; a
+// host is reachable from the root namespace; Delay delays what it sends;
+// Kill leaves no process on it; LinkDown cuts it off.
+func TestHosts(t *testing.T) {
+	h := NewHosts(t, 2, 1)
+	for i := range h.N() {
+		out, err := exec.Command(h.agent, h.Addr(i).String(), "hostname;", "ip", "-br", "addr", "show", "eth0").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), h.Name(i)+"\n") || !strings.Contains(string(out), h.Addr(i).String()+"/24") {
+			t.Fatalf("agent on host %d: %v\n%s", i, err, out)
+		}
+	}
+	if out, err := exec.Command(h.agent, "192.0.2.99", "true").CombinedOutput(); err == nil {
+		t.Fatalf("agent ran a command on an unknown host: %s", out)
+	}
+
+	// The reset comes back through the relay: after the delay, and sooner
+	// than a lost reset would make it (the SYN's retransmission after 1 s,
+	// plus the delay).
+	for _, d := range []time.Duration{0, 300 * time.Millisecond} {
+		h.Delay(1, d)
+		took, err := refusedAfter(t, h.Addr(1), 5*time.Second)
+		if !errors.Is(err, syscall.ECONNREFUSED) || took < d || took > d+900*time.Millisecond {
+			t.Fatalf("host 1 delayed by %v: refused after %v (%v)", d, took, err)
+		}
+	}
+	h.Delay(1, 0)
+
+	sleeper := exec.Command(h.agent, h.Addr(0).String(), "sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); len(h.PIDs(0)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no process on host 0 after starting one there")
+		}
+	}
+	h.Kill(0)
+	if err := sleeper.Wait(); err == nil {
+		t.Fatal("the agent reported success for a command killed with its host")
+	}
+
+	for i := range h.N() {
+		if _, err := refusedAfter(t, h.Addr(i), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("host %d before LinkDown: %v", i, err)
+		}
+		h.LinkDown(i)
+		if _, err := refusedAfter(t, h.Addr(i), 300*time.Millisecond); err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("host %d after LinkDown: %v, want a time-out", i, err)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/transport/netaddr"
+)
+
+// chooseAddr sets the address to listen on and the function giving the
+// address to publish, from inst.addr: the environment's settings
+// (netaddr.FromEnv), with vigil_config.listen_addr as the bind address.
+// With vigil_config.peers every address is given: this rank listens on
+// listen_addr or its own entry and publishes nothing.
+func (inst *instance) chooseAddr() error {
+	if _, static := inst.bs.(*staticBootstrap); static {
+		inst.publish = func(a string) (string, error) { return a, nil }
+		return nil
+	}
+	ifs, err := netaddr.Interfaces()
+	if err != nil {
+		return err
+	}
+	cfg := inst.addr
+	cfg.SpansHosts = netaddr.SpansHosts(bootstrap.Nodes(inst.bs))
+	c, err := netaddr.Choose(cfg, ifs)
+	if err != nil {
+		return err
+	}
+	inst.listen, inst.publish = c.Bind, c.Publish
+	return nil
+}

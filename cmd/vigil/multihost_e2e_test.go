@@ -1,0 +1,355 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/launch"
+	"github.com/vigil-hpc/vigil/node"
+)
+
+var pmixBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// pmixVigil builds vigil with the PMIx bootstrap, once per test binary.
+func pmixVigil(t *testing.T) string {
+	t.Helper()
+	pmixBuild.once.Do(func() {
+		pmixBuild.bin = vigilBin + "-pmix"
+		if out, err := exec.Command("go", "build", "-tags", "pmix", "-o", pmixBuild.bin, ".").CombinedOutput(); err != nil {
+			pmixBuild.err = fmt.Errorf("go build -tags pmix: %v\n%s", err, out)
+		}
+	})
+	if pmixBuild.err != nil {
+		t.Fatal(pmixBuild.err)
+	}
+	return pmixBuild.bin
+}
+
+// mhJob gathers the lines of a multi-host mpirun job of agents.
+type mhJob struct {
+	t       *testing.T
+	j       *mpitest.Job
+	mu      sync.Mutex
+	ready   map[uint32]launch.Line
+	dead    map[uint32]map[uint32]launch.Line // reporter → dead rank → line
+	evicted map[uint32]bool
+}
+
+func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
+	m := &mhJob{t: t, j: j, ready: map[uint32]launch.Line{}, dead: map[uint32]map[uint32]launch.Line{}, evicted: map[uint32]bool{}}
+	go func() {
+		for l := range j.Lines() {
+			var ln launch.Line
+			if err := json.Unmarshal([]byte(l.Text), &ln); err != nil || int(ln.Rank) != l.Rank {
+				t.Errorf("mpirun rank %d printed %q (%v)", l.Rank, l.Text, err)
+				continue
+			}
+			m.mu.Lock()
+			switch ln.Ev {
+			case "ready":
+				m.ready[ln.Rank] = ln
+			case "dead":
+				if m.dead[ln.Rank] == nil {
+					m.dead[ln.Rank] = map[uint32]launch.Line{}
+				}
+				m.dead[ln.Rank][ln.Dead] = ln
+			case "evicted":
+				m.evicted[ln.Rank] = true
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// await polls cond (under the lock) until it returns "" or the timeout;
+// cond returns what is still missing.
+func (m *mhJob) await(what string, timeout time.Duration, cond func() string) {
+	m.t.Helper()
+	end := time.Now().Add(timeout)
+	for {
+		m.mu.Lock()
+		missing := cond()
+		m.mu.Unlock()
+		if missing == "" {
+			return
+		}
+		select {
+		case <-m.j.Exited():
+			m.t.Fatalf("%s: mpirun exited (%v) while %s\nstderr:\n%s", what, m.j.Cmd.ProcessState, missing, m.j.Stderr())
+		default:
+		}
+		if time.Now().After(end) {
+			m.t.Fatalf("%s: after %v, %s\nstderr:\n%s", what, timeout, missing, m.j.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// check fails unless every survivor reported exactly the ranks in gone,
+// and nobody reported a rank outside gone, except a rank in exempt after
+// the time exempt gives it (CLOCK_MONOTONIC ns): a rank whose own link is
+// delayed beyond δ is cut off from the job; once the others hold it dead,
+// its emitter sends it no more heartbeats, and it may report that emitter
+// before it learns that it was evicted.
+func (m *mhJob) check(what string, gone, survivors map[uint32]bool, exempt map[uint32]int64) {
+	m.t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for r, ds := range m.dead {
+		for d, ln := range ds {
+			if gone[d] {
+				continue
+			}
+			if since, ok := exempt[r]; ok && ln.DeliveredMono >= since {
+				m.t.Logf("%s: rank %d, itself cut off, reported live rank %d dead", what, r, d)
+				continue
+			}
+			m.t.Fatalf("%s: rank %d reported live rank %d dead", what, r, d)
+		}
+	}
+	for r := range survivors {
+		if len(m.dead[r]) != len(gone) {
+			m.t.Fatalf("%s: survivor %d reported %v, want exactly %v", what, r, keys(m.dead[r]), keys(gone))
+		}
+	}
+}
+
+// missing returns a survivor that has not reported every rank in gone, or "".
+func (m *mhJob) missing(gone, survivors map[uint32]bool) string {
+	for _, r := range keys(survivors) {
+		for _, d := range keys(gone) {
+			if _, ok := m.dead[r][d]; !ok {
+				return fmt.Sprintf("survivor %d has not reported rank %d", r, d)
+			}
+		}
+	}
+	return ""
+}
+
+// timing returns how long after t0 (CLOCK_MONOTONIC ns) the first and the
+// last survivor learned of every rank in ds.
+func (m *mhJob) timing(t0 int64, ds []uint32, survivors map[uint32]bool) (first, last time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first = time.Hour
+	for r := range survivors {
+		for _, d := range ds {
+			at := time.Duration(m.dead[r][d].DeliveredMono - t0)
+			first, last = min(first, at), max(last, at)
+		}
+	}
+	return first, last
+}
+
+func keys[V any](m map[uint32]V) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestMultiHost runs the documented multi-host command, `mpirun --host
+// h1,h2,h3,h4 -n 16 vigil agent`, across four simulated hosts
+// (mpitest.Hosts: network namespaces on a bridge, launched through
+// mpirun's ssh agent), with the PMIx bootstrap over TCP, h = 20 ms and
+// δ = 500 ms. Ranks are placed round-robin (--map-by node), so every ring
+// neighbour is on another host. It checks that every rank published its
+// own host's address (never loopback or a wildcard), then, in turn:
+//
+//  1. host 4's link delayed by 200 ms, below δ − h, for 3 s: nobody
+//     reports anything;
+//  2. kill -9 of one rank: every survivor reports it;
+//  3. host 3 killed (its link cut, then every process in it killed): the
+//     survivors report its four ranks;
+//  4. host 4's link delayed by 1.5 s, above δ: the survivors report its
+//     four ranks, which are evicted.
+//
+// After each step every survivor has reported exactly the dead ranks and
+// no live rank was reported, except, in step 4, by the delayed ranks
+// themselves once cut off (see mhJob.check).
+func TestMultiHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mpirun across network namespaces")
+	}
+	mpitest.NeedHosts(t)
+	const (
+		nh, ppn, n         = 4, 4, 16
+		h, delta           = 20 * time.Millisecond, 500 * time.Millisecond
+		below, above       = 200 * time.Millisecond, 3 * delta // delays of h4's link
+		victim             = 5                                 // one rank, on h2
+		killHost, slowHost = 2, 3                              // host indexes: h3 and h4
+	)
+	bin := pmixVigil(t)
+	hosts := mpitest.NewHosts(t, nh, slowHost)
+	start := time.Now()
+	j := hosts.Start(t, n, ppn, nil, []string{"--map-by", "node"}, bin, "agent", "-h", h.String(), "-delta", delta.String())
+	m := newMHJob(t, j)
+	m.await("start", 60*time.Second, func() string {
+		if len(m.ready) < n {
+			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
+		}
+		return ""
+	})
+	ready := node.Mono()
+	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
+	t.Logf("16 ranks on 4 hosts ready %v after mpirun started", time.Since(start).Round(time.Millisecond))
+
+	// Every rank published its own host's address.
+	onHost := map[int]map[uint32]bool{}
+	for r := uint32(0); r < n; r++ {
+		ap, err := netip.ParseAddrPort(m.ready[r].Addr)
+		if err != nil {
+			t.Fatalf("rank %d published %q: %v", r, m.ready[r].Addr, err)
+		}
+		if a := ap.Addr(); a.IsLoopback() || a.IsUnspecified() || a != hosts.Addr(hostOf[int(r)]) {
+			t.Fatalf("rank %d on host %s (%s) published %s", r, hosts.Name(hostOf[int(r)]), hosts.Addr(hostOf[int(r)]), ap)
+		}
+		if onHost[hostOf[int(r)]] == nil {
+			onHost[hostOf[int(r)]] = map[uint32]bool{}
+		}
+		onHost[hostOf[int(r)]][r] = true
+	}
+	for i := range nh {
+		if len(onHost[i]) != ppn {
+			t.Fatalf("host %d runs ranks %v, want %d ranks", i, keys(onHost[i]), ppn)
+		}
+	}
+	if hostOf[victim] == killHost || hostOf[victim] == slowHost {
+		t.Fatalf("rank %d runs on host %d: the test wants it elsewhere", victim, hostOf[victim])
+	}
+	var addrs []string
+	for r := uint32(0); r < n; r++ {
+		addrs = append(addrs, m.ready[r].Addr)
+	}
+	t.Logf("published addresses by rank: %s", strings.Join(addrs, " "))
+
+	gone, survivors := map[uint32]bool{}, map[uint32]bool{}
+	for r := uint32(0); r < n; r++ {
+		survivors[r] = true
+	}
+	// Past the start grace (2 s + δ from each rank's start).
+	time.Sleep(time.Duration(ready+int64(2*time.Second+2*delta)-node.Mono()) + 300*time.Millisecond)
+
+	// 1. A delay below δ − h reports nobody.
+	hosts.Delay(slowHost, below)
+	time.Sleep(3 * time.Second)
+	hosts.Delay(slowHost, 0)
+	time.Sleep(2 * delta)
+	m.check("delay below δ−h", gone, survivors, nil)
+	t.Logf("host %s delayed by %v for 3 s: no report", hosts.Name(slowHost), below)
+
+	// 2. kill -9 of one rank.
+	t0 := node.Mono()
+	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gone[victim] = true
+	delete(survivors, victim)
+	m.await("kill -9 rank 5", 30*time.Second, func() string { return m.missing(gone, survivors) })
+	time.Sleep(2 * delta)
+	m.check("kill -9 rank 5", gone, survivors, nil)
+	first, last := m.timing(t0, []uint32{victim}, survivors)
+	t.Logf("kill -9 rank %d: first survivor knew after %v, all %d after %v", victim, first.Round(100*time.Microsecond), len(survivors), last.Round(100*time.Microsecond))
+
+	// 3. A whole host: its link cut, then every process in it killed.
+	t0 = node.Mono()
+	hosts.LinkDown(killHost)
+	hosts.Kill(killHost)
+	for r := range onHost[killHost] {
+		gone[r] = true
+		delete(survivors, r)
+	}
+	m.await("host killed", 30*time.Second, func() string { return m.missing(gone, survivors) })
+	time.Sleep(2 * delta)
+	m.check("host killed", gone, survivors, nil)
+	first, last = m.timing(t0, keys(onHost[killHost]), survivors)
+	t.Logf("host %s (ranks %v) cut off and killed: first survivor knew of a rank after %v, all %d knew of all after %v",
+		hosts.Name(killHost), keys(onHost[killHost]), first.Round(100*time.Microsecond), len(survivors), last.Round(100*time.Microsecond))
+
+	// 4. A delay above δ reports the host's ranks, which are evicted.
+	t0 = node.Mono()
+	hosts.Delay(slowHost, above)
+	exempt := map[uint32]int64{}
+	for r := range onHost[slowHost] {
+		gone[r], exempt[r] = true, t0
+		delete(survivors, r)
+	}
+	m.await("delay above δ", 30*time.Second, func() string { return m.missing(gone, survivors) })
+	first, last = m.timing(t0, keys(onHost[slowHost]), survivors)
+	m.await("delayed ranks evicted", 30*time.Second, func() string {
+		for _, r := range keys(onHost[slowHost]) {
+			if !m.evicted[r] {
+				return fmt.Sprintf("rank %d not evicted", r)
+			}
+		}
+		return ""
+	})
+	time.Sleep(2 * delta)
+	m.check("delay above δ", gone, survivors, exempt)
+	t.Logf("host %s (ranks %v) delayed by %v: first survivor knew of a rank after %v, all %d knew of all after %v; all 4 evicted",
+		hosts.Name(slowHost), keys(onHost[slowHost]), above, first.Round(100*time.Microsecond), len(survivors), last.Round(100*time.Microsecond))
+	t.Logf("whole job: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestMultiHostAddressSettings runs `vigil agent` with address flags
+// across two simulated hosts: a wildcard -bind with -if-include the hosts'
+// subnet publishes each host's own address; -if-include lo and
+// -advertise 127.0.0.1 fail on every rank with an error naming the flag.
+func TestMultiHostAddressSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mpirun across network namespaces")
+	}
+	mpitest.NeedHosts(t)
+	bin := pmixVigil(t)
+	hosts := mpitest.NewHosts(t, 2)
+	const n = 4
+	agent := []string{bin, "agent", "-h", "20ms", "-delta", "1s"}
+
+	j := hosts.Start(t, n, 2, nil, nil, append(agent, "-bind", "0.0.0.0", "-if-include", hosts.Subnet().String())...)
+	m := newMHJob(t, j)
+	m.await("start", 60*time.Second, func() string {
+		if len(m.ready) < n {
+			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
+		}
+		return ""
+	})
+	_, hostOf := hosts.WaitPIDs(n, 10*time.Second)
+	for r := uint32(0); r < n; r++ {
+		ap, err := netip.ParseAddrPort(m.ready[r].Addr)
+		if err != nil || ap.Addr() != hosts.Addr(hostOf[int(r)]) {
+			t.Fatalf("rank %d on host %s listening on 0.0.0.0 published %q (%v)", r, hosts.Addr(hostOf[int(r)]), m.ready[r].Addr, err)
+		}
+	}
+	j.Terminate(10 * time.Second)
+
+	for _, tc := range []struct{ flag, value, want string }{
+		{"-if-include", "lo", "netaddr: -if-include: no up interface has a usable address matching -if-include=lo other than loopback"},
+		{"-advertise", "127.0.0.1", "netaddr: -advertise: 127.0.0.1 is a loopback address, but the job's ranks run on several hosts"},
+	} {
+		j := hosts.Start(t, n, 2, nil, nil, append(agent, tc.flag, tc.value)...)
+		select {
+		case <-j.Exited():
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s %s: mpirun still running after 60 s\n%s", tc.flag, tc.value, j.Stderr())
+		}
+		if c := strings.Count(j.Stderr(), tc.want); c != n {
+			t.Fatalf("%s %s: %d ranks said %q, want %d\nstderr:\n%s", tc.flag, tc.value, c, tc.want, n, j.Stderr())
+		}
+	}
+}
