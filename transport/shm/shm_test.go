@@ -165,3 +165,25 @@ func FuzzCheckHello(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkHeartbeat is the emitter's cost of one shared-memory heartbeat.
+func BenchmarkHeartbeat(b *testing.B) {
+	job := testJob()
+	r1, err := NewRegion(params(job, 1, 2), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r1.Close()
+	s, err := Attach(params(job, 0, 2), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := Wrap(nil, params(job, 0, 2), nil)
+	tr.maps[1].Store(s)
+	seq := uint64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		seq++
+		_ = tr.SendHeartbeat(1, seq)
+	}
+}

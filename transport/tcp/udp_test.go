@@ -145,3 +145,19 @@ func FuzzHeartbeatDatagram(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDrainOne is the observer's check cost over UDP with one
+// heartbeat waiting: one recvmmsg and one authenticated frame.
+func BenchmarkDrainOne(b *testing.B) {
+	cl := newCluster(b, 2, 2, nil)
+	defer cl.close()
+	seq := connectHeartbeat(b, cl, 0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		seq++
+		_ = cl.ts[0].SendHeartbeat(1, seq)
+		b.StartTimer()
+		cl.ts[1].DrainHeartbeats()
+	}
+}
