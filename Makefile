@@ -47,7 +47,7 @@ microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
 
 # Noise, accuracy, eBPF attribution and memberlist head-to-head (bench/):
-# the quick profile (6-7 min) regenerates bench/SUMMARY.md; the full one (about 32 min)
+# the quick profile (about 9 min) regenerates bench/SUMMARY.md; the full one (about 55 min)
 # regenerates bench/full/ (SUMMARY.md, CSV, PNG).
 bench:
 	scripts/deps.sh test

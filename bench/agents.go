@@ -20,12 +20,14 @@ type DetectorSpec struct {
 	Grace time.Duration
 	// RealTime asks for SCHED_FIFO for the emitter thread.
 	RealTime bool
-	// NoBacklogGuard turns the receive-path guard off
-	// (node.Config.NoBacklogGuard).
-	NoBacklogGuard bool
 	// RealTimeProcess makes every thread of each agent SCHED_FIFO
 	// (node.Config.RealTimeProcess; with RealTime).
 	RealTimeProcess bool
+	// Check is the observer's check period (0: the agent's default).
+	Check time.Duration
+	// Heartbeat, when not empty, is passed to the agents as -heartbeat
+	// (the heartbeat path: udp, shm).
+	Heartbeat string
 }
 
 // AgentJob is a stand-alone detector: N `vigil agent` processes started by
@@ -64,10 +66,22 @@ func StartAgents(vigilBin string, n int, d DetectorSpec, stderr io.Writer) (*Age
 	if d.Grace > 0 {
 		args = append(args, "-grace", d.Grace.String())
 	}
-	if stderr == nil {
-		stderr = io.Discard
+	if d.Check > 0 {
+		args = append(args, "-check", d.Check.String())
 	}
-	job, err := launch.Start(n, args, launch.Options{Stderr: stderr})
+	if d.Heartbeat != "" {
+		args = append(args, "-heartbeat", d.Heartbeat)
+	}
+	return startJob(n, args, launch.Options{Stderr: stderr})
+}
+
+// startJob launches n copies of argv with the local launcher and waits
+// until every one has printed its "ready" line (the agent's format).
+func startJob(n int, argv []string, opt launch.Options) (*AgentJob, error) {
+	if opt.Stderr == nil {
+		opt.Stderr = io.Discard
+	}
+	job, err := launch.Start(n, argv, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +109,16 @@ func (a *AgentJob) Pids() []int {
 		p[i] = pr.Cmd.Process.Pid
 	}
 	return p
+}
+
+// Exited returns, for each agent in Pids order, a channel closed when
+// that agent has exited.
+func (a *AgentJob) Exited() []<-chan struct{} {
+	e := make([]<-chan struct{}, len(a.job.Procs))
+	for i, pr := range a.job.Procs {
+		e[i] = pr.Exited()
+	}
+	return e
 }
 
 // Stop stops the agents (they leave cleanly and print their statistics)

@@ -9,19 +9,17 @@ import (
 
 // Options a GuardConfig can compare, on against off.
 const (
-	// OptionGuard is the receive-path guard (node.Config.NoBacklogGuard).
-	OptionGuard = "guard"
 	// OptionRTProcess is the whole agent under SCHED_FIFO
-	// (node.Config.RealTimeProcess), the guard on.
+	// (node.Config.RealTimeProcess) against the heartbeat thread alone.
 	OptionRTProcess = "rt-process"
 )
 
-// GuardConfig configures an on/off comparison of one option, by default
-// the receive-path guard: accuracy steps (stand-alone agents over TCP,
-// δ = 10h, one load) run with the option on and off, alternating on, off,
-// off, on… so that machine drift falls on both alike.
+// GuardConfig configures an on/off comparison of one option: accuracy
+// steps (stand-alone agents, δ = 10h, one load) run with the option on and
+// off, alternating on, off, off, on… so that machine drift falls on both
+// alike.
 type GuardConfig struct {
-	// Option is OptionGuard (the default when empty) or OptionRTProcess.
+	// Option is OptionRTProcess (the default when empty).
 	Option   string
 	VigilBin string
 	MPI      MPIBuild
@@ -57,10 +55,10 @@ type GuardRow struct {
 // Guard runs the comparison and returns every step.
 func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
 	if cfg.Option == "" {
-		cfg.Option = OptionGuard
+		cfg.Option = OptionRTProcess
 	}
-	if cfg.Option != OptionGuard && cfg.Option != OptionRTProcess {
-		return nil, fmt.Errorf("bench: option %q: want %s or %s", cfg.Option, OptionGuard, OptionRTProcess)
+	if cfg.Option != OptionRTProcess {
+		return nil, fmt.Errorf("bench: option %q: want %s", cfg.Option, OptionRTProcess)
 	}
 	acfg := AccuracyConfig{VigilBin: cfg.VigilBin, MPI: cfg.MPI, Ranks: cfg.Ranks, Duration: cfg.Duration, Sizes: cfg.Sizes}
 	var rows []GuardRow
@@ -74,13 +72,7 @@ func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
 					if err := ctx.Err(); err != nil {
 						return rows, err
 					}
-					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime}
-					switch cfg.Option {
-					case OptionGuard:
-						spec.NoBacklogGuard = !on
-					case OptionRTProcess:
-						spec.RealTimeProcess = on
-					}
+					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime, RealTimeProcess: on}
 					st, err := accuracyStep(ctx, acfg, load, spec)
 					if err != nil {
 						return rows, fmt.Errorf("%s %s h=%v: %w", cfg.Option, load, h, err)

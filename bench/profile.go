@@ -26,7 +26,7 @@ type Profile struct {
 	AccuracyHs       []time.Duration
 	AccuracyDuration time.Duration
 	AccuracyLoads    []string
-	// Receive-path guard comparison (on/off pairs; ranks and step
+	// On/off comparison of the rtprocess part (pairs; ranks and step
 	// duration as the accuracy sweep).
 	GuardHs     []time.Duration
 	GuardRounds int
@@ -36,6 +36,15 @@ type Profile struct {
 	LatenessHs       []time.Duration
 	LatenessDuration time.Duration
 	LatenessRounds   int
+	// Detector cost against the C reference (CostConfig): the grid, the
+	// rounds, the bounds of the sampling window, and whether libvigil's
+	// in-process side runs too.
+	CostHs                    []time.Duration
+	CostNs                    []int
+	CostTransports            []string
+	CostRounds                int
+	CostWindow, CostMaxWindow time.Duration
+	CostInProcess             bool
 	// Scheduler attribution.
 	SchedHs       []time.Duration
 	SchedDuration time.Duration
@@ -62,12 +71,14 @@ var Quick = Profile{
 	AccuracyLoads: []string{Compute, string(PingPong), string(Allreduce)},
 	GuardHs:       []time.Duration{ms, 300 * us}, GuardRounds: 2, GuardLoads: []string{Compute},
 	LatenessHs: []time.Duration{300 * us}, LatenessDuration: 3 * time.Second, LatenessRounds: 2,
+	CostHs: []time.Duration{ms, time.Second}, CostNs: []int{2, 8}, CostTransports: []string{CostUDP, CostSHM}, CostRounds: 2,
+	CostWindow: 2 * time.Second, CostMaxWindow: 3 * time.Second,
 	SchedHs: []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
 	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
 	H2HWait: 15 * time.Second,
 }
 
-// Full is the profile of `vigil bench full` (about 32 minutes on the
+// Full is the profile of `vigil bench full` (about 55 minutes on the
 // 2-core machine).
 var Full = Profile{
 	Name:     "full",
@@ -83,6 +94,9 @@ var Full = Profile{
 	GuardHs:          []time.Duration{ms, 500 * us, 300 * us}, GuardRounds: 3,
 	GuardLoads: []string{Compute, string(PingPong)},
 	LatenessHs: []time.Duration{ms, 300 * us}, LatenessDuration: 5 * time.Second, LatenessRounds: 3,
+	CostHs: []time.Duration{100 * us, ms, 10 * ms, time.Second}, CostNs: []int{2, 8, 32},
+	CostTransports: []string{CostUDP, CostSHM}, CostRounds: 3, CostInProcess: true,
+	CostWindow: 2 * time.Second, CostMaxWindow: 10 * time.Second,
 	SchedHs: []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
 	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
 	H2HWait: 30 * time.Second,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
 func usStr(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 3, 64) }
@@ -85,7 +86,7 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		}
 		return out
 	}
-	guard, rtp := onOff(s.Guard), onOff(s.RTProcess)
+	rtp := onOff(s.RTProcess)
 	onOffHdr := func(option string) []string {
 		return []string{"load", "h_us", "delta_us", "round", option, "false_suspicions", "evicted", "held_checks",
 			"missed_deadlines", "agents_process_fifo"}
@@ -95,6 +96,17 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		late = append(late, []string{r.Load, usStr(r.H), strconv.Itoa(r.Round), r.Variant, strconv.FormatBool(r.FIFO),
 			strconv.FormatUint(r.Wakeups, 10), strconv.FormatUint(r.Missed, 10), usStr(r.MaxLate), strconv.FormatUint(r.GCs, 10),
 			usStr(r.Steal)})
+	}
+	var cost [][]string
+	for _, r := range s.Cost {
+		for _, x := range r.Samples {
+			cost = append(cost, []string{r.Transport, usStr(r.H), strconv.Itoa(r.N), usStr(r.Delta), usStr(r.Check), r.Side,
+				strconv.Itoa(r.Round), strconv.Itoa(x.Rank), r.Heartbeat, usStr(x.Window), strconv.FormatInt(int64(x.CPU), 10),
+				strconv.FormatInt(int64(x.Emitter), 10), strconv.FormatUint(x.CtxSwitches, 10), fstr(r.USPerPeriod(x)),
+				fstr(float64(x.CtxSwitches) / r.Periods(x)), fstr(float64(x.CPU) / float64(x.Window)), strconv.Itoa(r.Suspicions),
+				strconv.Itoa(r.AtStop), strconv.FormatUint(r.Missed, 10), strconv.Itoa(r.Lost), fstr(r.Background), usStr(r.Steal),
+				r.EmitterHow})
+		}
 	}
 	var sched [][]string
 	for _, r := range s.Sched {
@@ -132,10 +144,12 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 			"significant", "false_suspicions"}, ov},
 		{"accuracy.csv", []string{"load", "sched_fifo", "h_us", "delta_us", "false_suspicions", "ranks_suspected", "missed_deadlines",
 			"max_late_us", "fifo_granted", "evicted"}, acc},
-		{"guard.csv", onOffHdr("guard"), guard},
 		{"rtprocess.csv", onOffHdr("process_fifo_asked"), rtp},
 		{"lateness.csv", []string{"load", "h_us", "round", "variant", "fifo_granted", "wakeups", "missed_deadlines", "max_late_us",
 			"gcs", "steal_us"}, late},
+		{"cost.csv", []string{"transport", "h_us", "n", "delta_us", "check_us", "side", "round", "rank", "vigil_heartbeat",
+			"window_us", "cpu_ns", "emitter_ns", "ctx_switches", "cpu_us_per_period", "ctx_switches_per_period", "core_fraction",
+			"run_suspicions", "run_suspicions_at_stop", "run_missed_deadlines", "run_lost", "run_other_load_cores", "run_steal_us", "emitter_found_by"}, cost},
 		{"sched.csv", []string{"h_us", "sched_fifo", "source", "window_us", "detector_cpu_ns", "emitter_cpu_ns", "app_cpu_ns",
 			"preemptions", "taken_ns", "runq_p50_le_ns", "runq_p99_le_ns", "runq_max_le_ns", "emitter_wait_ns", "emitter_slices",
 			"false_suspicions", "emitter_found_by", "fallback_reason"}, sched},
@@ -356,18 +370,9 @@ func (s *Suite) Summary(files []string) string {
 		}
 		p("\n(— in \"first unsafe\": no h tried gave a false suspicion, so the smallest safe h is at most the smallest tried.)\n\n")
 	}
-	if len(s.Guard) > 0 {
-		p("## Receive-path guard: on against off\n\n")
-		p("The accuracy step above (%d stand-alone agents over TCP, SCHED_FIFO emitter asked, δ = 10h, %v per step) "+
-			"run with the guard on and off alternately (on, off, off, on…). A step is unsafe when it had a false suspicion "+
-			"or an eviction. Held checks: suspicions the guard held because heartbeats of the emitter waited in the "+
-			"receive path.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
-		onOffTable(p, s.Guard, "guard on", "guard off", "held checks (on)",
-			func(g GuardSummary) string { return strconv.FormatUint(g.HeldOn, 10) })
-	}
 	if len(s.RTProcess) > 0 {
 		p("## Whole agent SCHED_FIFO: on against off\n\n")
-		p("The same steps (%d stand-alone agents, SCHED_FIFO emitter asked, guard on, δ = 10h, %v per step) with every "+
+		p("The same steps (%d stand-alone agents, SCHED_FIFO emitter asked, δ = 10h, %v per step) with every "+
 			"thread of each agent SCHED_FIFO (-realtime-process: receive path, checks and the Go runtime's threads at "+
 			"priority 1, the emitter at 2) or only the emitter, alternately. Granted: agents that ran wholly under "+
 			"SCHED_FIFO in the steps asking for it.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
@@ -397,6 +402,27 @@ func (s *Suite) Summary(files []string) string {
 			p("| %s | %v | %s | %s | %.1f | %v | %v | %.1f | %d | %s |\n", l.Load, l.H, l.Variant, fifo, l.MissedPerK,
 				l.MedianMax.Round(time.Microsecond), l.WorstMax.Round(time.Microsecond), l.MaxOverC, l.GCs, steal)
 		}
+		p("\n")
+	}
+	if len(s.Cost) > 0 {
+		p("## Detector cost: CPU per heartbeat period per process, Vigil against a C reference\n\n")
+		p("Each round runs, in turn (order rotated every round), N processes of the C reference (csrc/bench/hbcost.c: one "+
+			"thread that sleeps on absolute deadlines every h, sends one %d-byte datagram to its observer over UDP or stores a "+
+			"word in shared memory, and every check period drains its socket with recvmmsg or loads its word), N Vigil agents "+
+			"(`vigil agent`, SCHED_FIFO emitter asked, the agent's default) and, when the profile asks, N host processes that "+
+			"only run libvigil's detector (csrc/bench/hbhost.c), all with the same h, δ = max(10h, 100 ms) and check period "+
+			"δ/10. After a warm-up of ≥ 1 s each process is sampled over a window of ≥ 200 periods and ≥ 2 s (at most %v): "+
+			"on-CPU time summed over its threads' schedstat, context switches over their status. Cells are medians over "+
+			"processes and rounds; ÷ C is the median of the rounds' ratios of medians. Heartbeats: the C reference's transport; "+
+			"for the agents what they were passed as -heartbeat (\"agent default\": the flag was not passed). Emitter / rest: "+
+			"the heartbeat thread (the SCHED_FIFO thread, else the one with the most voluntary switches) and the other "+
+			"threads. Suspicions: false ones before the stop; \"at stop\": an agent's crash reports printed once the ranks "+
+			"had been told to leave at once. Lost: processes that exited before the window closed. Other load: CPU the "+
+			"rest of the machine (this harness included) used during the windows, in cores (non-idle time from /proc/stat "+
+			"less the sampled processes' own, ±0.1; median and largest over rounds); rounds run beside other work are not "+
+			"comparable. Raw samples: cost.csv.\n\n",
+			wire.HeartbeatFrameSize, max(s.Profile.CostMaxWindow, s.Profile.CostWindow))
+		CostTable(p, s.Cost)
 		p("\n")
 	}
 	if len(s.Sched) > 0 {

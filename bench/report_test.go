@@ -25,9 +25,15 @@ func TestReportFromResults(t *testing.T) {
 		},
 		Accuracy: []AccuracyRow{{Load: Compute, RealTime: true, H: ms, Delta: 10 * ms, AgentReport: AgentReport{Missed: 4, FIFO: 4}}},
 		Verdicts: []AccuracyVerdict{{Load: Compute, RealTime: true, SmallestSafe: ms, RealTimeGranted: true}},
-		Guard: []GuardRow{
-			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: true, AgentReport: AgentReport{Held: 7, Missed: 1}},
-			{Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: false, AgentReport: AgentReport{Suspicions: 3, Evicted: 1, Missed: 2}},
+		RTProcess: []GuardRow{
+			{Option: OptionRTProcess, Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: true, AgentReport: AgentReport{Missed: 1, ProcessFIFO: 4}},
+			{Option: OptionRTProcess, Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: false, AgentReport: AgentReport{Suspicions: 3, Evicted: 1, Missed: 2}},
+		},
+		Cost: []CostRun{
+			{Transport: CostUDP, H: ms, Delta: 100 * ms, Check: 10 * ms, N: 2, Side: CostC, EmitterHow: "single thread", Background: 0.25,
+				Samples: []CostSample{{Rank: 1, Window: 2 * time.Second, CPU: 40 * ms, Emitter: 40 * ms, CtxSwitches: 2000}}},
+			{Transport: CostUDP, H: ms, Delta: 100 * ms, Check: 10 * ms, N: 2, Side: CostVigil, Heartbeat: CostUDP,
+				Samples: []CostSample{{Rank: 0, Window: 2 * time.Second, CPU: 60 * ms, Emitter: 50 * ms, CtxSwitches: 3000}}},
 		},
 		Sched: []AttributionRow{{H: ms, Duration: time.Second, Attribution: Attribution{Source: "schedstat", Why: "no BPF here", DetectorCPU: 2e6}}},
 		H2H: []H2HRow{
@@ -46,7 +52,7 @@ func TestReportFromResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"imb_mpi.csv", "noise.csv", "sweep_runs.csv", "sweep_overhead.csv", "accuracy.csv", "guard.csv", "sched.csv", "h2h.csv", "h2h_latency.csv"}
+	want := []string{"imb_mpi.csv", "noise.csv", "sweep_runs.csv", "sweep_overhead.csv", "accuracy.csv", "rtprocess.csv", "cost.csv", "sched.csv", "h2h.csv", "h2h_latency.csv"}
 	if strings.Join(files, ",") != strings.Join(want, ",") {
 		t.Errorf("CSV files %v, want %v", files, want)
 	}
@@ -62,13 +68,18 @@ func TestReportFromResults(t *testing.T) {
 	if !strings.Contains(string(b), "PingPong,1024,1000.000,in-process,10.000000,13.000000,0.300000,0.300000") {
 		t.Errorf("sweep_overhead.csv:\n%s", b)
 	}
-	b, _ = os.ReadFile(filepath.Join(s.Out, "guard.csv"))
+	b, _ = os.ReadFile(filepath.Join(s.Out, "rtprocess.csv"))
 	if !strings.Contains(string(b), "compute,1000.000,10000.000,0,false,3,1,0,2") {
-		t.Errorf("guard.csv:\n%s", b)
+		t.Errorf("rtprocess.csv:\n%s", b)
+	}
+	b, _ = os.ReadFile(filepath.Join(s.Out, "cost.csv"))
+	if !strings.Contains(string(b), "udp,1000.000,2,100000.000,10000.000,C,0,1,,2000000.000,40000000,40000000,2000,20.000000,1.000000,0.020000,0,0,0,0,0.250000,0.000,single thread") {
+		t.Errorf("cost.csv:\n%s", b)
 	}
 	md := s.Summary(files)
 	for _, w := range []string{"| PingPong | 1024 | — | 0.775 |", "imb-go: `boom`", "| Selfish | 1ms | 1.00 ± 0.00 % | 1.23 ± 0.00 % | +0.23 % | 3µs / 5µs |", "+30.0 % * (med +30.0 %)", "| all loads and sizes | in-process | median of cells | med +30.0 % |", "| compute | SCHED_FIFO asked | 1ms |",
-		"no BPF here", "| compute | 1ms | 1 + 1 | 0 | 1 | 0 / 3 | 7 | 1 / 2 |", "| vigil | 8 | 1.08s / 1.09s | — / — (incomplete) |", "1.5s / 1.6s (incomplete)", "vigil bench quick"} {
+		"no BPF here", "| compute | 1ms | 1 + 1 | 0 | 1 | 0 / 3 |", "| vigil | 8 | 1.08s / 1.09s | — / — (incomplete) |", "1.5s / 1.6s (incomplete)", "vigil bench quick",
+		"| 1ms | 2 | udp | vigil | udp | 30.0 | 25.0 / 5.0 | 1.50 (1.50–1.50) | 1.50 | 3.000 | 0 | 0 | 0.00 (0.00) |"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("summary lacks %q:\n%s", w, md)
 		}

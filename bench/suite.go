@@ -11,7 +11,7 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "guard", "rtprocess", "lateness", "sched", "h2h"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h"}
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -38,6 +38,8 @@ type Suite struct {
 	// Command is the command line recorded in the summary.
 	Command string
 	Log     io.Writer
+	// CostHeartbeat is the cost part's CostConfig.Heartbeat.
+	CostHeartbeat string
 
 	Started   time.Time
 	Durations map[string]time.Duration
@@ -51,9 +53,9 @@ type Suite struct {
 	Overheads []OverheadRow
 	Accuracy  []AccuracyRow
 	Verdicts  []AccuracyVerdict
-	Guard     []GuardRow
 	RTProcess []GuardRow
 	Lateness  []LatenessRow
+	Cost      []CostRun
 	Sched     []AttributionRow
 	H2H       []H2HRow
 }
@@ -78,7 +80,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 	s.Started = time.Now()
 	s.Durations, s.Errors = map[string]time.Duration{}, map[string]string{}
 	needMPI := slices.ContainsFunc(parts, func(p string) bool {
-		return p == "imb-mpi" || p == "sweep" || p == "accuracy" || p == "guard" || p == "rtprocess"
+		return p == "imb-mpi" || p == "sweep" || p == "accuracy" || p == "rtprocess"
 	})
 	if needMPI {
 		s.logf("building the MPI load program and libvigil")
@@ -118,10 +120,6 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			s.Accuracy, s.Verdicts, err = Accuracy(ctx, AccuracyConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks,
 				Hs: pr.AccuracyHs, Duration: pr.AccuracyDuration, Loads: pr.AccuracyLoads, Sizes: accuracySizes,
 				RealTime: []bool{false, true}, Log: s.Log})
-		case "guard":
-			s.Guard, err = Guard(ctx, GuardConfig{VigilBin: s.VigilBin, MPI: s.MPI, Ranks: pr.AccuracyRanks, Hs: pr.GuardHs,
-				Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads, Sizes: accuracySizes,
-				RealTime: true, Log: s.Log})
 		case "rtprocess":
 			s.RTProcess, err = Guard(ctx, GuardConfig{Option: OptionRTProcess, VigilBin: s.VigilBin, MPI: s.MPI,
 				Ranks: pr.AccuracyRanks, Hs: pr.GuardHs, Duration: pr.AccuracyDuration, Rounds: pr.GuardRounds, Loads: pr.GuardLoads,
@@ -132,6 +130,8 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 				s.Lateness, err = Lateness(ctx, LatenessConfig{CBin: cbin, VigilBin: s.VigilBin, Hs: pr.LatenessHs,
 					Duration: pr.LatenessDuration, Rounds: pr.LatenessRounds, Loads: []string{Idle, Compute}, RealTime: true, Log: s.Log})
 			}
+		case "cost":
+			err = s.runCost(ctx)
 		case "sched":
 			err = s.runSched(ctx)
 		case "h2h":
@@ -145,6 +145,28 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// runCost runs the cost part and logs its table.
+func (s *Suite) runCost(ctx context.Context) error {
+	pr := s.Profile
+	cbin, err := BuildHBCost(ctx, s.Root, filepath.Join(s.Out, "build"))
+	if err != nil {
+		return err
+	}
+	var hbin string
+	if pr.CostInProcess {
+		if hbin, err = BuildHBHost(ctx, s.Root, filepath.Join(s.Out, "build")); err != nil {
+			return err
+		}
+	}
+	s.Cost, err = Cost(ctx, CostConfig{CBin: cbin, VigilBin: s.VigilBin, HostBin: hbin, Hs: pr.CostHs, Ns: pr.CostNs,
+		Transports: pr.CostTransports, Rounds: pr.CostRounds, Window: pr.CostWindow, MaxWindow: pr.CostMaxWindow,
+		Heartbeat: s.CostHeartbeat, RealTime: true, Log: s.Log})
+	if s.Log != nil && len(s.Cost) > 0 {
+		CostTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, s.Cost)
+	}
+	return err
 }
 
 func (s *Suite) runIMBGo() error {

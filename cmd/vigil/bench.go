@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -71,8 +72,15 @@ func benchMain(args []string) error {
 	if len(parts) > 0 {
 		fs.StringVar(&profile, "profile", "quick", "profile: quick or full")
 	}
-	guardHs := fs.String("guard-hs", "", "guard and rtprocess parts: comma-separated heartbeat periods (default: the profile's)")
-	guardRounds := fs.Int("guard-rounds", 0, "guard and rtprocess parts: on/off pairs per load and h (default: the profile's)")
+	guardHs := fs.String("guard-hs", "", "rtprocess part: comma-separated heartbeat periods (default: the profile's)")
+	guardRounds := fs.Int("guard-rounds", 0, "rtprocess part: on/off pairs per load and h (default: the profile's)")
+	costHs := fs.String("cost-hs", "", "cost part: comma-separated heartbeat periods (default: the profile's)")
+	costNs := fs.String("cost-ns", "", "cost part: comma-separated numbers of processes (default: the profile's)")
+	costTransports := fs.String("cost-transports", "", "cost part: comma-separated transports, udp and/or shm (default: the profile's)")
+	costRounds := fs.Int("cost-rounds", 0, "cost part: rounds per configuration, each one run of every side (default: the profile's)")
+	costHeartbeat := fs.String("cost-heartbeat", bench.CostHeartbeatMatch, "cost part: pass -heartbeat VALUE to the agents; \""+
+		bench.CostHeartbeatMatch+"\" passes each configuration's transport (udp or shm); empty: not passed")
+	costInProcess := fs.Bool("cost-in-process", false, "cost part: also run libvigil's detector in a host process (default: the profile's; full: on)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,19 +92,49 @@ func benchMain(args []string) error {
 		return err
 	}
 	if *guardHs != "" {
-		pr.GuardHs = nil
-		for _, f := range strings.Split(*guardHs, ",") {
-			h, err := time.ParseDuration(strings.TrimSpace(f))
-			if err != nil || h <= 0 {
-				return fmt.Errorf("bench: -guard-hs %q: want positive durations such as 500us,300us", *guardHs)
-			}
-			pr.GuardHs = append(pr.GuardHs, h)
+		if pr.GuardHs, err = parseDurations("-guard-hs", *guardHs); err != nil {
+			return err
 		}
 	}
 	if *guardRounds < 0 {
 		return fmt.Errorf("bench: -guard-rounds %d: want a positive count", *guardRounds)
 	} else if *guardRounds > 0 {
 		pr.GuardRounds = *guardRounds
+	}
+	if *costHs != "" {
+		if pr.CostHs, err = parseDurations("-cost-hs", *costHs); err != nil {
+			return err
+		}
+	}
+	if *costNs != "" {
+		pr.CostNs = nil
+		for _, f := range strings.Split(*costNs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 2 {
+				return fmt.Errorf("bench: -cost-ns %q: want numbers ≥ 2 such as 2,8", *costNs)
+			}
+			pr.CostNs = append(pr.CostNs, n)
+		}
+	}
+	if *costTransports != "" {
+		pr.CostTransports = nil
+		for _, f := range strings.Split(*costTransports, ",") {
+			tr := strings.TrimSpace(f)
+			if tr != bench.CostUDP && tr != bench.CostSHM {
+				return fmt.Errorf("bench: -cost-transports %q: want %s and/or %s", *costTransports, bench.CostUDP, bench.CostSHM)
+			}
+			pr.CostTransports = append(pr.CostTransports, tr)
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "cost-in-process" {
+			pr.CostInProcess = *costInProcess
+		}
+	})
+	if *costRounds < 0 {
+		return fmt.Errorf("bench: -cost-rounds %d: want a positive count", *costRounds)
+	} else if *costRounds > 0 {
+		pr.CostRounds = *costRounds
 	}
 	if *out == "" {
 		*out = filepath.Join("bench-out", name)
@@ -113,7 +151,7 @@ func benchMain(args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: self, Out: *out, Log: os.Stderr,
+	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat,
 		Command: "vigil bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -143,6 +181,20 @@ func benchMain(args []string) error {
 		return fmt.Errorf("bench: %d part(s) failed (see SUMMARY.md)", len(s.Errors))
 	}
 	return nil
+}
+
+// parseDurations reads a comma-separated list of positive durations given
+// to flag name.
+func parseDurations(name, list string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, f := range strings.Split(list, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("bench: %s %q: want positive durations such as 500us,300us", name, list)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // findModuleRoot walks up from the working directory to Vigil's go.mod.
