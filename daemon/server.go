@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/unixcred"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -135,19 +136,9 @@ func listenLocal(path string) (*net.UnixListener, error) {
 
 // peerPID returns the pid of the process at the other end of c.
 func peerPID(c *net.UnixConn) (int, error) {
-	rc, err := c.SyscallConn()
+	cred, err := unixcred.Peer(c)
 	if err != nil {
 		return 0, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if cerr != nil {
-		return 0, cerr
 	}
 	return int(cred.Pid), nil
 }

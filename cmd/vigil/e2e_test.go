@@ -290,16 +290,26 @@ func TestE2ENoFalseSuspicionUnderCPULoad(t *testing.T) {
 	j.mu.Unlock()
 	t.Logf("%v with %d CPU burners, 16 ranks, h=10ms δ=50ms: %d missed heartbeat deadlines, worst emitter lateness %.2f ms, %d emitters with SCHED_FIFO",
 		dur, runtime.NumCPU(), missed, float64(worst)/1e6, rt)
+	j.checkFailureFree()
+}
+
+// checkFailureFree fails the test for every crash report or eviction the
+// job printed, and returns how many agents printed their statistics.
+func (j *e2eJob) checkFailureFree() (stats int) {
+	j.t.Helper()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, l := range j.lines {
-		if l.Ev == "dead" && !l.Left {
-			t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
-		}
-		if l.Ev == "evicted" {
-			t.Errorf("rank %d was evicted during a failure-free run", l.Rank)
+		switch {
+		case l.Ev == "dead" && !l.Left:
+			j.t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
+		case l.Ev == "evicted":
+			j.t.Errorf("rank %d was evicted during a failure-free run", l.Rank)
+		case l.Ev == "stats":
+			stats++
 		}
 	}
+	return stats
 }
 
 // TestE2ESilentAtOneMillisecond: 32 agents at h = 1 ms, δ = 20 ms on this
@@ -315,20 +325,7 @@ func TestE2ESilentAtOneMillisecond(t *testing.T) {
 	time.Sleep(dur)
 	j.job.Stop(5 * time.Second)
 	<-j.done
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	stats := 0
-	for _, l := range j.lines {
-		switch {
-		case l.Ev == "dead" && !l.Left:
-			t.Errorf("rank %d reported %d crashed during a failure-free run", l.Rank, l.Dead)
-		case l.Ev == "evicted":
-			t.Errorf("rank %d was evicted during a failure-free run", l.Rank)
-		case l.Ev == "stats":
-			stats++
-		}
-	}
-	if stats != n {
+	if stats := j.checkFailureFree(); stats != n {
 		t.Errorf("%d of %d agents printed their statistics on leaving", stats, n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/unixcred"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -141,19 +142,9 @@ func (r *Region) give(c *net.UnixConn, frame []byte) error {
 
 // peerUID returns the user id of the process at the other end of c.
 func peerUID(c *net.UnixConn) (uint32, error) {
-	raw, err := c.SyscallConn()
+	cred, err := unixcred.Peer(c)
 	if err != nil {
 		return 0, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if cerr != nil {
-		return 0, fmt.Errorf("SO_PEERCRED: %w", cerr)
 	}
 	return cred.Uid, nil
 }

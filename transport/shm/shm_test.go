@@ -129,20 +129,27 @@ func TestWrapMovesHeartbeatsToSharedMemory(t *testing.T) {
 	}
 }
 
-// TestHeartbeatDoesNotAllocate: a mapped heartbeat allocates nothing.
-func TestHeartbeatDoesNotAllocate(t *testing.T) {
+// mapped returns rank 0's transport of a 2-rank job, with the region of
+// rank 1 mapped (no inner transport).
+func mapped(tb testing.TB) *Transport {
 	job := testJob()
 	r1, err := NewRegion(params(job, 1, 2), nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer r1.Close()
+	tb.Cleanup(func() { r1.Close() })
 	s, err := Attach(params(job, 0, 2), 1)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	tr := Wrap(nil, params(job, 0, 2), nil)
 	tr.maps[1].Store(s)
+	return tr
+}
+
+// TestHeartbeatDoesNotAllocate: a mapped heartbeat allocates nothing.
+func TestHeartbeatDoesNotAllocate(t *testing.T) {
+	tr := mapped(t)
 	seq := uint64(0)
 	if a := testing.AllocsPerRun(1000, func() { seq++; _ = tr.SendHeartbeat(1, seq) }); a != 0 {
 		t.Fatalf("%v allocs per heartbeat", a)
@@ -168,18 +175,7 @@ func FuzzCheckHello(f *testing.F) {
 
 // BenchmarkHeartbeat is the emitter's cost of one shared-memory heartbeat.
 func BenchmarkHeartbeat(b *testing.B) {
-	job := testJob()
-	r1, err := NewRegion(params(job, 1, 2), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r1.Close()
-	s, err := Attach(params(job, 0, 2), 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tr := Wrap(nil, params(job, 0, 2), nil)
-	tr.maps[1].Store(s)
+	tr := mapped(b)
 	seq := uint64(0)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -243,16 +243,8 @@ func (h *Hosts) RankPIDs() (pids, hostOf map[int]int) {
 	pids, hostOf = map[int]int{}, map[int]int{}
 	for i := range h.hosts {
 		for _, pid := range h.PIDs(i) {
-			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-			if err != nil {
-				continue
-			}
-			for _, kv := range bytes.Split(env, []byte{0}) {
-				if v, ok := bytes.CutPrefix(kv, []byte("PMIX_RANK=")); ok {
-					if r, err := strconv.Atoi(string(v)); err == nil {
-						pids[r], hostOf[r] = pid, i
-					}
-				}
+			if r, ok := pmixRank(pid); ok {
+				pids[r], hostOf[r] = pid, i
 			}
 		}
 	}

@@ -180,16 +180,8 @@ func (j *Job) RankPIDs() (map[int]int, error) {
 		if len(f) < 2 || f[1] != strconv.Itoa(j.Cmd.Process.Pid) {
 			continue
 		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte("PMIX_RANK=")); ok {
-				if r, err := strconv.Atoi(string(v)); err == nil {
-					out[r] = pid
-				}
-			}
+		if r, ok := pmixRank(pid); ok {
+			out[r] = pid
 		}
 	}
 	return out, nil
@@ -221,4 +213,20 @@ func (j *Job) Terminate(grace time.Duration) bool {
 	case <-time.After(grace):
 		return false
 	}
+}
+
+// pmixRank returns the PMIX_RANK in the environment of process pid.
+func pmixRank(pid int) (int, bool) {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("PMIX_RANK=")); ok {
+			if r, err := strconv.Atoi(string(v)); err == nil {
+				return r, true
+			}
+		}
+	}
+	return 0, false
 }
