@@ -3,13 +3,19 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all build build-verbs demo test unit e2e fuzz lint bench bench-full microbench sim bench-sim clean rxe-test
+.PHONY: all build build-verbs vigil-bench demo test unit e2e fuzz lint bench bench-full microbench sim bench-sim clean rxe-test
 
 
 all: build
 
 build:
 	$(GO) build -o bin/vigil ./cmd/vigil
+
+# The bench module's command (bench/go.mod): benchmarks and the papers'
+# simulations, with their dependencies (memberlist, cilium/ebpf, gonum/plot)
+# kept out of bin/vigil.
+vigil-bench:
+	$(GO) -C bench build -o ../bin/vigil-bench ./cmd/vigil-bench
 
 # vigil with the RDMA transport (needs libibverbs-dev) and PMIx (libpmix-dev).
 build-verbs:
@@ -28,6 +34,7 @@ test:
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /cmd/vigil$$)
+	$(GO) -C bench test -race -count=1 ./...
 
 e2e:
 	$(GO) test -count=1 -p 1 -v ./cmd/vigil/
@@ -41,28 +48,30 @@ rxe-test:
 
 lint:
 	gofmt -l . ; $(GO) vet ./... ; $(GO) vet -tags pmix,verbs ./... ; staticcheck ./... ; staticcheck -tags pmix,verbs ./...
+	cd bench && $(GO) vet ./... && staticcheck ./...
 
 # Go microbenchmarks of the hot paths (observer check, frames, overlays).
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
 
-# Noise, accuracy, eBPF attribution and memberlist head-to-head (bench/):
+# Noise, accuracy, eBPF attribution and memberlist head-to-head (bench/, its
+# own module; bin/vigil-bench runs bin/vigil's agents):
 # the quick profile (about 9 min) regenerates bench/SUMMARY.md; the full one (about 55 min)
 # regenerates bench/full/ (SUMMARY.md, CSV, PNG).
-bench:
+bench: vigil-bench
 	scripts/deps.sh test
 	$(GO) build -o bin/vigil ./cmd/vigil
-	bin/vigil bench quick -out bench/quick -summary bench/SUMMARY.md
+	bin/vigil-bench quick -vigil bin/vigil -out bench/quick -summary bench/SUMMARY.md
 
-bench-full:
+bench-full: vigil-bench
 	scripts/deps.sh test
 	$(GO) build -o bin/vigil ./cmd/vigil
-	bin/vigil bench full -out bench/full
+	bin/vigil-bench full -vigil bin/vigil -out bench/full
 
 # The papers' large-scale results from the real cores (sim/RESULTS.md):
 # every sweep at the sizes recorded there (about 30 min on 2 cores).
-sim:
-	$(GO) run ./cmd/vigil sim all -out sim/results
+sim: vigil-bench
+	bin/vigil-bench sim all -out sim/results
 
 # Simulator throughput, 256k runs, memory per node.
 bench-sim:

@@ -23,6 +23,18 @@ func buildVigil(t *testing.T) string {
 	return bin
 }
 
+// buildBench builds this module's vigil-bench command into a temporary
+// directory.
+func buildBench(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vigil-bench")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/vigil-bench") // tests run in bench/
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building vigil-bench: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestAgentsAttributionAccuracy drives real agents: a scheduler
 // attribution window beside CPU burners, and one accuracy step at a
 // comfortable h. It checks the harness (reports filled in, the emitter

@@ -77,7 +77,7 @@ func (o *childOut) emit(l ChildLine) {
 	o.ch <- l
 }
 
-// VigilChild is the body of `vigil bench child vigil`: one Vigil node
+// VigilChild is the body of `vigil-bench child vigil`: one Vigil node
 // started by the local launcher (bootstrap from the environment), printing
 // ChildLines until SIGTERM.
 func VigilChild(args []string, stdout io.Writer) error {
@@ -227,7 +227,7 @@ func (e *mlEvents) NotifyLeave(n *memberlist.Node) {
 // NotifyUpdate ignores metadata updates.
 func (e *mlEvents) NotifyUpdate(*memberlist.Node) {}
 
-// MemberlistChild is the body of `vigil bench child memberlist`: one
+// MemberlistChild is the body of `vigil-bench child memberlist`: one
 // hashicorp/memberlist member (LAN defaults but ProbeInterval = -period and
 // ProbeTimeout = period/2) that joins -seed and prints ChildLines until
 // SIGTERM.

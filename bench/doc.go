@@ -8,6 +8,11 @@
 //
 // Nothing here is imported by the library: the harness drives the library
 // from the outside (node.Start, transport/tcp, `vigil agent`, libvigil).
-// `vigil bench <name>` (cmd/vigil/bench.go) is the entry point; results
+// It is its own Go module (github.com/vigil-hpc/vigil/bench, bench/go.mod,
+// with a replace directive to the library in ../), so that memberlist,
+// cilium/ebpf and gonum/plot are required here and never linked into the
+// product's vigil binary. `vigil-bench <name>` (bench/cmd/vigil-bench) is
+// the entry point; it runs the product's `vigil agent`s from the binary
+// given by -vigil and its own `vigil-bench child ...` processes. Results
 // are CSV files, PNG plots and a generated SUMMARY.md.
 package bench

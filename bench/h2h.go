@@ -27,8 +27,9 @@ const (
 
 // H2HConfig configures the head-to-head.
 type H2HConfig struct {
-	// VigilBin runs the children: `VigilBin bench child vigil|memberlist`.
-	VigilBin string
+	// BenchBin runs the children: `BenchBin child vigil|memberlist`
+	// (the bench module's vigil-bench command).
+	BenchBin string
 	Sizes    []int
 	// Period is Vigil's h and memberlist's ProbeInterval; Vigil's δ is
 	// DeltaFactor·Period (default 5, Vigil's default).
@@ -109,8 +110,8 @@ func startChildren(cfg H2HConfig, sys System, n int) (*children, error) {
 		c.srv = srv
 		delta := time.Duration(max(cfg.DeltaFactor, 2)) * cfg.Period
 		for r := range n {
-			if _, err := c.start(cfg.VigilBin, append(environ(), srv.Identity(uint32(r)).Env()...),
-				"bench", "child", "vigil", "-h", cfg.Period.String(), "-delta", delta.String()); err != nil {
+			if _, err := c.start(cfg.BenchBin, append(environ(), srv.Identity(uint32(r)).Env()...),
+				"child", "vigil", "-h", cfg.Period.String(), "-delta", delta.String()); err != nil {
 				c.stop()
 				return nil, err
 			}
@@ -118,9 +119,9 @@ func startChildren(cfg H2HConfig, sys System, n int) (*children, error) {
 	case Memberlist:
 		seed := ""
 		for r := range n {
-			args := []string{"bench", "child", "memberlist", "-rank", strconv.Itoa(r), "-n", strconv.Itoa(n),
+			args := []string{"child", "memberlist", "-rank", strconv.Itoa(r), "-n", strconv.Itoa(n),
 				"-period", cfg.Period.String(), "-seed", seed}
-			if _, err := c.start(cfg.VigilBin, environ(), args...); err != nil {
+			if _, err := c.start(cfg.BenchBin, environ(), args...); err != nil {
 				c.stop()
 				return nil, err
 			}

@@ -23,12 +23,12 @@ func TestTrafficPerPeriod(t *testing.T) {
 // counted. It checks the harness, not the systems' speed.
 func TestHeadToHeadHarness(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds vigil and starts 16 child processes")
+		t.Skip("builds vigil-bench and starts 16 child processes")
 	}
-	bin := buildVigil(t)
+	bin := buildBench(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rows, err := HeadToHead(ctx, H2HConfig{VigilBin: bin, Sizes: []int{4}, Period: 100 * time.Millisecond, DeltaFactor: 5,
+	rows, err := HeadToHead(ctx, H2HConfig{BenchBin: bin, Sizes: []int{4}, Period: 100 * time.Millisecond, DeltaFactor: 5,
 		Window: 300 * time.Millisecond, Several: 1, Wait: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)

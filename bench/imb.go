@@ -1,255 +1,50 @@
 package bench
 
-import (
-	"encoding/binary"
-	"fmt"
-	"slices"
-	"time"
+import "github.com/vigil-hpc/vigil/internal/imb"
+
+// The Go IMB loads live in the library module (internal/imb), where the
+// verbs transport's tests use them too; these names keep the harness's API.
+type (
+	Load        = imb.Load
+	Result      = imb.Result
+	RankTimes   = imb.RankTimes
+	RunOptions  = imb.RunOptions
+	Comm        = imb.Comm
+	Group       = imb.Group
+	OpenFunc    = imb.OpenFunc
+	ConnectFunc = imb.ConnectFunc
 )
 
-// Load names an IMB-MPI1 benchmark.
-type Load string
-
-// The IMB-MPI1 benchmarks implemented, with IMB's definitions:
-//   - PingPong: rank 0 sends, rank 1 returns the message; t = half a round trip.
-//   - PingPing: ranks 0 and 1 send to each other at the same time; t per exchange.
-//   - Sendrecv: a periodic chain; every rank sends right and receives left.
-//   - Exchange: every rank sends to and receives from both neighbours.
-//   - Bcast: the root changes every repetition (root = i mod n).
-//   - Allreduce: sum of float32 vectors of the message size.
-//   - Barrier: no payload.
+// The IMB-MPI1 loads, in IMB's order in Loads.
 const (
-	PingPong  Load = "PingPong"
-	PingPing  Load = "PingPing"
-	Sendrecv  Load = "Sendrecv"
-	Exchange  Load = "Exchange"
-	Bcast     Load = "Bcast"
-	Allreduce Load = "Allreduce"
-	Barrier   Load = "Barrier"
+	PingPong  = imb.PingPong
+	PingPing  = imb.PingPing
+	Sendrecv  = imb.Sendrecv
+	Exchange  = imb.Exchange
+	Bcast     = imb.Bcast
+	Allreduce = imb.Allreduce
+	Barrier   = imb.Barrier
+
+	IMBMaxReps = imb.IMBMaxReps
+	IMBOverall = imb.IMBOverall
+	IMBMaxSize = imb.IMBMaxSize
 )
 
-// Loads lists every load in IMB's order.
-var Loads = []Load{PingPong, PingPing, Sendrecv, Exchange, Bcast, Allreduce, Barrier}
-
-// ParseLoad returns the load named s (case-sensitive, IMB's spelling).
-func ParseLoad(s string) (Load, error) {
-	if slices.Contains(Loads, Load(s)) {
-		return Load(s), nil
-	}
-	return "", fmt.Errorf("bench: unknown load %q (want one of %v)", s, Loads)
-}
-
-// IMB's repetition rule.
-const (
-	// IMBMaxReps is IMB's default repetition count for small messages.
-	IMBMaxReps = 1000
-	// IMBOverall is the byte budget per size: repetitions = min(1000, 40 MiB / size).
-	IMBOverall = 40 << 20
-	// IMBMaxSize is the largest default message size (4 MiB).
-	IMBMaxSize = 4 << 20
+var (
+	// Loads lists every load in IMB's order.
+	Loads = imb.Loads
+	// ParseLoad returns the load named s (IMB's spelling).
+	ParseLoad = imb.ParseLoad
+	// IMBSizes is IMB's size list 0, 1, 2, 4, … up to maxSize.
+	IMBSizes = imb.IMBSizes
+	// IMBReps is IMB's repetition count for a size.
+	IMBReps = imb.IMBReps
+	// AcrossRanks reduces per-rank times as IMB does.
+	AcrossRanks = imb.AcrossRanks
+	// RunIMB runs one load on one rank's Comm.
+	RunIMB = imb.RunIMB
+	// NewGroup opens n transports in process and connects them.
+	NewGroup = imb.NewGroup
+	// NewTCPGroup is a group of n ranks over the TCP transport on loopback.
+	NewTCPGroup = imb.NewTCPGroup
 )
-
-// IMBSizes returns IMB's default message sizes, 0 and 1 B to maxSize in
-// powers of two.
-func IMBSizes(maxSize int) []int {
-	s := []int{0}
-	for b := 1; b <= maxSize; b *= 2 {
-		s = append(s, b)
-	}
-	return s
-}
-
-// IMBReps is IMB's repetition count for a message size, capped by maxReps
-// when maxReps > 0 (min(maxReps, 40 MiB / size), at least 1).
-func IMBReps(size, maxReps int) int {
-	if maxReps <= 0 {
-		maxReps = IMBMaxReps
-	}
-	if size == 0 {
-		return maxReps
-	}
-	return max(1, min(maxReps, IMBOverall/size))
-}
-
-// Sized reports whether the load takes a message size (Barrier does not).
-func (l Load) Sized() bool { return l != Barrier }
-
-// Result is one line of an IMB table.
-type Result struct {
-	Load  Load
-	Ranks int
-	Size  int
-	Reps  int
-	RankTimes
-}
-
-// RunOptions bounds a Go IMB run.
-type RunOptions struct {
-	// Sizes are the message sizes (default IMBSizes(IMBMaxSize)).
-	Sizes []int
-	// MaxReps caps the repetitions (default IMBMaxReps).
-	MaxReps int
-	// TimeLimit cuts the repetitions of one size so that it lasts about
-	// this long, estimated from the warm-up as IMB's -time does (0: 10 s).
-	TimeLimit time.Duration
-}
-
-func (o RunOptions) withDefaults() RunOptions {
-	if len(o.Sizes) == 0 {
-		o.Sizes = IMBSizes(IMBMaxSize)
-	}
-	if o.MaxReps <= 0 {
-		o.MaxReps = IMBMaxReps
-	}
-	if o.TimeLimit <= 0 {
-		o.TimeLimit = 10 * time.Second
-	}
-	return o
-}
-
-// warmups is the number of untimed repetitions before each size.
-const warmups = 4
-
-// RunIMB runs load on comm (every rank of the group calls it with the same
-// arguments) and returns, on rank 0, one Result per size; other ranks get
-// nil. Times are per repetition, reduced across ranks as IMB does.
-func RunIMB(c Comm, load Load, opt RunOptions) ([]Result, error) {
-	opt = opt.withDefaults()
-	n := c.Size()
-	if (load == PingPong || load == PingPing) && n < 2 {
-		return nil, fmt.Errorf("bench: %s needs at least 2 ranks, have %d", load, n)
-	}
-	sizes := opt.Sizes
-	if !load.Sized() {
-		sizes = []int{0}
-	}
-	var out []Result
-	for _, size := range sizes {
-		if size < 0 {
-			return nil, fmt.Errorf("bench: message size %d < 0", size)
-		}
-		op, active := kernel(c, load, size)
-		reps := IMBReps(size, opt.MaxReps)
-		// Warm-up, timed to cut the repetitions to the time limit; rank 0
-		// decides and tells everyone.
-		if err := barrier(c); err != nil {
-			return nil, err
-		}
-		t0 := time.Now()
-		for i := range warmups {
-			if active {
-				if err := op(i); err != nil {
-					return nil, err
-				}
-			}
-		}
-		per := time.Since(t0) / warmups
-		if per > 0 {
-			reps = max(1, min(reps, int(opt.TimeLimit/per)))
-		}
-		var rb [8]byte
-		binary.LittleEndian.PutUint64(rb[:], uint64(reps))
-		if err := bcastBytes(c, 0, rb[:]); err != nil {
-			return nil, err
-		}
-		reps = int(binary.LittleEndian.Uint64(rb[:]))
-
-		if err := barrier(c); err != nil {
-			return nil, err
-		}
-		t0 = time.Now()
-		if active {
-			for i := range reps {
-				if err := op(i); err != nil {
-					return nil, err
-				}
-			}
-		}
-		t := time.Since(t0) / time.Duration(reps)
-		if load == PingPong {
-			t /= 2
-		}
-		if !active {
-			t = -1
-		}
-		ts, err := gatherDurations(c, t)
-		if err != nil {
-			return nil, err
-		}
-		if c.Rank() == 0 {
-			var act []time.Duration
-			for _, d := range ts {
-				if d >= 0 {
-					act = append(act, d)
-				}
-			}
-			out = append(out, Result{Load: load, Ranks: n, Size: size, Reps: reps, RankTimes: AcrossRanks(act)})
-		}
-	}
-	return out, nil
-}
-
-// kernel returns one repetition of load at size for this rank, and whether
-// this rank takes part (PingPong and PingPing use ranks 0 and 1 only).
-func kernel(c Comm, load Load, size int) (func(i int) error, bool) {
-	r, n := c.Rank(), c.Size()
-	buf := make([]byte, size)
-	left, right := (r-1+n)%n, (r+1)%n
-	switch load {
-	case PingPong:
-		return func(int) error {
-			if r == 0 {
-				if err := c.Send(1, buf); err != nil {
-					return err
-				}
-				_, err := c.Recv(1)
-				return err
-			}
-			m, err := c.Recv(0)
-			if err != nil {
-				return err
-			}
-			return c.Send(0, m)
-		}, r < 2
-	case PingPing:
-		return func(int) error {
-			if err := c.Send(1-r, buf); err != nil {
-				return err
-			}
-			_, err := c.Recv(1 - r)
-			return err
-		}, r < 2
-	case Sendrecv:
-		return func(int) error {
-			if err := c.Send(right, buf); err != nil {
-				return err
-			}
-			_, err := c.Recv(left)
-			return err
-		}, true
-	case Exchange:
-		return func(int) error {
-			if err := c.Send(left, buf); err != nil {
-				return err
-			}
-			if err := c.Send(right, buf); err != nil {
-				return err
-			}
-			if _, err := c.Recv(left); err != nil {
-				return err
-			}
-			_, err := c.Recv(right)
-			return err
-		}, true
-	case Bcast:
-		return func(i int) error { return bcastBytes(c, i%n, buf) }, true
-	case Allreduce:
-		vec := make([]float32, size/4)
-		for i := range vec {
-			vec[i] = float32(r)
-		}
-		return func(int) error { return allreduceSum(c, vec) }, true
-	default: // Barrier
-		return func(int) error { return barrier(c) }, true
-	}
-}

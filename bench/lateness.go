@@ -42,9 +42,9 @@ const Idle = "idle"
 
 // LatenessConfig configures the lateness part.
 type LatenessConfig struct {
-	// CBin is the C loop (BuildLateness) and VigilBin the vigil
-	// executable (its `bench child emitter`).
-	CBin, VigilBin string
+	// CBin is the C loop (BuildLateness) and BenchBin the bench
+	// module's vigil-bench command (its `child emitter`).
+	CBin, BenchBin string
 	Hs             []time.Duration
 	// Duration is each run's length; Rounds the runs per variant, load
 	// and h.
@@ -166,7 +166,7 @@ func runLateness(ctx context.Context, cfg LatenessConfig, variant string, h time
 		if variant == LatGoAlloc {
 			garbage = latGarbageMBps
 		}
-		cmd = exec.CommandContext(ctx, cfg.VigilBin, "bench", "child", "emitter", "-h", h.String(), "-d", cfg.Duration.String(),
+		cmd = exec.CommandContext(ctx, cfg.BenchBin, "child", "emitter", "-h", h.String(), "-d", cfg.Duration.String(),
 			"-fifo="+strconv.FormatBool(cfg.RealTime), "-garbage", strconv.Itoa(garbage))
 	}
 	out, err := cmd.Output()
@@ -253,7 +253,7 @@ func ParseLateness(out string) (LatenessResult, error) {
 	return r, nil
 }
 
-// EmitterChild is the body of `vigil bench child emitter`: Vigil's
+// EmitterChild is the body of `vigil-bench child emitter`: Vigil's
 // emitter thread (hb.Emitter as the agent runs it: a locked OS thread that
 // keeps a P, SCHED_FIFO when asked and permitted) with a Send that does
 // nothing, for -d, while another goroutine allocates -garbage MB/s. It
@@ -269,7 +269,7 @@ func EmitterChild(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *h <= 0 || *d <= 0 || *garbage < 0 {
-		return fmt.Errorf("bench child emitter: want -h > 0, -d > 0, -garbage ≥ 0")
+		return fmt.Errorf("child emitter: want -h > 0, -d > 0, -garbage ≥ 0")
 	}
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1) // the P the emitter keeps, as node.Start does
 	e, err := hb.NewEmitter(hb.EmitterConfig{Period: h.Nanoseconds(), CPU: -1, RealTime: *fifo, HoldP: true,

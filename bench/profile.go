@@ -59,7 +59,7 @@ type Profile struct {
 
 var us, ms = time.Microsecond, time.Millisecond
 
-// Quick is the profile of `vigil bench quick`: under 10 minutes on a
+// Quick is the profile of `vigil-bench quick`: under 10 minutes on a
 // 2-core machine.
 var Quick = Profile{
 	Name:     "quick",
@@ -78,7 +78,7 @@ var Quick = Profile{
 	H2HWait: 15 * time.Second,
 }
 
-// Full is the profile of `vigil bench full` (about 55 minutes on the
+// Full is the profile of `vigil-bench full` (about 55 minutes on the
 // 2-core machine).
 var Full = Profile{
 	Name:     "full",

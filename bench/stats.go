@@ -3,7 +3,6 @@ package bench
 import (
 	"math"
 	"slices"
-	"time"
 )
 
 // Summary is the usual description of a sample.
@@ -33,29 +32,6 @@ func Summarize(xs []float64) Summary {
 		s.Std = math.Sqrt(ss / float64(len(xs)-1))
 	}
 	return s
-}
-
-// RankTimes is IMB's reduction of one measurement across ranks: each rank
-// times its own repetitions, and the report gives the fastest, slowest and
-// mean rank.
-type RankTimes struct {
-	TMin, TMax, TAvg time.Duration
-}
-
-// AcrossRanks reduces per-rank times (one per participating rank) as IMB
-// does. It returns the zero value for no ranks.
-func AcrossRanks(perRank []time.Duration) RankTimes {
-	if len(perRank) == 0 {
-		return RankTimes{}
-	}
-	rt := RankTimes{TMin: perRank[0], TMax: perRank[0]}
-	var sum time.Duration
-	for _, t := range perRank {
-		rt.TMin, rt.TMax = min(rt.TMin, t), max(rt.TMax, t)
-		sum += t
-	}
-	rt.TAvg = sum / time.Duration(len(perRank))
-	return rt
 }
 
 // Band is the natural variability of runs without the detector: mean ± σ

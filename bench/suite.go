@@ -31,8 +31,11 @@ type Suite struct {
 	Profile Profile
 	// Root is the module's source tree (for csrc/bench and ./capi).
 	Root string
-	// VigilBin is the vigil executable (agents and children).
+	// VigilBin is the product's vigil executable (its `vigil agent`s).
 	VigilBin string
+	// BenchBin is the bench module's vigil-bench executable (its
+	// `child` processes: the head-to-head's and the lateness part's).
+	BenchBin string
 	// Out is the output directory.
 	Out string
 	// Command is the command line recorded in the summary.
@@ -127,7 +130,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		case "lateness":
 			var cbin string
 			if cbin, err = BuildLateness(ctx, s.Root, filepath.Join(s.Out, "build")); err == nil {
-				s.Lateness, err = Lateness(ctx, LatenessConfig{CBin: cbin, VigilBin: s.VigilBin, Hs: pr.LatenessHs,
+				s.Lateness, err = Lateness(ctx, LatenessConfig{CBin: cbin, BenchBin: s.BenchBin, Hs: pr.LatenessHs,
 					Duration: pr.LatenessDuration, Rounds: pr.LatenessRounds, Loads: []string{Idle, Compute}, RealTime: true, Log: s.Log})
 			}
 		case "cost":
@@ -135,7 +138,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		case "sched":
 			err = s.runSched(ctx)
 		case "h2h":
-			s.H2H, err = HeadToHead(ctx, H2HConfig{VigilBin: s.VigilBin, Sizes: pr.H2HSizes, Period: pr.H2HPeriod, DeltaFactor: 5,
+			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Period: pr.H2HPeriod, DeltaFactor: 5,
 				Window: pr.H2HWindow, Several: pr.H2HSeveral, BurnFor: pr.H2HBurn, Wait: pr.H2HWait, Log: s.Log})
 		}
 		s.Durations[p] = time.Since(t0)

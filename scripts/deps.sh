@@ -27,6 +27,7 @@ if ((${#missing[@]})); then
 fi
 
 go mod download
+go -C bench mod download # the benchmark harness's module
 if [[ $what == test ]] && ! command -v staticcheck >/dev/null; then
 	echo "deps: installing staticcheck"
 	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2 # staticcheck 2026.2.2

@@ -10,12 +10,16 @@ scripts/deps.sh test
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $bad ]]; then echo "gofmt: not formatted: $bad" >&2; exit 1; fi
-echo "== go vet (untagged and -tags pmix,verbs)"
+# Two modules: the library and product (.) and the benchmark harness
+# (bench/, its own go.mod so that its dependencies stay out of bin/vigil).
+echo "== go vet (untagged and -tags pmix,verbs; bench module)"
 go vet ./...
 go vet -tags pmix,verbs ./...
-echo "== staticcheck (untagged and -tags pmix,verbs)"
+(cd bench && go vet ./...)
+echo "== staticcheck (untagged and -tags pmix,verbs; bench module)"
 staticcheck ./...
 staticcheck -tags pmix,verbs ./...
+(cd bench && staticcheck ./...)
 
 # Unit, property and in-process cluster tests under the race detector. The
 # multi-process package runs alone afterwards so that its timing-sensitive
@@ -23,6 +27,8 @@ staticcheck -tags pmix,verbs ./...
 unit=$(go list ./... | grep -v '/cmd/vigil$')
 echo "== unit tests (-race)"
 go test -race -count=1 -timeout 20m $unit
+echo "== bench module tests (-race)"
+(cd bench && go test -race -count=1 -timeout 20m ./...)
 echo "== PMIx bootstrap under mpirun (-tags pmix)"
 go test -count=1 -tags pmix -timeout 10m ./bootstrap/pmix/...
 echo "== C ABI: libvigil, C examples, PMPI library"

@@ -27,10 +27,15 @@ func main() {
 		err = agentMain(args)
 	case "daemon":
 		err = daemonMain(args)
-	case "bench":
-		err = benchMain(args)
-	case "sim":
-		err = simMain(args)
+	case "bench", "sim":
+		// The benchmarks and the papers' simulations (and their plotting
+		// dependencies) live in the bench module, out of this binary.
+		sub := "quick|full|<part>"
+		if cmd == "sim" {
+			sub = "sim <stab|probe|bcast|era|tsweep|all>"
+		}
+		err = fmt.Errorf("%s moved to the bench module's command: vigil-bench %s [flags]\n"+
+			"(make vigil-bench builds bin/vigil-bench; or: cd bench && go run ./cmd/vigil-bench ...)", cmd, sub)
 	case "help", "-h", "-help", "--help":
 		usage()
 		return
@@ -54,7 +59,8 @@ commands:
   run      launch N detector agents on this machine (-n N) and print events
   agent    one detector process, bootstrapped from its environment
   daemon   one node's daemon (node-level mode, seed 003), or -attach a local process
-  bench    benchmarks: vigil bench quick|full|<part> (CSV, PNG, SUMMARY.md)
-  sim      simulations of the papers' results (stab, probe, bcast, era, all)
+
+Benchmarks and the papers' simulations are in the bench module's own command:
+vigil-bench quick|full|<part> and vigil-bench sim ... (make vigil-bench).
 `)
 }

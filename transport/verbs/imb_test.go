@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bench"
+	"github.com/vigil-hpc/vigil/internal/imb"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
 
-// BenchmarkIMB runs the Go IMB loads of the bench package over this
+// BenchmarkIMB runs the Go IMB loads of package internal/imb over this
 // transport and, side by side in the same guest, over the TCP transport on
 // loopback. One op is one IMB measurement of one size (warm-up, then
 // IMB's repetitions); t_avg_us and t_max_us are IMB's t_avg and t_max
@@ -18,22 +18,22 @@ import (
 // ib_send_lat in the same guest.
 func BenchmarkIMB(b *testing.B) {
 	needDevice(b)
-	groups := map[string]func() (*bench.Group, error){
-		"verbs": func() (*bench.Group, error) { return verbsGroup(b, 2) },
-		"tcp":   func() (*bench.Group, error) { return bench.NewTCPGroup(2) },
+	groups := map[string]func() (*imb.Group, error){
+		"verbs": func() (*imb.Group, error) { return verbsGroup(b, 2) },
+		"tcp":   func() (*imb.Group, error) { return imb.NewTCPGroup(2) },
 	}
 	for _, kind := range []string{"verbs", "tcp"} {
 		g, err := groups[kind]()
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, load := range []bench.Load{bench.PingPong, bench.Allreduce} {
+		for _, load := range []imb.Load{imb.PingPong, imb.Allreduce} {
 			for _, size := range []int{0, 1 << 10, 64 << 10} {
 				b.Run(fmt.Sprintf("%s/%s/%dB", kind, load, size), func(b *testing.B) {
 					var avg, mx time.Duration
 					reps := 0
 					for i := 0; i < b.N; i++ {
-						res, err := g.Run(load, bench.RunOptions{Sizes: []int{size}, MaxReps: 200, TimeLimit: 30 * time.Millisecond})
+						res, err := g.Run(load, imb.RunOptions{Sizes: []int{size}, MaxReps: 200, TimeLimit: 30 * time.Millisecond})
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -56,9 +56,9 @@ func BenchmarkIMB(b *testing.B) {
 	}
 }
 
-// verbsGroup is a bench.Group of n ranks over verbs transports on the
+// verbsGroup is an imb.Group of n ranks over verbs transports on the
 // test device.
-func verbsGroup(t testing.TB, n int) (*bench.Group, error) {
+func verbsGroup(t testing.TB, n int) (*imb.Group, error) {
 	handlers := make([]transport.Handler, n)
 	open := func(r int, h transport.Handler) (transport.Transport, error) {
 		handlers[r] = h
@@ -80,7 +80,7 @@ func verbsGroup(t testing.TB, n int) (*bench.Group, error) {
 		}
 		return nil
 	}
-	return bench.NewGroup(n, open, connect)
+	return imb.NewGroup(n, open, connect)
 }
 
 // TestIMBOverVerbs runs every Go IMB load at every IMB size from 0 B to
@@ -96,9 +96,9 @@ func TestIMBOverVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	sizes := bench.IMBSizes(256 << 10)
-	for _, load := range bench.Loads {
-		res, err := g.Run(load, bench.RunOptions{Sizes: sizes, MaxReps: 20, TimeLimit: 10 * time.Millisecond})
+	sizes := imb.IMBSizes(256 << 10)
+	for _, load := range imb.Loads {
+		res, err := g.Run(load, imb.RunOptions{Sizes: sizes, MaxReps: 20, TimeLimit: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("%s: %v", load, err)
 		}

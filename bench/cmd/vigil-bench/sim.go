@@ -39,7 +39,7 @@ type simOpts struct {
 	stderr  io.Writer
 }
 
-const simUsage = `usage: vigil sim <stab|probe|bcast|era|all> [flags]
+const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|all> [flags]
 
   stab   detector stabilization time vs n (seed 000 §4.2): LOWNOISE and
          LOWLAT, maximal quasi-simultaneous failures and random failures
@@ -56,14 +56,14 @@ const simUsage = `usage: vigil sim <stab|probe|bcast|era|all> [flags]
 Each writes CSV files and PNG figures into -out.
 `
 
-// simMain is `vigil sim`.
+// simMain is `vigil-bench sim`.
 func simMain(args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprint(os.Stderr, simUsage)
 		return errors.New("sim: missing subcommand")
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("vigil sim "+sub, flag.ContinueOnError)
+	fs := flag.NewFlagSet("vigil-bench sim "+sub, flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage, "\nflags:\n"); fs.PrintDefaults() }
 	var o simOpts
 	fs.StringVar(&o.out, "out", "sim-out", "directory for the CSV and PNG files")

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestSimQuick runs `vigil sim all -quick` in process and checks that every
+// TestSimQuick runs `vigil-bench sim all -quick` in process and checks that every
 // CSV and PNG file is written and that the values agree with closed forms
 // and the papers' bounds.
 func TestSimQuick(t *testing.T) {

@@ -1,4 +1,4 @@
-package bench
+package imb
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ type ConnectFunc func(trs []transport.Transport) error
 // NewGroup opens n transports with open, then connects them.
 func NewGroup(n int, open OpenFunc, connect ConnectFunc) (*Group, error) {
 	if n < 2 {
-		return nil, fmt.Errorf("bench: group of %d ranks, want ≥ 2", n)
+		return nil, fmt.Errorf("imb: group of %d ranks, want ≥ 2", n)
 	}
 	g := &Group{}
 	trs := make([]transport.Transport, n)
@@ -50,7 +50,7 @@ func NewGroup(n int, open OpenFunc, connect ConnectFunc) (*Group, error) {
 		tr, err := open(r, func(from ranks.Rank, p []byte) { c.inbox[from] <- p })
 		if err != nil {
 			g.Close()
-			return nil, fmt.Errorf("bench: opening rank %d's transport: %w", r, err)
+			return nil, fmt.Errorf("imb: opening rank %d's transport: %w", r, err)
 		}
 		c.tr, trs[r] = tr, tr
 		g.comms = append(g.comms, c)
@@ -58,7 +58,7 @@ func NewGroup(n int, open OpenFunc, connect ConnectFunc) (*Group, error) {
 	if connect != nil {
 		if err := connect(trs); err != nil {
 			g.Close()
-			return nil, fmt.Errorf("bench: connecting the group: %w", err)
+			return nil, fmt.Errorf("imb: connecting the group: %w", err)
 		}
 	}
 	return g, nil
@@ -105,7 +105,7 @@ func (c *trComm) Size() int { return c.size }
 // Send queues a copy of b for rank to (to self: straight into the inbox).
 func (c *trComm) Send(to int, b []byte) error {
 	if to < 0 || to >= c.size {
-		return fmt.Errorf("bench: send to rank %d of %d", to, c.size)
+		return fmt.Errorf("imb: send to rank %d of %d", to, c.size)
 	}
 	if to == c.rank {
 		c.inbox[to] <- append([]byte(nil), b...)
@@ -117,7 +117,7 @@ func (c *trComm) Send(to int, b []byte) error {
 // Recv waits up to recvTimeout for the next message from rank from.
 func (c *trComm) Recv(from int) ([]byte, error) {
 	if from < 0 || from >= c.size {
-		return nil, fmt.Errorf("bench: receive from rank %d of %d", from, c.size)
+		return nil, fmt.Errorf("imb: receive from rank %d of %d", from, c.size)
 	}
 	t := time.NewTimer(recvTimeout)
 	defer t.Stop()
@@ -125,7 +125,7 @@ func (c *trComm) Recv(from int) ([]byte, error) {
 	case m := <-c.inbox[from]:
 		return m, nil
 	case <-t.C:
-		return nil, fmt.Errorf("bench: rank %d: nothing from rank %d for %v (transport dropped %d messages)",
+		return nil, fmt.Errorf("imb: rank %d: nothing from rank %d for %v (transport dropped %d messages)",
 			c.rank, from, recvTimeout, c.tr.Stats().MsgsDropped)
 	}
 }

@@ -1,3 +1,12 @@
+// Command vigil-bench runs Vigil's benchmarks and the papers' simulations.
+// It is the command of the bench module (bench/go.mod), so that the
+// harness's dependencies (memberlist, cilium/ebpf, gonum/plot) stay out of
+// the product's vigil binary, whose agents it runs (-vigil).
+//
+//	vigil-bench quick|full        every part with the quick or full profile
+//	vigil-bench <part>            one part (-profile quick|full)
+//	vigil-bench sim <sub>         simulations of the papers' results
+//	vigil-bench child ...         a child process of the harness
 package main
 
 import (
@@ -6,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -17,18 +27,35 @@ import (
 	"github.com/vigil-hpc/vigil/bench"
 )
 
-var benchUsage = `usage: vigil bench <name> [flags]
+var benchUsage = `usage: vigil-bench <name> [flags]
 
 names:
   quick | full        every part with the quick (≤ 10 min) or full profile
   ` + strings.Join(bench.Parts, ", ") + `
                       one part (-profile quick|full)
+  sim <stab|probe|bcast|era|tsweep|all>
+                      simulations of the papers' results (vigil-bench sim -h)
   child vigil|memberlist ...
                       a head-to-head child process (started by h2h)
   child emitter ...   the Go emitter alone (started by lateness)
 
+The agents are the product's ` + "`vigil agent`" + ` (-vigil; default: the vigil
+next to this executable, else built from the source tree into -out/build).
 Outputs go to -out: CSV files, PNG plots and SUMMARY.md.
 `
+
+func main() {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "sim" {
+		err = simMain(os.Args[2:])
+	} else {
+		err = benchMain(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
+		os.Exit(1)
+	}
+}
 
 func benchMain(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "help" {
@@ -41,7 +68,7 @@ func benchMain(args []string) error {
 	name, args := args[0], args[1:]
 	if name == "child" {
 		if len(args) == 0 {
-			return errors.New("bench child: want vigil, memberlist or emitter")
+			return errors.New("child: want vigil, memberlist or emitter")
 		}
 		switch args[0] {
 		case "vigil":
@@ -51,7 +78,7 @@ func benchMain(args []string) error {
 		case "emitter":
 			return bench.EmitterChild(args[1:], os.Stdout)
 		}
-		return fmt.Errorf("bench child: %q: want vigil, memberlist or emitter", args[0])
+		return fmt.Errorf("child: %q: want vigil, memberlist or emitter", args[0])
 	}
 	profile := "quick"
 	var parts []string
@@ -64,8 +91,9 @@ func benchMain(args []string) error {
 		fmt.Fprint(os.Stderr, benchUsage)
 		return fmt.Errorf("bench: unknown name %q", name)
 	}
-	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("vigil-bench "+name, flag.ContinueOnError)
 	out := fs.String("out", "", "output directory (default bench-out/<name>)")
+	vigilBin := fs.String("vigil", "", "the product's vigil executable, for its agents (default: next to vigil-bench, else built from -root)")
 	root := fs.String("root", "", "Vigil source tree, for csrc/bench and ./capi (default: found from the working directory)")
 	summary := fs.String("summary", "", "also write the markdown summary to this file (e.g. bench/SUMMARY.md)")
 	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(bench.Parts, ","))
@@ -151,8 +179,15 @@ func benchMain(args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat,
-		Command: "vigil bench " + strings.Join(append([]string{name}, args...), " ")}
+	if *vigilBin == "" {
+		if *vigilBin, err = findVigil(self, *root, filepath.Join(*out, "build")); err != nil {
+			return err
+		}
+	} else if *vigilBin, err = filepath.Abs(*vigilBin); err != nil {
+		return err
+	}
+	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat,
+		Command: "vigil-bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	runErr := s.Run(ctx, parts)
@@ -173,7 +208,7 @@ func benchMain(args []string) error {
 			return err
 		}
 	}
-	fmt.Printf("vigil bench: results in %s (SUMMARY.md, %d CSV, %d PNG)\n", *out, len(files), len(plots))
+	fmt.Printf("vigil-bench: results in %s (SUMMARY.md, %d CSV, %d PNG)\n", *out, len(files), len(plots))
 	if runErr != nil {
 		return runErr
 	}
@@ -195,6 +230,33 @@ func parseDurations(name, list string) ([]time.Duration, error) {
 		ds = append(ds, d)
 	}
 	return ds, nil
+}
+
+// findVigil returns the product's vigil executable: the one next to self
+// (bin/vigil beside bin/vigil-bench), else one built from the source tree
+// root into dir.
+func findVigil(self, root, dir string) (string, error) {
+	if p := filepath.Join(filepath.Dir(self), "vigil"); isExecutable(p) {
+		return p, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin, err := filepath.Abs(filepath.Join(dir, "vigil"))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/vigil")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bench: building vigil in %s (or pass -vigil): %v\n%s", root, err, out)
+	}
+	return bin, nil
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
 // findModuleRoot walks up from the working directory to Vigil's go.mod.

@@ -1,4 +1,4 @@
-package bench
+package imb
 
 import (
 	"encoding/binary"
@@ -49,7 +49,7 @@ func bcastBytes(c Comm, root int, buf []byte) error {
 				return err
 			}
 			if len(m) != len(buf) {
-				return fmt.Errorf("bench: broadcast of %d bytes received %d", len(buf), len(m))
+				return fmt.Errorf("imb: broadcast of %d bytes received %d", len(buf), len(m))
 			}
 			copy(buf, m)
 			break
@@ -87,7 +87,7 @@ func allreduceSum(c Comm, vec []float32) error {
 				return err
 			}
 			if len(m) != len(buf) {
-				return fmt.Errorf("bench: reduction of %d bytes received %d", len(buf), len(m))
+				return fmt.Errorf("imb: reduction of %d bytes received %d", len(buf), len(m))
 			}
 			for i := range vec {
 				vec[i] += math.Float32frombits(binary.LittleEndian.Uint32(m[4*i:]))
@@ -124,7 +124,7 @@ func gatherDurations(c Comm, d time.Duration) ([]time.Duration, error) {
 			return nil, err
 		}
 		if len(m) != 8 {
-			return nil, fmt.Errorf("bench: rank %d sent a %d-byte time", r, len(m))
+			return nil, fmt.Errorf("imb: rank %d sent a %d-byte time", r, len(m))
 		}
 		out[r] = time.Duration(binary.LittleEndian.Uint64(m))
 	}
