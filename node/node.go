@@ -278,7 +278,9 @@ func (n *Node) observeAt(now int64) int64 {
 		return now + int64(time.Hour)
 	}
 	if d := n.ring.Deadline(); d > now {
-		return d
+		// At most δ away: a long deadline (the start-up grace, 2δ after a
+		// reconnection) must not hide the heartbeats that reset it (T2).
+		return min(d, now+int64(n.cfg.SuspectTimeout))
 	}
 	return now + max(int64(n.cfg.CheckPeriod)/4, int64(time.Microsecond))
 }
