@@ -271,8 +271,9 @@ func (n *Node) observe(now int64) {
 }
 
 // observeAt returns when the loop should next look at the checks: at the
-// ring's deadline, or, once it passed with no check after it yet (the
-// emitter thread is late), a quarter check period later.
+// ring's deadline but at most δ away, or, once the deadline passed with no
+// check after it yet (the emitter thread is late), a quarter check period
+// later.
 func (n *Node) observeAt(now int64) int64 {
 	if n.ring.Alone() || n.isEvicted.Load() {
 		return now + int64(time.Hour)
