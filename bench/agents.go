@@ -20,7 +20,7 @@ type DetectorSpec struct {
 	Grace time.Duration
 	// RealTime asks for SCHED_FIFO for the emitter thread.
 	RealTime bool
-	// RealTimeProcess makes every thread of each agent SCHED_FIFO
+	// RealTimeProcess makes every thread of each agent real-time (SCHED_RR)
 	// (node.Config.RealTimeProcess; with RealTime).
 	RealTimeProcess bool
 	// Check is the observer's check period (0: the agent's default).
@@ -53,8 +53,8 @@ type AgentReport struct {
 	Evicted int
 	// Held sums the observers' checks held by the receive-path guard.
 	Held uint64
-	// ProcessFIFO counts the agents that ran wholly under SCHED_FIFO.
-	ProcessFIFO int
+	// ProcessRT counts the agents that ran wholly real-time.
+	ProcessRT int
 }
 
 // StartAgents launches n agents of the vigil binary and waits until all
@@ -148,8 +148,8 @@ func summarizeAgentLines(lines []launch.Line) AgentReport {
 			if l.RealTime {
 				r.FIFO++
 			}
-			if l.ProcessFIFO {
-				r.ProcessFIFO++
+			if l.ProcessRT {
+				r.ProcessRT++
 			}
 		case "evicted":
 			r.Evicted++

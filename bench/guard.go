@@ -9,7 +9,7 @@ import (
 
 // Options a GuardConfig can compare, on against off.
 const (
-	// OptionRTProcess is the whole agent under SCHED_FIFO
+	// OptionRTProcess is the whole agent real-time (SCHED_RR)
 	// (node.Config.RealTimeProcess) against the heartbeat thread alone.
 	OptionRTProcess = "rt-process"
 )
@@ -81,7 +81,7 @@ func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
 						AgentReport: st.AgentReport})
 					if cfg.Log != nil {
 						fmt.Fprintf(cfg.Log, "%s %-9s h=%-6v round %d on=%-5v false suspicions %d, evicted %d, held checks %d, missed deadlines %d, whole-process FIFO %d\n",
-							cfg.Option, load, h, round, on, st.Suspicions, st.Evicted, st.Held, st.Missed, st.ProcessFIFO)
+							cfg.Option, load, h, round, on, st.Suspicions, st.Evicted, st.Held, st.Missed, st.ProcessRT)
 					}
 				}
 			}
@@ -101,9 +101,9 @@ type GuardSummary struct {
 	SuspOn, SuspOff     int
 	HeldOn              uint64
 	MissedOn, MissedOff uint64
-	// ProcessFIFOOn counts the agents that ran wholly under SCHED_FIFO in
+	// ProcessRTOn counts the agents that ran wholly real-time in
 	// the steps with the option on (OptionRTProcess).
-	ProcessFIFOOn int
+	ProcessRTOn int
 }
 
 // SummarizeGuard groups rows by load and h, in the order they ran.
@@ -133,7 +133,7 @@ func SummarizeGuard(rows []GuardRow) []GuardSummary {
 			g.SuspOn += r.Suspicions
 			g.HeldOn += r.Held
 			g.MissedOn += r.Missed
-			g.ProcessFIFOOn += r.ProcessFIFO
+			g.ProcessRTOn += r.ProcessRT
 		} else {
 			g.UnsafeOff += unsafe
 			g.SuspOff += r.Suspicions

@@ -15,13 +15,13 @@ func TestSummarizeGuard(t *testing.T) {
 		{Load: Compute, H: ms, Round: 0, On: true, AgentReport: AgentReport{Held: 3, Missed: 1}},
 		{Load: Compute, H: ms, Round: 0, On: false, AgentReport: AgentReport{Suspicions: 2, Missed: 5}},
 		{Load: Compute, H: ms, Round: 1, On: false, AgentReport: AgentReport{Evicted: 1}},
-		{Load: Compute, H: ms, Round: 1, On: true, AgentReport: AgentReport{Suspicions: 1, Held: 4, ProcessFIFO: 6}},
+		{Load: Compute, H: ms, Round: 1, On: true, AgentReport: AgentReport{Suspicions: 1, Held: 4, ProcessRT: 6}},
 		{Load: "PingPong", H: 2 * ms, Round: 0, On: true},
 		{Load: "PingPong", H: 2 * ms, Round: 0, On: false},
 	}
 	got := SummarizeGuard(rows)
 	want := []GuardSummary{
-		{Load: Compute, H: ms, Rounds: 2, UnsafeOn: 1, UnsafeOff: 2, SuspOn: 1, SuspOff: 2, HeldOn: 7, MissedOn: 1, MissedOff: 5, ProcessFIFOOn: 6},
+		{Load: Compute, H: ms, Rounds: 2, UnsafeOn: 1, UnsafeOff: 2, SuspOn: 1, SuspOff: 2, HeldOn: 7, MissedOn: 1, MissedOff: 5, ProcessRTOn: 6},
 		{Load: "PingPong", H: 2 * ms, Rounds: 1},
 	}
 	if len(got) != len(want) {

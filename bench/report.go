@@ -82,7 +82,7 @@ func (s *Suite) WriteCSVs() ([]string, error) {
 		for _, r := range rows {
 			out = append(out, []string{r.Load, usStr(r.H), usStr(r.Delta), strconv.Itoa(r.Round), strconv.FormatBool(r.On),
 				strconv.Itoa(r.Suspicions), strconv.Itoa(r.Evicted), strconv.FormatUint(r.Held, 10), strconv.FormatUint(r.Missed, 10),
-				strconv.Itoa(r.ProcessFIFO)})
+				strconv.Itoa(r.ProcessRT)})
 		}
 		return out
 	}
@@ -377,7 +377,7 @@ func (s *Suite) Summary(files []string) string {
 			"priority 1, the emitter at 2) or only the emitter, alternately. Granted: agents that ran wholly under "+
 			"SCHED_FIFO in the steps asking for it.\n\n", s.Profile.AccuracyRanks, s.Profile.AccuracyDuration)
 		onOffTable(p, s.RTProcess, "process FIFO", "emitter only", "granted", func(g GuardSummary) string {
-			return fmt.Sprintf("%d of %d", g.ProcessFIFOOn, g.Rounds*s.Profile.AccuracyRanks)
+			return fmt.Sprintf("%d of %d", g.ProcessRTOn, g.Rounds*s.Profile.AccuracyRanks)
 		})
 	}
 	if len(s.Lateness) > 0 {

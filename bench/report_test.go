@@ -26,7 +26,7 @@ func TestReportFromResults(t *testing.T) {
 		Accuracy: []AccuracyRow{{Load: Compute, RealTime: true, H: ms, Delta: 10 * ms, AgentReport: AgentReport{Missed: 4, FIFO: 4}}},
 		Verdicts: []AccuracyVerdict{{Load: Compute, RealTime: true, SmallestSafe: ms, RealTimeGranted: true}},
 		RTProcess: []GuardRow{
-			{Option: OptionRTProcess, Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: true, AgentReport: AgentReport{Missed: 1, ProcessFIFO: 4}},
+			{Option: OptionRTProcess, Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: true, AgentReport: AgentReport{Missed: 1, ProcessRT: 4}},
 			{Option: OptionRTProcess, Load: Compute, H: ms, Delta: 10 * ms, Round: 0, On: false, AgentReport: AgentReport{Suspicions: 3, Evicted: 1, Missed: 2}},
 		},
 		Cost: []CostRun{

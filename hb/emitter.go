@@ -35,7 +35,7 @@ type EmitterConfig struct {
 	RealTime bool
 	// Priority is the SCHED_FIFO priority with RealTime (1–99; 0 means 1).
 	// Above 1 the emitter preempts the process's other threads when they
-	// run SCHED_FIFO at 1 (SetProcessFIFO).
+	// run real-time at 1 (SetProcessRealTime).
 	Priority int
 	// Send writes one heartbeat.
 	Send SendFunc

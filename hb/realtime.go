@@ -10,8 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// schedFIFO is the SCHED_FIFO policy of sched_setattr(2).
-const schedFIFO = 1
+// Scheduling policies of sched_setattr(2).
+const (
+	schedFIFO = 1
+	schedRR   = 2
+)
 
 // ThreadSched returns the scheduling policy (0 normal, 1 SCHED_FIFO, as
 // sched_setattr(2) numbers them) and the real-time priority of thread tid
@@ -40,26 +43,32 @@ func ThreadSched(pid, tid int) (policy, priority int, err error) {
 	return policy, priority, nil
 }
 
-// SetProcessFIFO puts every thread of the calling process under SCHED_FIFO
-// at priority. Threads the Go runtime creates later inherit the policy from
-// the thread that creates them, which is then one of these. It is for a
-// process that runs only the detector (vigil agent, vigil daemon): its
-// receive path, its checks and the runtime's own threads (the scheduler's
-// hand-offs, the garbage collector) then wait for no normal-priority
-// thread, so CPU burners delay neither the observer nor the emitter's
-// returns through the Go scheduler. Give the emitter a higher priority
-// (EmitterConfig.Priority) so that the process's other threads do not hold
-// it back. Without privilege it fails with EPERM and changes nothing;
-// otherwise it returns the number of threads set.
-func SetProcessFIFO(priority int) (int, error) {
+// SetProcessRealTime puts every thread of the calling process under
+// SCHED_RR at priority. Threads the Go runtime creates later inherit the
+// policy from the thread that creates them, which is then one of these. It
+// is for a process that runs only the detector (vigil agent, vigil daemon):
+// its receive path, its checks and the runtime's own threads (the
+// scheduler's hand-offs, the garbage collector) then wait for no
+// normal-priority thread, so CPU burners delay neither the observer nor the
+// emitter's returns through the Go scheduler. The policy is round-robin,
+// not FIFO: the Go runtime has spin-waits (the background sweeper's wait
+// for other sweepers, for one) that need another of its threads to run, and
+// under SCHED_FIFO a spinning thread never yields to a runnable thread of
+// its own priority, so with every CPU held by such spinners the process
+// livelocks. Round-robin time slices bound that wait. Give the emitter a
+// higher priority (EmitterConfig.Priority; it runs SCHED_FIFO) so that the
+// process's other threads do not hold it back. Without privilege it fails
+// with EPERM and changes nothing; otherwise it returns the number of
+// threads set.
+func SetProcessRealTime(priority int) (int, error) {
 	if priority < 1 || priority > 99 {
-		return 0, fmt.Errorf("hb: SetProcessFIFO(%d): want a priority of 1–99", priority)
+		return 0, fmt.Errorf("hb: SetProcessRealTime(%d): want a priority of 1–99", priority)
 	}
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return 0, fmt.Errorf("hb: SetProcessFIFO: %w", err)
+		return 0, fmt.Errorf("hb: SetProcessRealTime: %w", err)
 	}
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedFIFO, Priority: uint32(priority)}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedRR, Priority: uint32(priority)}
 	n := 0
 	for _, e := range ents {
 		tid, err := strconv.Atoi(e.Name())
@@ -78,7 +87,7 @@ func SetProcessFIFO(priority int) (int, error) {
 					}
 				}
 			}
-			return 0, fmt.Errorf("hb: SetProcessFIFO: sched_setattr(thread %d, SCHED_FIFO %d): %w", tid, priority, err)
+			return 0, fmt.Errorf("hb: SetProcessRealTime: sched_setattr(thread %d, SCHED_RR %d): %w", tid, priority, err)
 		}
 		n++
 	}

@@ -33,28 +33,28 @@ func policies(t *testing.T) map[int]int {
 	return out
 }
 
-// TestSetProcessFIFO runs in a child process (the whole process becomes
+// TestSetProcessRealTime runs in a child process (the whole process becomes
 // real-time): every thread, and threads the runtime starts afterwards, run
-// SCHED_FIFO; without privilege nothing changes and the error says so.
-func TestSetProcessFIFO(t *testing.T) {
-	if os.Getenv("VIGIL_FIFO_CHILD") == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSetProcessFIFO$", "-test.v")
-		cmd.Env = append(os.Environ(), "VIGIL_FIFO_CHILD=1")
+// SCHED_RR; without privilege nothing changes and the error says so.
+func TestSetProcessRealTime(t *testing.T) {
+	if os.Getenv("VIGIL_RT_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSetProcessRealTime$", "-test.v")
+		cmd.Env = append(os.Environ(), "VIGIL_RT_CHILD=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
 		}
 		t.Logf("child:\n%s", out)
-		if !strings.Contains(string(out), "--- PASS: TestSetProcessFIFO") {
+		if !strings.Contains(string(out), "--- PASS: TestSetProcessRealTime") {
 			t.Fatal("the child did not pass")
 		}
 		return
 	}
-	if _, err := hb.SetProcessFIFO(0); err == nil {
+	if _, err := hb.SetProcessRealTime(0); err == nil {
 		t.Fatal("priority 0 accepted")
 	}
 	before := policies(t)
-	n, err := hb.SetProcessFIFO(1)
+	n, err := hb.SetProcessRealTime(1)
 	if errors.Is(err, unix.EPERM) {
 		if after := policies(t); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Fatalf("refused, yet policies changed: %v → %v", before, after)
@@ -63,7 +63,7 @@ func TestSetProcessFIFO(t *testing.T) {
 		return
 	}
 	if err != nil || n == 0 {
-		t.Fatalf("SetProcessFIFO: %d threads, %v", n, err)
+		t.Fatalf("SetProcessRealTime: %d threads, %v", n, err)
 	}
 	// Make the runtime start more threads: goroutines locked to their own.
 	var wg sync.WaitGroup
@@ -87,8 +87,8 @@ func TestSetProcessFIFO(t *testing.T) {
 		t.Fatalf("no new thread started (%d before, %d now)", n, len(after))
 	}
 	for tid, pol := range after {
-		if pol != 1 {
-			t.Errorf("thread %d: policy %d, want 1 (SCHED_FIFO)", tid, pol)
+		if pol != 2 {
+			t.Errorf("thread %d: policy %d, want 2 (SCHED_RR)", tid, pol)
 		}
 	}
 }

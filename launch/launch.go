@@ -47,8 +47,8 @@ type Line struct {
 	// Held counts the observer's checks held by the receive-path guard
 	// (node.Stats.ChecksHeld).
 	Held uint64 `json:"held,omitempty"`
-	// ProcessFIFO: the whole agent runs SCHED_FIFO (-realtime-process).
-	ProcessFIFO bool `json:"process_fifo,omitempty"`
+	// ProcessRT: the whole agent runs real-time (-realtime-process).
+	ProcessRT bool `json:"process_rt,omitempty"`
 }
 
 // Proc is one agent process.

@@ -53,8 +53,8 @@ type Config struct {
 	// hundreds of nodes in one process.
 	EmitterHoldsP bool
 	// RealTimeProcess, with RealTime, puts every thread of the process
-	// under SCHED_FIFO at priority 1 and the heartbeat thread at 2
-	// (hb.SetProcessFIFO): the receive path, the observer's checks and
+	// under SCHED_RR at priority 1 and the heartbeat thread SCHED_FIFO at 2
+	// (hb.SetProcessRealTime): the receive path, the observer's checks and
 	// the Go runtime's hand-offs then wait for no normal-priority thread.
 	// Only for a process that runs the detector alone (vigil agent), never
 	// inside an application. Refused without privilege (logged; the

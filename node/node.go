@@ -53,8 +53,8 @@ type Stats struct {
 	SyncsSent uint64
 	// BadMessages counts payloads that failed to decode or made no sense.
 	BadMessages uint64
-	// ProcessFIFO says whether Config.RealTimeProcess was granted.
-	ProcessFIFO bool
+	// ProcessRT says whether Config.RealTimeProcess was granted.
+	ProcessRT bool
 	// LoopWakes counts the event loop's wake-ups (messages, requests and
 	// timers): in a quiet job, about two per δ.
 	LoopWakes uint64
@@ -75,8 +75,8 @@ type Node struct {
 	drain func()
 	watch *hb.Watch // the observer's checks, run on the emitter thread
 	em    *hb.Emitter
-	// processFIFO: Config.RealTimeProcess was granted (set by Start).
-	processFIFO bool
+	// processRT: Config.RealTimeProcess was granted (set by Start).
+	processRT bool
 
 	// Owned by the event loop.
 	ring    *hb.Ring
@@ -146,12 +146,12 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if cfg.RealTime && cfg.RealTimeProcess {
 		// Before the transport starts its goroutines: threads made later
 		// inherit the policy.
-		if k, err := hb.SetProcessFIFO(1); err != nil {
-			n.log.Warn("node: whole process SCHED_FIFO refused; only the heartbeat thread asks for it", "err", err)
+		if k, err := hb.SetProcessRealTime(1); err != nil {
+			n.log.Warn("node: whole process real-time refused; only the heartbeat thread asks for it", "err", err)
 		} else {
-			n.processFIFO = true
+			n.processRT = true
 			priority = 2
-			n.log.Debug("node: process SCHED_FIFO", "threads", k)
+			n.log.Debug("node: process SCHED_RR", "threads", k)
 		}
 	}
 	if n.tr, err = open(n.slots, n.handle); err != nil {
@@ -555,7 +555,7 @@ func (n *Node) Stats() Stats {
 		BcastsForwarded: n.forwarded.Load(),
 		SyncsSent:       n.syncsSent.Load(),
 		BadMessages:     n.bad.Load(),
-		ProcessFIFO:     n.processFIFO,
+		ProcessRT:       n.processRT,
 		LoopWakes:       n.wakes.Load(),
 	}
 }

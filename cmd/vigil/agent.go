@@ -138,7 +138,7 @@ func agentMain(args []string) error {
 				rejected += v
 			}
 			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected, RealTime: st.Emitter.RealTime,
-				ProcessFIFO: st.ProcessFIFO})
+				ProcessRT: st.ProcessRT})
 			nd.Close()
 			emit(launch.Line{Ev: "bye"})
 			if err != nil {

@@ -352,7 +352,8 @@ func TestE2ERunCommand(t *testing.T) {
 }
 
 // TestE2ERealTimeProcess: with -realtime-process every thread of an agent
-// runs SCHED_FIFO, the heartbeat thread alone at priority 2, the agents
+// runs real-time (SCHED_RR at 1), the heartbeat thread alone SCHED_FIFO at
+// priority 2, the agents
 // report it, and a kill is still detected by all, accurately.
 func TestE2ERealTimeProcess(t *testing.T) {
 	const n = 6
@@ -371,11 +372,11 @@ func TestE2ERealTimeProcess(t *testing.T) {
 				if err != nil {
 					continue // exited
 				}
-				if policy != 1 {
-					t.Fatalf("rank %d thread %d: policy %d, want SCHED_FIFO (1)", r, tid, policy)
-				}
-				if priority == 2 {
+				switch {
+				case priority == 2 && policy == 1: // SCHED_FIFO
 					top++
+				case priority != 1 || policy != 2: // SCHED_RR
+					t.Fatalf("rank %d thread %d: policy %d priority %d, want SCHED_RR (2) at 1 or the heartbeat thread SCHED_FIFO (1) at 2", r, tid, policy, priority)
 				}
 			}
 			if top != 1 {
@@ -394,8 +395,8 @@ func TestE2ERealTimeProcess(t *testing.T) {
 	for _, l := range j.lines {
 		if l.Ev == "stats" {
 			stats++
-			if l.ProcessFIFO != (os.Geteuid() == 0) {
-				t.Errorf("rank %d: process FIFO %v as uid %d", l.Rank, l.ProcessFIFO, os.Geteuid())
+			if l.ProcessRT != (os.Geteuid() == 0) {
+				t.Errorf("rank %d: process real-time %v as uid %d", l.Rank, l.ProcessRT, os.Geteuid())
 			}
 		}
 	}
