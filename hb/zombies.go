@@ -28,10 +28,10 @@ func NewZombies() *Zombies {
 // Hold records r as dead, with seq its heartbeat word at that moment.
 func (z *Zombies) Hold(r ranks.Rank, seq uint64) { z.seq[r] = seq }
 
-// Held reports whether r is held dead.
 // Len returns the number of ranks held.
 func (z *Zombies) Len() int { return len(z.seq) }
 
+// Held reports whether r is held dead.
 func (z *Zombies) Held(r ranks.Rank) bool {
 	_, ok := z.seq[r]
 	return ok
@@ -39,7 +39,7 @@ func (z *Zombies) Held(r ranks.Rank) bool {
 
 // Moved returns the ranks held dead whose word in slots grew since the last
 // look (nil if none), and remembers the new words.
-func (z *Zombies) Moved(slots *Slots) []ranks.Rank {
+func (z *Zombies) Moved(slots interface{ Load(ranks.Rank) uint64 }) []ranks.Rank {
 	var moved []ranks.Rank
 	for r, seq := range z.seq {
 		if cur := slots.Load(r); cur > seq {

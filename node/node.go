@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -78,16 +78,11 @@ type Node struct {
 	// processRT: Config.RealTimeProcess was granted (set by Start).
 	processRT bool
 
-	// Owned by the event loop.
-	ring    *hb.Ring
-	watched ranks.Rank // the emitter n.watch was last Set to
-	bc      *bcast.Broadcaster
-	agree   *agreeState // agreements (agree.go)
-	syncer  syncState   // dead-list repair (sync.go)
+	// Owned by the event loop: the detector (ring, broadcast, repair,
+	// zombies, agreements) and the callers waiting for decisions.
+	core    *detector.Core
+	waiters map[agreeKey]chan Agreement
 
-	// Fail-stop enforcement: the slot word of each rank in D_i when it
-	// joined D_i, and when we last told it so.
-	zombies   *hb.Zombies
 	evicted   chan struct{}
 	isEvicted atomic.Bool
 
@@ -102,7 +97,8 @@ type Node struct {
 	subs    []chan Event
 	closing bool
 
-	started, forwarded, bad, syncsSent, wakes atomic.Uint64
+	started, forwarded, bad, syncsSent, wakes atomic.Uint64 // published by flush
+	undecodable                               atomic.Uint64 // payloads handle could not decode
 	closeOnce                                 sync.Once
 }
 
@@ -119,28 +115,28 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	overlay, _ := Overlay(cfg.Broadcast)
-	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Rank, N: cfg.Size, Delta: int64(cfg.SuspectTimeout)})
-	if err != nil {
-		return nil, err
-	}
 	n := &Node{
-		cfg:    cfg,
-		log:    cfg.Logger.With("rank", cfg.Rank),
-		slots:  hb.NewSlots(cfg.Size),
-		ring:   ring,
-		bc:     bcast.NewBroadcaster(cfg.Rank, cfg.Size, overlay),
-		agree:  newAgreeState(&cfg),
-		inbox:  make(chan inbound, 1024),
-		reqs:   make(chan func()),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
-		byRank: map[ranks.Rank]int{},
-
-		zombies: hb.NewZombies(),
+		cfg:     cfg,
+		log:     cfg.Logger.With("rank", cfg.Rank),
+		slots:   hb.NewSlots(cfg.Size),
+		waiters: map[agreeKey]chan Agreement{},
+		inbox:   make(chan inbound, 1024),
+		reqs:    make(chan func()),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		byRank:  map[ranks.Rank]int{},
 		evicted: make(chan struct{}),
 	}
 	if cfg.Slots != nil {
 		n.slots = cfg.Slots
+	}
+	var err error
+	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
+		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Words: n.slots,
+		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
+		AgreeResend: int64(cfg.AgreeResend)})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	priority := 1
 	if cfg.RealTime && cfg.RealTimeProcess {
@@ -183,13 +179,8 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if cfg.EmitterHoldsP {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
-	now := mono()
-	n.ring.Start(now, int64(cfg.StartGrace))
-	n.watched = n.ring.Emitter()
-	n.watch.Set(n.watched, now)
-	if !n.ring.Alone() {
-		n.em.SetObserver(n.ring.Observer())
-	}
+	n.core.Start(mono(), int64(cfg.StartGrace))
+	n.flush() // points the checks and the heartbeat thread
 	n.em.Start()
 	go n.loop()
 	return n, nil
@@ -205,7 +196,7 @@ func (n *Node) Size() int { return n.cfg.Size }
 func (n *Node) handle(from ranks.Rank, payload []byte) {
 	m, err := wire.DecodeMessage(payload, n.cfg.Size)
 	if err != nil {
-		n.bad.Add(1)
+		n.undecodable.Add(1)
 		n.log.Warn("dropping malformed message", "from", from, "err", err)
 		return
 	}
@@ -217,8 +208,8 @@ func (n *Node) handle(from ranks.Rank, payload []byte) {
 
 // loop is the event loop. It wakes for messages and requests, when
 // SUSP-TIMEOUT may have expired (to read what the emitter thread's checks
-// saw), and every housekeeping period (zombies, agreement resends): in a
-// quiet job, about twice per δ.
+// saw), and every housekeeping period while the detector is busy (zombies,
+// agreement resends): in a quiet job, about once per δ.
 func (n *Node) loop() {
 	defer close(n.done)
 	house := int64(n.cfg.housekeeping())
@@ -228,15 +219,16 @@ func (n *Node) loop() {
 	for {
 		now := mono()
 		wake := time.Hour // evicted: nothing to look at any more
-		if !n.isEvicted.Load() {
+		if !n.core.Evicted() {
+			t := detector.Time{Mono: now, Wall: time.Now().UnixNano()}
 			if now >= nextHouse-house/2 { // due, or half due: share this wake-up
 				nextHouse = now + house
-				n.checkZombies()
-				n.agreeTick() // agree.go
+				n.core.Tick(t)
 			}
-			n.observe(now)
+			n.core.Observe(t, n.watch.Record())
+			n.flush()
 			at := n.observeAt(now)
-			if n.zombies.Len() > 0 || n.agree.used() {
+			if n.core.Busy() {
 				at = min(at, nextHouse)
 			}
 			wake = time.Duration(at - now)
@@ -251,6 +243,7 @@ func (n *Node) loop() {
 			n.receive(in)
 		case req := <-n.reqs:
 			req()
+			n.flush()
 		}
 	}
 }
@@ -265,20 +258,15 @@ func (n *Node) threadCheck(now int64) {
 	n.watch.Check(now)
 }
 
-// observe hands what the emitter thread's checks saw to the ring (T2/T3).
-func (n *Node) observe(now int64) {
-	n.apply(n.ring.Observe(now, n.watch.Record()))
-}
-
 // observeAt returns when the loop should next look at the checks: at the
 // ring's deadline but at most δ away, or, once the deadline passed with no
 // check after it yet (the emitter thread is late), a quarter check period
 // later.
 func (n *Node) observeAt(now int64) int64 {
-	if n.ring.Alone() || n.isEvicted.Load() {
+	if n.core.Alone() || n.core.Evicted() {
 		return now + int64(time.Hour)
 	}
-	if d := n.ring.Deadline(); d > now {
+	if d := n.core.Deadline(); d > now {
 		// At most δ away: a long deadline (the start-up grace, 2δ after a
 		// reconnection) must not hide the heartbeats that reset it (T2).
 		return min(d, now+int64(n.cfg.SuspectTimeout))
@@ -286,114 +274,48 @@ func (n *Node) observeAt(now int64) int64 {
 	return now + max(int64(n.cfg.CheckPeriod)/4, int64(time.Microsecond))
 }
 
-// apply carries out what the ring core asked for.
-func (n *Node) apply(out hb.Output) {
-	if e := n.ring.Emitter(); e != n.watched {
-		n.watched = e
-		n.watch.Set(e, mono())
-	}
-	if out.ObserverChanged {
-		n.retarget()
-	}
-	if out.SendNewObserver {
-		n.send(out.NewObserverTo, &wire.NewObserver{Observer: n.cfg.Rank})
-	}
-	if d := out.Detected; d != nil {
-		kind := bcast.Failed
-		if d.Left {
-			kind = bcast.Left
-		}
-		now := time.Now()
-		msg, to := n.bc.Start(kind, []ranks.Rank{d.Dead}, d.D, now.UnixNano())
-		n.started.Add(1)
-		n.log.Info("detected", "dead", d.Dead, "left", d.Left, "next_emitter", n.ring.Emitter())
-		n.deliver(msg, []ranks.Rank{d.Dead})
-		n.sendAll(to, &wire.Bcast{Message: msg})
-	}
-}
-
-// retarget points the emitter thread at the ring's observer.
-func (n *Node) retarget() {
-	if n.ring.Alone() {
-		n.em.Pause()
+// flush carries out what the detector asked for (detector.Ready): point
+// the heartbeat thread and the checks, send, publish events and decisions,
+// log.
+func (n *Node) flush() {
+	rd := n.core.Ready()
+	if rd.Empty() {
 		return
 	}
-	n.em.SetObserver(n.ring.Observer())
+	if rd.Watch {
+		n.watch.Set(rd.Emitter, mono())
+	}
+	if rd.Retarget {
+		if rd.Alone {
+			n.em.Pause()
+		} else {
+			n.em.SetObserver(rd.Observer)
+		}
+	}
+	for _, s := range rd.Sends {
+		n.sendAll(s.To, s.Msg)
+	}
+	n.deliver(rd.Events)
+	for _, d := range rd.Decisions {
+		n.decided(d) // agree.go
+	}
+	for _, l := range rd.Logs {
+		n.log.Log(context.Background(), l.Level, l.Msg, l.Args...)
+	}
+	if rd.Evicted && !n.isEvicted.Swap(true) {
+		n.em.Pause()
+		close(n.evicted)
+	}
+	st := n.core.Stats()
+	n.started.Store(st.BcastsStarted)
+	n.forwarded.Store(st.BcastsForwarded)
+	n.syncsSent.Store(st.SyncsSent)
+	n.bad.Store(st.BadMessages)
 }
 
 func (n *Node) receive(in inbound) {
-	now := mono()
-	if n.isEvicted.Load() {
-		return
-	}
-	if ev, ok := in.msg.(*wire.Evicted); ok {
-		n.onEvicted(in.from, ev)
-		return
-	}
-	if n.zombies.Held(in.from) {
-		// A rank we hold dead is talking: it was declared dead while
-		// paused and resumed. Its word is not to be trusted; tell it.
-		n.evict(in.from, now)
-		return
-	}
-	switch m := in.msg.(type) {
-	case *wire.NewObserver:
-		if m.Observer != in.from {
-			n.bad.Add(1)
-			n.log.Warn("NEWOBSERVER names another rank than its sender", "from", in.from, "observer", m.Observer)
-			return
-		}
-		out, err := n.ring.NewObserver(now, m.Observer)
-		if err != nil {
-			n.bad.Add(1)
-			return
-		}
-		n.apply(out)
-		if out.ObserverChanged {
-			n.syncSegment(m.Observer) // extension: sync.go
-		}
-	case *wire.Leave:
-		if m.Rank != in.from {
-			n.bad.Add(1)
-			return
-		}
-		out, err := n.ring.Departed(now, m.Rank, m.Emitter)
-		if err != nil {
-			n.bad.Add(1)
-			return
-		}
-		n.apply(out)
-	case *wire.Bcast:
-		first, fwd, err := n.bc.Receive(m.Message, n.ring.Dead())
-		if err != nil {
-			n.bad.Add(1)
-			n.log.Warn("dropping invalid broadcast", "from", in.from, "err", err)
-			return
-		}
-		if !first {
-			return
-		}
-		fresh, observerChanged := n.ring.Learn(m.Dead) // task T5
-		if observerChanged {
-			n.retarget()
-		}
-		n.deliver(m.Message, fresh)
-		n.forwarded.Add(uint64(len(fwd)))
-		n.sendAll(fwd, m)
-		n.syncBcast(in.from, &m.Message) // extension: sync.go
-	case *wire.Agree:
-		n.agreeRecv(in.from, m)
-	case *wire.Sync:
-		n.onSync(in.from, m)
-	default:
-		n.bad.Add(1)
-	}
-}
-
-func (n *Node) send(to ranks.Rank, m wire.Message) {
-	if err := n.tr.Send(to, wire.AppendMessage(nil, m)); err != nil && !errors.Is(err, transport.ErrClosed) {
-		n.log.Warn("send failed", "to", to, "err", err)
-	}
+	n.core.Step(detector.Time{Mono: mono(), Wall: time.Now().UnixNano()}, in.from, in.msg)
+	n.flush()
 }
 
 func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
@@ -408,71 +330,27 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 	}
 }
 
-// checkZombies looks for heartbeats from ranks in D_i: a rank declared
-// dead that resumed (after SIGSTOP, a long swap-out…) still heartbeats its
-// old observer. It is told it is evicted, so that it stops (fail-stop)
-// instead of suspecting live ranks with stale knowledge.
-func (n *Node) checkZombies() {
-	moved := n.zombies.Moved(n.slots)
-	if moved == nil {
-		return
-	}
-	now := mono()
-	for _, r := range moved {
-		n.evict(r, now)
-	}
-}
-
-// evict sends EVICTED to r, at most every hb.EvictInterval.
-func (n *Node) evict(r ranks.Rank, now int64) {
-	if !n.zombies.Due(r, now) {
-		return
-	}
-	n.log.Warn("rank held dead is alive: evicting it", "zombie", r)
-	n.send(r, &wire.Evicted{Rank: r})
-}
-
-// onEvicted handles EVICTED from a live peer: this node was declared dead.
-// It stops heartbeating and suspecting and signals Evicted().
-func (n *Node) onEvicted(from ranks.Rank, m *wire.Evicted) {
-	if m.Rank != n.cfg.Rank || n.ring.Dead().Has(from) {
-		n.bad.Add(1)
-		return
-	}
-	if n.isEvicted.Swap(true) {
-		return
-	}
-	n.log.Error("this rank was declared dead by the job; stopping (fail-stop)", "told_by", from)
-	n.em.Pause()
-	n.ring.Leave()
-	close(n.evicted)
-}
-
 // Evicted is closed when this node learns that the job declared it dead
 // (it was paused or cut off for longer than δ). The node then stops taking
 // part: the process should exit, as a crashed one would have.
 func (n *Node) Evicted() <-chan struct{} { return n.evicted }
 
-// deliver publishes one event per rank in fresh (ranks new to this node).
-func (n *Node) deliver(m bcast.Message, fresh []ranks.Rank) {
-	if len(fresh) == 0 {
+// deliver publishes the events the detector delivered.
+func (n *Node) deliver(evs []detector.Event) {
+	if len(evs) == 0 {
 		return
 	}
-	defer n.agreeDead(fresh) // after the events are recorded
 	nowMono, now := mono(), time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, r := range fresh {
-		if _, dup := n.byRank[r]; dup {
+	for _, e := range evs {
+		if _, dup := n.byRank[e.Rank]; dup {
 			continue
 		}
-		ev := Event{Rank: r, Left: m.Kind == bcast.Left, Detector: m.Detector,
-			DetectedAt: time.Unix(0, m.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
-		n.byRank[r] = len(n.events)
+		ev := Event{Rank: e.Rank, Left: e.Left, Detector: e.Detector,
+			DetectedAt: time.Unix(0, e.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
+		n.byRank[e.Rank] = len(n.events)
 		n.events = append(n.events, ev)
-		if !ev.Left { // a departing rank may still be flushing: not a zombie
-			n.zombies.Hold(r, n.slots.Load(r))
-		}
 		for _, c := range n.subs {
 			c <- ev // never blocks: each channel holds Size events, and a rank goes once
 		}
@@ -540,8 +418,8 @@ func (n *Node) do(ctx context.Context, f func()) error {
 func (n *Node) Status() (Status, error) {
 	var s Status
 	err := n.do(context.Background(), func() {
-		s = Status{Emitter: n.ring.Emitter(), Observer: n.ring.Observer(),
-			Dead: slices.Clone(n.ring.Dead().Members())}
+		s = Status{Emitter: n.core.Emitter(), Observer: n.core.Observer(),
+			Dead: slices.Clone(n.core.Dead().Members())}
 	})
 	return s, err
 }
@@ -554,7 +432,7 @@ func (n *Node) Stats() Stats {
 		BcastsStarted:   n.started.Load(),
 		BcastsForwarded: n.forwarded.Load(),
 		SyncsSent:       n.syncsSent.Load(),
-		BadMessages:     n.bad.Load(),
+		BadMessages:     n.bad.Load() + n.undecodable.Load(),
 		ProcessRT:       n.processRT,
 		LoopWakes:       n.wakes.Load(),
 	}
@@ -564,17 +442,17 @@ func (n *Node) Stats() Stats {
 // every node reports a departure rather than a crash. Call Close afterwards;
 // Leave waits up to linger (or ctx) for the LEAVE message to be written.
 func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
-	var observer, emitter ranks.Rank
-	var alone bool
+	var observer ranks.Rank
+	var msg *wire.Leave
+	var ok bool
 	err := n.do(ctx, func() {
-		alone = n.ring.Alone()
-		observer, emitter = n.ring.Leave()
+		observer, msg, ok = n.core.Leave()
 		n.em.Pause()
 	})
-	if err != nil || alone {
+	if err != nil || !ok {
 		return err
 	}
-	if err := n.tr.Send(observer, wire.AppendMessage(nil, &wire.Leave{Rank: n.cfg.Rank, Emitter: emitter})); err != nil {
+	if err := n.tr.Send(observer, wire.AppendMessage(nil, msg)); err != nil {
 		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, err)
 	}
 	// Transports write asynchronously; give the LEAVE time to go out.

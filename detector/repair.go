@@ -1,6 +1,8 @@
-package node
+package detector
 
 import (
+	"log/slog"
+
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -39,55 +41,55 @@ import (
 // no later broadcast reaching the node and by no ring change next to it;
 // then nothing carries the missing rank to it.
 
-// syncState is the dead-list repair's state, owned by the event loop.
-type syncState struct {
+// repairState is the dead-list repair's state.
+type repairState struct {
 	// asked holds, for each rank asked about and not yet learned, when the
 	// last request was sent (monotonic ns).
 	asked map[ranks.Rank]int64
 }
 
-// syncBcast is the broadcast digest: after the first reception of m (T5
-// done), ask about the ranks of m.D this node does not hold dead. The
+// repairBcast is the broadcast digest: after the first reception of m (T5
+// done), ask about the ranks of m.D this rank does not hold dead. The
 // source holds all of them; if it is known dead, from (the forwarder) is
 // asked instead.
-func (n *Node) syncBcast(from ranks.Rank, m *bcast.Message) {
+func (c *Core) repairBcast(now int64, from ranks.Rank, m *bcast.Message) {
 	to := m.ID.Source
-	if to == n.cfg.Rank || n.ring.Dead().Has(to) {
+	if to == c.cfg.Self || c.ring.Dead().Has(to) {
 		to = from
 	}
-	n.syncAsk(to, m.D.Members())
+	c.repairAsk(now, to, m.D.Members())
 }
 
-// syncSegment is the segment digest: observer j announced itself with
-// NEWOBSERVER, so every rank strictly between this node and j on the ring
+// repairSegment is the segment digest: observer j announced itself with
+// NEWOBSERVER, so every rank strictly between this rank and j on the ring
 // is in D_j. Ask j about those not in D_i.
-func (n *Node) syncSegment(j ranks.Rank) {
-	size := ranks.Rank(n.cfg.Size)
+func (c *Core) repairSegment(now int64, j ranks.Rank) {
+	size := ranks.Rank(c.cfg.Size)
 	var between []ranks.Rank
-	for k := (n.cfg.Rank + 1) % size; k != j && k != n.cfg.Rank; k = (k + 1) % size {
+	for k := (c.cfg.Self + 1) % size; k != j && k != c.cfg.Self; k = (k + 1) % size {
 		between = append(between, k)
 	}
-	n.syncAsk(j, between)
+	c.repairAsk(now, j, between)
 }
 
-// syncAsk sends to the ranks of candidates (in increasing order, or
-// ring order) that this node does not hold dead and has not asked about
+// repairAsk sends to the ranks of candidates (in increasing order, or
+// ring order) that this rank does not hold dead and has not asked about
 // within δ, in SYNC requests of at most wire.MaxSyncRanks ranks.
-func (n *Node) syncAsk(to ranks.Rank, candidates []ranks.Rank) {
-	st := &n.syncer
+func (c *Core) repairAsk(now int64, to ranks.Rank, candidates []ranks.Rank) {
+	st := &c.repair
 	if st.asked == nil {
 		st.asked = map[ranks.Rank]int64{}
 	}
-	D := n.ring.Dead()
+	D := c.ring.Dead()
 	for r := range st.asked {
 		if D.Has(r) { // learned since, by any path
 			delete(st.asked, r)
 		}
 	}
-	now, window := mono(), int64(n.cfg.SuspectTimeout)
+	window := c.cfg.SuspectTimeout
 	var ask ranks.Set
 	for _, r := range candidates {
-		if r == n.cfg.Rank || r == to || D.Has(r) {
+		if r == c.cfg.Self || r == to || D.Has(r) {
 			continue
 		}
 		if at, ok := st.asked[r]; ok && now-at < window {
@@ -99,47 +101,46 @@ func (n *Node) syncAsk(to ranks.Rank, candidates []ranks.Rank) {
 	rs := ask.Members()
 	for len(rs) > 0 {
 		k := min(len(rs), wire.MaxSyncRanks)
-		n.log.Info("asking for dead-list records", "to", to, "ranks", rs[:k])
-		n.syncsSent.Add(1)
-		n.send(to, &wire.Sync{Ask: rs[:k]})
+		c.log(slog.LevelInfo, "asking for dead-list records", "to", to, "ranks", rs[:k])
+		c.stats.SyncsSent++
+		c.send([]ranks.Rank{to}, &wire.Sync{Ask: rs[:k]})
 		rs = rs[k:]
 	}
 }
 
 // onSync handles a SYNC from a live rank: it answers the ranks asked
-// about that this node holds dead, and learns the records it carries.
-func (n *Node) onSync(from ranks.Rank, m *wire.Sync) {
+// about that this rank holds dead, and learns the records it carries.
+func (c *Core) onSync(from ranks.Rank, m *wire.Sync) {
 	if len(m.Ask) > 0 {
 		var recs []wire.SyncRecord // at most len(m.Ask) ≤ wire.MaxSyncRanks
 		for _, r := range m.Ask {
-			if ev, ok := n.Known(r); ok {
+			if ev, ok := c.known[r]; ok {
 				kind := bcast.Failed
 				if ev.Left {
 					kind = bcast.Left
 				}
-				recs = append(recs, wire.SyncRecord{Rank: r, Kind: kind, Detector: ev.Detector, DetectedAt: ev.DetectedAt.UnixNano()})
+				recs = append(recs, wire.SyncRecord{Rank: r, Kind: kind, Detector: ev.Detector, DetectedAt: ev.DetectedAt})
 			}
 		}
 		if len(recs) > 0 {
-			n.syncsSent.Add(1)
-			n.send(from, &wire.Sync{Records: recs})
+			c.stats.SyncsSent++
+			c.send([]ranks.Rank{from}, &wire.Sync{Records: recs})
 		}
 	}
 	for _, rec := range m.Records {
-		if rec.Rank == n.cfg.Rank || rec.Rank == from {
-			// A live rank cannot be gone. (A node the job holds dead is
+		if rec.Rank == c.cfg.Self || rec.Rank == from {
+			// A live rank cannot be gone. (A rank the job holds dead is
 			// told so by EVICTED, not by a record.)
-			n.bad.Add(1)
-			n.log.Warn("dropping SYNC record of a live rank", "from", from, "rank", rec.Rank)
+			c.bad("dropping SYNC record of a live rank", "from", from, "rank", rec.Rank)
 			continue
 		}
-		fresh, observerChanged := n.ring.Learn([]ranks.Rank{rec.Rank}) // as T5
+		fresh, observerChanged := c.ring.Learn([]ranks.Rank{rec.Rank}) // as T5
 		if observerChanged {
-			n.retarget()
+			c.retarget()
 		}
 		if len(fresh) > 0 {
-			n.log.Info("learned a dead rank from SYNC", "from", from, "rank", rec.Rank, "kind", rec.Kind)
+			c.log(slog.LevelInfo, "learned a dead rank from SYNC", "from", from, "rank", rec.Rank, "kind", rec.Kind)
 		}
-		n.deliver(bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
+		c.deliver(bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
 	}
 }

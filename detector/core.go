@@ -1,0 +1,325 @@
+package detector
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Words reads the heartbeat word each rank writes into this rank's memory
+// (hb.Slots): the zombie check compares them.
+type Words interface {
+	Load(r ranks.Rank) uint64
+}
+
+// Config configures a Core. Times are nanoseconds.
+type Config struct {
+	// Self is this rank and Size the job's number of ranks.
+	Self ranks.Rank
+	Size int
+	// SuspectTimeout is δ.
+	SuspectTimeout int64
+	// StallGuard and Confirm are the ring's (hb.RingConfig) for Check;
+	// Observe needs neither.
+	StallGuard int64
+	Confirm    int
+	// Overlay is the broadcast overlay (default bcast.HBA).
+	Overlay bcast.Overlay
+	// Words, if set, are the heartbeat words: a rank held dead whose word
+	// grows is a zombie, told it is evicted (nil: no zombie check).
+	Words Words
+
+	// AgreeOps are the operations after the built-ins (OpCustom+i).
+	AgreeOps []era.Op
+	// AgreeTree is the agreements' tree (default era.Binary(Size)).
+	AgreeTree era.Tree
+	// AgreeRebalance rebuilds the tree of each automatic agreement over the
+	// survivors of the previous one (needs an *era.HeapTree or nil).
+	AgreeRebalance bool
+	// AgreeResend is how often open agreements are nudged (≤ 0: never).
+	AgreeResend int64
+}
+
+// Core is one rank's failure detector. It is not safe for concurrent use:
+// one driver owns it.
+type Core struct {
+	cfg     Config
+	ring    *hb.Ring
+	bc      *bcast.Broadcaster
+	known   map[ranks.Rank]Event // every rank delivered gone
+	zombies *hb.Zombies
+	repair  repairState
+	agree   *agreeState
+	evicted bool
+	watched ranks.Rank // the emitter the last Ready's Watch named
+	rd      Ready
+	stats   Stats
+}
+
+// NewCore returns a Core for cfg; call Start before anything else.
+func NewCore(cfg Config) (*Core, error) {
+	if cfg.Overlay == nil {
+		cfg.Overlay = bcast.HBA{}
+	}
+	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Self, N: cfg.Size, Delta: cfg.SuspectTimeout,
+		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm})
+	if err != nil {
+		return nil, fmt.Errorf("detector: %w", err)
+	}
+	if _, heap := cfg.AgreeTree.(*era.HeapTree); cfg.AgreeRebalance && cfg.AgreeTree != nil && !heap {
+		return nil, fmt.Errorf("detector: AgreeRebalance needs an *era.HeapTree, not %T", cfg.AgreeTree)
+	}
+	if len(cfg.AgreeOps) > 255-int(OpCustom) {
+		return nil, fmt.Errorf("detector: %d agreement operations, at most %d", len(cfg.AgreeOps), 255-int(OpCustom))
+	}
+	return &Core{
+		cfg:     cfg,
+		ring:    ring,
+		bc:      bcast.NewBroadcaster(cfg.Self, cfg.Size, cfg.Overlay),
+		known:   map[ranks.Rank]Event{},
+		zombies: hb.NewZombies(),
+		agree:   newAgreeState(&cfg),
+	}, nil
+}
+
+// Start arms the first suspicion deadline grace after now. The first
+// Ready points the heartbeat thread and the checks.
+func (c *Core) Start(now, grace int64) {
+	c.ring.Start(now, grace)
+	c.watched = c.ring.Emitter()
+	c.rd.Watch, c.rd.Emitter = true, c.watched
+	c.rd.Retarget, c.rd.Observer, c.rd.Alone = true, c.ring.Observer(), c.ring.Alone()
+}
+
+// Ready returns what the driver must do and clears it.
+func (c *Core) Ready() Ready {
+	r := c.rd
+	c.rd = Ready{}
+	return r
+}
+
+// Self returns this rank.
+func (c *Core) Self() ranks.Rank { return c.cfg.Self }
+
+// Size returns the job's number of ranks.
+func (c *Core) Size() int { return c.cfg.Size }
+
+// Emitter returns the rank this rank observes.
+func (c *Core) Emitter() ranks.Rank { return c.ring.Emitter() }
+
+// Observer returns the rank that observes this rank.
+func (c *Core) Observer() ranks.Rank { return c.ring.Observer() }
+
+// Alone reports whether every other rank is known gone.
+func (c *Core) Alone() bool { return c.ring.Alone() }
+
+// Deadline returns the ring's suspicion deadline (monotonic ns).
+func (c *Core) Deadline() int64 { return c.ring.Deadline() }
+
+// Dead returns D_i, the ranks known gone. The caller must not modify it.
+func (c *Core) Dead() *ranks.Set { return c.ring.Dead() }
+
+// Known returns the event of rank r, if this rank knows it is gone.
+func (c *Core) Known(r ranks.Rank) (Event, bool) {
+	ev, ok := c.known[r]
+	return ev, ok
+}
+
+// Evicted reports whether the job declared this rank dead.
+func (c *Core) Evicted() bool { return c.evicted }
+
+// Stats returns the Core's counters.
+func (c *Core) Stats() Stats { return c.stats }
+
+// Ring returns the observation ring, for inspection only.
+func (c *Core) Ring() *hb.Ring { return c.ring }
+
+// Busy reports whether Tick has work to do: zombies to watch or
+// agreements to nudge. A driver may skip Tick while it is false.
+func (c *Core) Busy() bool {
+	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used())
+}
+
+// Observe hands the ring what the heartbeat thread's checks saw of the
+// emitter (seed 000 T2 and T3, hb.Ring.Observe).
+func (c *Core) Observe(now Time, rec hb.WatchRecord) {
+	if c.evicted {
+		return
+	}
+	c.apply(now, c.ring.Observe(now.Mono, rec))
+}
+
+// Check is the observer's check by the driver itself: word is the
+// emitter's heartbeat word, loaded now (hb.Ring.Check).
+func (c *Core) Check(now Time, word uint64) {
+	if c.evicted {
+		return
+	}
+	c.apply(now, c.ring.Check(now.Mono, word))
+}
+
+// Tick is the passing of time: it looks for zombies and nudges the open
+// agreements. Call it about every δ (at most every AgreeResend matters).
+func (c *Core) Tick(now Time) {
+	if c.evicted {
+		return
+	}
+	c.checkZombies(now.Mono)
+	c.agreeTick(now.Mono)
+}
+
+// Step handles message m from rank from.
+func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
+	if c.evicted {
+		return
+	}
+	if ev, ok := m.(*wire.Evicted); ok {
+		c.onEvicted(from, ev)
+		return
+	}
+	if c.zombies.Held(from) {
+		// A rank we hold dead is talking: it was declared dead while
+		// paused and resumed. Its word is not to be trusted; tell it.
+		c.evict(from, now.Mono)
+		return
+	}
+	switch m := m.(type) {
+	case *wire.NewObserver: // task T4
+		if m.Observer != from {
+			c.bad("NEWOBSERVER names another rank than its sender", "from", from, "observer", m.Observer)
+			return
+		}
+		out, err := c.ring.NewObserver(now.Mono, m.Observer)
+		if err != nil {
+			c.bad("dropping NEWOBSERVER", "from", from, "err", err)
+			return
+		}
+		c.apply(now, out)
+		if out.ObserverChanged {
+			c.repairSegment(now.Mono, m.Observer) // repair.go
+		}
+	case *wire.Leave:
+		if m.Rank != from {
+			c.bad("LEAVE names another rank than its sender", "from", from, "rank", m.Rank)
+			return
+		}
+		out, err := c.ring.Departed(now.Mono, m.Rank, m.Emitter)
+		if err != nil {
+			c.bad("dropping LEAVE", "from", from, "err", err)
+			return
+		}
+		c.apply(now, out)
+	case *wire.Bcast: // task T5
+		first, fwd, err := c.bc.Receive(m.Message, c.ring.Dead())
+		if err != nil {
+			c.bad("dropping invalid broadcast", "from", from, "err", err)
+			return
+		}
+		if !first {
+			return
+		}
+		fresh, observerChanged := c.ring.Learn(m.Dead)
+		if observerChanged {
+			c.retarget()
+		}
+		c.deliver(m.Message, fresh)
+		c.stats.BcastsForwarded += uint64(len(fwd))
+		c.send(fwd, m)
+		c.repairBcast(now.Mono, from, &m.Message) // repair.go
+	case *wire.Agree:
+		c.agreeStep(from, m) // agree.go
+	case *wire.Sync:
+		c.onSync(from, m) // repair.go
+	default:
+		c.bad("dropping a message of unexpected type", "from", from, "type", m.Type())
+	}
+}
+
+// Leave departs cleanly: the ring stops, and the LEAVE message to the
+// observer is returned (ok is false when this rank is alone or already
+// left). The driver stops the heartbeat thread and sends msg to observer.
+func (c *Core) Leave() (observer ranks.Rank, msg *wire.Leave, ok bool) {
+	if c.ring.Alone() || c.evicted {
+		c.ring.Leave()
+		return 0, nil, false
+	}
+	observer, emitter := c.ring.Leave()
+	return observer, &wire.Leave{Rank: c.cfg.Self, Emitter: emitter}, true
+}
+
+// apply carries out what the ring asked for: retarget the heartbeats, send
+// NEWOBSERVER, start the broadcast of a detection and deliver it.
+func (c *Core) apply(now Time, out hb.Output) {
+	if e := c.ring.Emitter(); e != c.watched {
+		c.watched = e
+		c.rd.Watch, c.rd.Emitter = true, e
+	}
+	if out.ObserverChanged {
+		c.retarget()
+	}
+	if out.SendNewObserver {
+		c.send([]ranks.Rank{out.NewObserverTo}, &wire.NewObserver{Observer: c.cfg.Self})
+	}
+	if d := out.Detected; d != nil {
+		kind := bcast.Failed
+		if d.Left {
+			kind = bcast.Left
+		}
+		msg, to := c.bc.Start(kind, []ranks.Rank{d.Dead}, d.D, now.Wall)
+		c.stats.BcastsStarted++
+		c.log(slog.LevelInfo, "detected", "dead", d.Dead, "left", d.Left, "next_emitter", c.ring.Emitter())
+		c.deliver(msg, []ranks.Rank{d.Dead})
+		c.send(to, &wire.Bcast{Message: msg})
+	}
+}
+
+// retarget asks the driver to point the heartbeat thread at the ring's
+// observer (or pause it).
+func (c *Core) retarget() {
+	c.rd.Retarget, c.rd.Observer, c.rd.Alone = true, c.ring.Observer(), c.ring.Alone()
+}
+
+// deliver records the ranks of fresh (new to this rank) as gone, with m's
+// kind and detector, and hands them to the agreements (ERA Part 4).
+func (c *Core) deliver(m bcast.Message, fresh []ranks.Rank) {
+	var gone []ranks.Rank
+	for _, r := range fresh {
+		if _, dup := c.known[r]; dup {
+			continue
+		}
+		ev := Event{Rank: r, Left: m.Kind == bcast.Left, Detector: m.Detector, DetectedAt: m.DetectedAt}
+		c.known[r] = ev
+		c.rd.Events = append(c.rd.Events, ev)
+		gone = append(gone, r)
+		if !ev.Left { // a departing rank may still be flushing: not a zombie
+			var w uint64
+			if c.cfg.Words != nil {
+				w = c.cfg.Words.Load(r)
+			}
+			c.zombies.Hold(r, w)
+		}
+	}
+	c.agreeDead(gone) // agree.go
+}
+
+// send queues m for every rank of to.
+func (c *Core) send(to []ranks.Rank, m wire.Message) {
+	if len(to) > 0 {
+		c.rd.Sends = append(c.rd.Sends, Send{To: to, Msg: m})
+	}
+}
+
+func (c *Core) log(level slog.Level, msg string, args ...any) {
+	c.rd.Logs = append(c.rd.Logs, Log{Level: level, Msg: msg, Args: args})
+}
+
+// bad counts a message that made no sense and logs why.
+func (c *Core) bad(msg string, args ...any) {
+	c.stats.BadMessages++
+	c.log(slog.LevelWarn, msg, args...)
+}

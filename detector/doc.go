@@ -1,0 +1,25 @@
+// Package detector is Vigil's failure detector as one pure state machine:
+// the observation ring (hb.Ring, seed 000 Algorithm 1), the broadcast that
+// propagates each detection (bcast.Broadcaster), the dead-list repair, the
+// fail-stop enforcement on zombies and the agreements (era.Core, seed 001),
+// tied together once.
+//
+// It follows etcd-io/raft's RawNode: the caller feeds inputs — what the
+// heartbeat thread's checks saw (Observe), a received message (Step), the
+// passing of time (Tick), an agreement to start (Agree) — and then takes a
+// Ready batch: messages to send, where the heartbeat thread must point,
+// events to deliver, agreement decisions, and what to log. The Core reads
+// no clock, starts no goroutine, opens no socket and logs nothing: every
+// environment (the node runtime, the simulator, tests) drives the same
+// Core, so the simulated detector is the shipped one.
+//
+// Side by side with seed 000:
+//
+//	task T2, T3 (heartbeat, SUSP-TIMEOUT)  Core.Observe, Core.Check → hb.Ring
+//	task T4 (NEWOBSERVER)                  Core.Step(*wire.NewObserver)
+//	task T5 (BCASTMSG)                     Core.Step(*wire.Bcast): Learn, deliver, forward
+//	StartPropagation                       Core.detected → bcast.Broadcaster.Start
+//
+// Outside the paper: the dead-list repair (repair.go), the eviction of
+// zombies (zombies.go) and the agreements' glue (agree.go).
+package detector

@@ -1,0 +1,93 @@
+package detector
+
+import (
+	"log/slog"
+
+	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Time is the current time as the caller's clocks read it: Mono on
+// CLOCK_MONOTONIC (the ring's deadlines) and Wall in Unix nanoseconds (the
+// detection time a broadcast carries). Both in nanoseconds.
+type Time struct {
+	Mono, Wall int64
+}
+
+// Send is one message to send to each rank of To, encoded once.
+type Send struct {
+	To  []ranks.Rank
+	Msg wire.Message
+}
+
+// Event reports that a rank is gone: delivered once per rank.
+type Event struct {
+	// Rank is the rank that died or left.
+	Rank ranks.Rank
+	// Left is true for a clean departure, false for a crash.
+	Left bool
+	// Detector is the rank whose observer found it.
+	Detector ranks.Rank
+	// DetectedAt is the detector's wall-clock time of detection (Unix ns).
+	DetectedAt int64
+}
+
+// Decision is an agreement decided at this rank.
+type Decision struct {
+	Op AgreeOp
+	era.Decision
+}
+
+// Log is a line the caller should log.
+type Log struct {
+	Level slog.Level
+	Msg   string
+	Args  []any
+}
+
+// Ready is what the Core asks its driver to do, in this order: point the
+// heartbeat thread (Retarget) and the checks (Watch), send the messages,
+// deliver the events and decisions, log.
+type Ready struct {
+	// Retarget: the heartbeat thread must heartbeat Observer from now on,
+	// or pause when Alone.
+	Retarget bool
+	Observer ranks.Rank
+	Alone    bool
+	// Watch: the ring observes a new emitter; the checks must look at
+	// Emitter's heartbeat word.
+	Watch   bool
+	Emitter ranks.Rank
+	// Sends are the messages to send, in order.
+	Sends []Send
+	// Events are the ranks newly known gone, in delivery order.
+	Events []Event
+	// Decisions are the agreements decided.
+	Decisions []Decision
+	// Evicted: the job declared this rank dead. The heartbeat thread must
+	// stop and the process should exit, as a crashed one would have; the
+	// Core takes no input any more.
+	Evicted bool
+	// Logs are what happened worth logging.
+	Logs []Log
+}
+
+// Empty reports whether r asks for nothing.
+func (r *Ready) Empty() bool {
+	return !r.Retarget && !r.Watch && !r.Evicted && len(r.Sends) == 0 && len(r.Events) == 0 &&
+		len(r.Decisions) == 0 && len(r.Logs) == 0
+}
+
+// Stats counts the Core's activity.
+type Stats struct {
+	// BcastsStarted, BcastsForwarded count the broadcasts this rank started
+	// and the broadcast messages it sent on behalf of others.
+	BcastsStarted, BcastsForwarded uint64
+	// SyncsSent counts the dead-list repair's requests and answers.
+	SyncsSent uint64
+	// BadMessages counts messages that made no sense.
+	BadMessages uint64
+	// Evictions counts EVICTED notices sent to zombies.
+	Evictions uint64
+}

@@ -1,0 +1,48 @@
+package detector
+
+import (
+	"log/slog"
+
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Fail-stop enforcement, outside seed 000 (which assumes crash failures):
+// a rank declared dead that resumes (after a SIGSTOP, a long swap-out…)
+// still heartbeats its old observer or still sends messages. It is told it
+// is evicted (EVICTED), so that it stops instead of suspecting live ranks
+// with stale knowledge. hb.Zombies holds the words and rate-limits the
+// notices.
+
+// checkZombies looks for heartbeat words of ranks in D_i that grew.
+func (c *Core) checkZombies(now int64) {
+	if c.cfg.Words == nil || c.zombies.Len() == 0 {
+		return
+	}
+	for _, r := range c.zombies.Moved(c.cfg.Words) {
+		c.evict(r, now)
+	}
+}
+
+// evict sends EVICTED to r, at most every hb.EvictInterval.
+func (c *Core) evict(r ranks.Rank, now int64) {
+	if !c.zombies.Due(r, now) {
+		return
+	}
+	c.stats.Evictions++
+	c.log(slog.LevelWarn, "rank held dead is alive: evicting it", "zombie", r)
+	c.send([]ranks.Rank{r}, &wire.Evicted{Rank: r})
+}
+
+// onEvicted handles EVICTED from a live rank: this rank was declared dead.
+// It stops heartbeating and suspecting (Ready.Evicted).
+func (c *Core) onEvicted(from ranks.Rank, m *wire.Evicted) {
+	if m.Rank != c.cfg.Self || c.ring.Dead().Has(from) {
+		c.bad("dropping EVICTED", "from", from, "rank", m.Rank)
+		return
+	}
+	c.evicted = true
+	c.log(slog.LevelError, "this rank was declared dead by the job; stopping (fail-stop)", "told_by", from)
+	c.ring.Leave()
+	c.rd.Evicted = true
+}
