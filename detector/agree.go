@@ -57,7 +57,8 @@ type AgreeStats struct {
 // agreeState is the Core's agreement service: one era.Core per operation.
 type agreeState struct {
 	ops   []era.Op
-	tree  era.Tree
+	size  int
+	tree  era.Tree    // Config.AgreeTree, or era.Binary(size) once needed
 	cores []*era.Core // by AgreeOp, created on first use
 	seq   uint64      // the last Seq of AutoEpoch handed out
 	acked ranks.Set   // failures acknowledged by this rank
@@ -80,11 +81,7 @@ type agreeState struct {
 
 func newAgreeState(cfg *Config) *agreeState {
 	ops := append([]era.Op{era.BitAND, era.BitOR, era.Min, era.Max}, cfg.AgreeOps...)
-	t := cfg.AgreeTree
-	if t == nil {
-		t = era.Binary(cfg.Size)
-	}
-	return &agreeState{ops: ops, tree: t, cores: make([]*era.Core, len(ops)),
+	return &agreeState{ops: ops, size: cfg.Size, tree: cfg.AgreeTree, cores: make([]*era.Core, len(ops)),
 		rebalance: cfg.AgreeRebalance, resend: cfg.AgreeResend}
 }
 
@@ -108,6 +105,9 @@ func (c *Core) eraCore(op AgreeOp) *era.Core {
 	st := c.agree
 	if e := st.cores[op]; e != nil {
 		return e
+	}
+	if st.tree == nil { // built on first use: a simulated job holds thousands of Cores
+		st.tree = era.Binary(st.size)
 	}
 	e := era.NewCore(c.cfg.Self, c.cfg.Size, st.tree, st.ops[op])
 	st.cores[op] = e
@@ -239,6 +239,9 @@ func (c *Core) rebalanced() (era.Tree, error) {
 		return nil, nil
 	}
 	if st.rebal == nil || !st.rebalDead.Equal(st.lastDead) {
+		if st.tree == nil {
+			st.tree = era.Binary(st.size)
+		}
 		base, ok := st.tree.(*era.HeapTree)
 		if !ok { // NewCore rules this out
 			return nil, fmt.Errorf("detector: AgreeRebalance needs an *era.HeapTree, not %T", st.tree)

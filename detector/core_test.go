@@ -1,0 +1,197 @@
+package detector_test
+
+import (
+	"bytes"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/detector"
+	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// A quiet job: nobody is suspected, nothing is sent after start-up.
+func TestQuiet(t *testing.T) {
+	c := newCluster(t, 8, nil)
+	c.run(20 * delta)
+	c.wantGone()
+	for r, core := range c.cores {
+		if s := core.Stats(); s != (detector.Stats{}) {
+			t.Fatalf("rank %d: %+v", r, s)
+		}
+	}
+}
+
+// One crash: its observer detects it, every survivor learns it once with
+// the right detector, and the ring mends around it.
+func TestCrashDetectedAndPropagated(t *testing.T) {
+	c := newCluster(t, 8, nil)
+	c.run(3 * delta)
+	c.crash(3)
+	c.run(4 * delta)
+	c.wantGone(3)
+	for r := range c.cores {
+		if r != 3 && c.events[r][0].Detector != 4 {
+			t.Fatalf("rank %d: detector %d, want 4", r, c.events[r][0].Detector)
+		}
+	}
+	if e, o := c.cores[4].Emitter(), c.cores[2].Observer(); e != 2 || o != 4 {
+		t.Fatalf("ring not mended: emitter of 4 is %d, observer of 2 is %d", e, o)
+	}
+	if c.cores[4].Stats().BcastsStarted != 1 {
+		t.Fatalf("rank 4 started %d broadcasts", c.cores[4].Stats().BcastsStarted)
+	}
+	// And the mended ring keeps watching: the next crash is found too.
+	c.crash(2)
+	c.run(4 * delta)
+	c.wantGone(2, 3)
+}
+
+// Three adjacent crashes at N = 8 go beyond the double hypercube's
+// tolerance (repair.go's example); the dead-list repair completes every
+// survivor's list.
+func TestRepairCompletesDeadLists(t *testing.T) {
+	c := newCluster(t, 8, nil)
+	c.run(3 * delta)
+	c.crash(1, 2, 3)
+	c.run(10 * delta)
+	c.wantGone(1, 2, 3)
+	var syncs uint64
+	for _, core := range c.cores {
+		syncs += core.Stats().SyncsSent
+	}
+	learned := 0
+	for _, l := range c.logs {
+		if l.Msg == "learned a dead rank from SYNC" {
+			learned++
+		}
+	}
+	if learned == 0 {
+		t.Fatal("no rank needed the repair: the scenario does not exercise it")
+	}
+	t.Logf("%d SYNC messages, %d ranks learned from them", syncs, learned)
+}
+
+// A rank paused past δ is declared dead; when it resumes, its heartbeats
+// move a word held dead, and it is told to stop.
+func TestZombieEvicted(t *testing.T) {
+	c := newCluster(t, 6, nil)
+	c.run(3 * delta)
+	c.crashed[2], c.beating[2] = true, false // paused: no heartbeat, no check
+	c.run(4 * delta)
+	c.wantGone(2)
+	c.crashed[2], c.beating[2] = false, true // resumed, with its old observer
+	c.run(3 * delta)
+	if !c.evicted[2] || !c.cores[2].Evicted() {
+		t.Fatal("the resumed rank was not evicted")
+	}
+	if c.cores[3].Stats().Evictions == 0 {
+		t.Fatal("rank 3 sent no EVICTED")
+	}
+	c.run(3 * delta)
+	c.wantGone(2) // the zombie's return made nobody else suspect
+}
+
+// A clean departure is reported as one, not as a crash.
+func TestLeave(t *testing.T) {
+	c := newCluster(t, 5, nil)
+	c.run(3 * delta)
+	to, msg, ok := c.cores[1].Leave()
+	if !ok || to != 2 || msg.Rank != 1 || msg.Emitter != 0 {
+		t.Fatalf("Leave: %d %+v %v", to, msg, ok)
+	}
+	c.crashed[1], c.beating[1] = true, false
+	c.queue = append(c.queue, envelope{1, to, msg})
+	c.run(4 * delta)
+	c.wantGone(1)
+	for r := range c.cores {
+		if r != 1 && !c.events[r][0].Left {
+			t.Fatalf("rank %d: departure reported as a crash", r)
+		}
+	}
+}
+
+// Agreements decide the same value and dead set everywhere, before and
+// after a crash.
+func TestAgree(t *testing.T) {
+	c := newCluster(t, 8, nil)
+	c.run(3 * delta)
+	bit := func(r ranks.Rank) []byte { return []byte{1 << (r % 8)} }
+	c.agree(detector.OpOR, bit)
+	c.run(delta)
+	for r := range c.cores {
+		d, ok := c.lastDecision(ranks.Rank(r))
+		if !ok || !bytes.Equal(d.Value, []byte{0xff}) || d.Dead.Len() != 0 || d.ID != (era.ID{Seq: 1}) {
+			t.Fatalf("rank %d: %+v %v", r, d, ok)
+		}
+	}
+	c.crash(5)
+	c.run(4 * delta)
+	c.agree(detector.OpOR, bit)
+	c.run(2 * delta)
+	for r := range c.cores {
+		if r == 5 {
+			continue
+		}
+		d, ok := c.lastDecision(ranks.Rank(r))
+		if !ok || !bytes.Equal(d.Value, []byte{0xff &^ (1 << 5)}) || !slices.Equal(d.Dead.Members(), []ranks.Rank{5}) {
+			t.Fatalf("rank %d: %+v %v", r, d, ok)
+		}
+	}
+	if s := c.cores[0].AgreeStats(); s.Started != 2 || s.Decided != 2 {
+		t.Fatalf("agreement stats %+v", s)
+	}
+}
+
+// Nonsense is counted and logged, and changes nothing.
+func TestBadInput(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	c.run(3 * delta)
+	core := c.cores[1]
+	before := c.logs
+	core.Step(c.time(), 2, &wire.NewObserver{Observer: 3}) // names another rank
+	core.Step(c.time(), 2, &wire.Leave{Rank: 3, Emitter: 2})
+	core.Step(c.time(), 2, &wire.Evicted{Rank: 2}) // about someone else
+	core.Step(c.time(), 2, &wire.Agree{Op: 200})
+	core.Step(c.time(), 2, &wire.Sync{Records: []wire.SyncRecord{{Rank: 2}}}) // its sender is alive
+	c.flush(1)
+	if got := core.Stats().BadMessages; got != 5 {
+		t.Fatalf("%d bad messages counted, want 5", got)
+	}
+	warned := 0
+	for _, l := range c.logs[len(before):] {
+		if l.Level == slog.LevelWarn && l.Msg != "" {
+			warned++
+		}
+	}
+	if warned != 5 {
+		t.Fatalf("%d warnings, want 5: %+v", warned, c.logs[len(before):])
+	}
+	if _, err := core.Agree(detector.OpCustom, nil, nil); err == nil || !strings.Contains(err.Error(), "unknown agreement operation") {
+		t.Fatalf("unknown op: %v", err)
+	}
+	if _, err := core.Agree(detector.OpAND, &era.ID{Epoch: detector.AutoEpoch, Seq: 9}, nil); err == nil {
+		t.Fatal("an explicit ID in the automatic epoch was accepted")
+	}
+	c.run(4 * delta)
+	c.wantGone()
+}
+
+func TestNewCoreRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []detector.Config{
+		{Self: 0, Size: 0, SuspectTimeout: delta},
+		{Self: 4, Size: 4, SuspectTimeout: delta},
+		{Self: 0, Size: 4, SuspectTimeout: 0},
+		{Self: 0, Size: 4, SuspectTimeout: delta, AgreeRebalance: true, AgreeTree: otherTree{era.Binary(4)}},
+	} {
+		if _, err := detector.NewCore(cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}
+
+// otherTree is a Tree that is not an *era.HeapTree.
+type otherTree struct{ era.Tree }
