@@ -37,9 +37,9 @@
 //
 // # In the runtime
 //
-// node.Node runs one Core per agreement operation on its event loop
-// (node/agree.go): Node.Agree, AgreeID and Shrink call Start and return at
-// the Decided Out; messages travel as wire.Agree over the node's transport
+// detector.Core runs one Core per agreement operation (detector/agree.go),
+// driven by node.Node's event loop: Node.Agree, AgreeID and Shrink call
+// Start and return at the Decided Out; messages travel as wire.Agree over the node's transport
 // (in memory, TCP, verbs) and go to Step; every failure the detector
 // delivers goes to Dead (Part 4). The C library exposes the same as
 // vigil_agree, vigil_shrink and vigil_failure_ack. RESULTS.md has the

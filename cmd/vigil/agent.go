@@ -11,13 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
-	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
-	"github.com/vigil-hpc/vigil/transport"
-	"github.com/vigil-hpc/vigil/transport/shm"
-	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
 func agentMain(args []string) error {
@@ -34,12 +30,15 @@ func agentMain(args []string) error {
 	if err := nf.validate(); err != nil {
 		return err
 	}
-	bs, err := joinBootstrap()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	bs, err := vigil.FromEnvironment(ctx)
 	if err != nil {
+		cancel()
 		return err
 	}
 	defer bs.Close()
 	if err := df.validate(bs.Size()); err != nil {
+		cancel()
 		return err
 	}
 	level := slog.LevelWarn
@@ -47,54 +46,10 @@ func agentMain(args []string) error {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg := df.config()
-	cfg.Rank, cfg.Size, cfg.Logger = bs.Rank(), bs.Size(), logger
-	var vt *verbsTransport
-	if df.transport == "verbs" {
-		if vt, err = openVerbs(bs, logger); err != nil {
-			vt = nil
-			logger.Warn("verbs transport unavailable, using tcp", "reason", err.Error())
-		} else {
-			cfg.Slots = vt.Slots() // heartbeats are RDMA-written into registered memory
-		}
-	}
-
-	// Heartbeats between the ranks of this host: stores into shared memory.
-	var region *shm.Region
-	shmParams := wire.Params{JobID: bs.JobID(), Key: bs.Key(), Rank: bs.Rank(), N: bs.Size()}
-	if vt == nil && df.heartbeat == "shm" {
-		if region, err = shm.NewRegion(shmParams, logger); err != nil {
-			return err
-		}
-		defer region.Close()
-		cfg.Slots = region.Slots()
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	var published string // the TCP address this rank published
-	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
-		if vt != nil {
-			if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
-				vt.Close()
-				return nil, fmt.Errorf("verbs transport: %w", err)
-			}
-			return vt, nil
-		}
-		addr, err := nf.choose(bs)
-		if err != nil {
-			return nil, err
-		}
-		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
-			ListenAddr: addr.Bind, Slots: slots, Handler: h, Logger: logger}, publishing(addr, bs.Exchange, &published))
-		if err != nil {
-			return nil, err // not a typed nil in the interface
-		}
-		if region != nil {
-			return shm.Wrap(tr, shmParams, logger), nil
-		}
-		return tr, nil
-	}
-	nd, err := node.Start(cfg, open)
+	cfg := vigil.Config{Config: df.config(), Bootstrap: bs, Transport: df.transport, Heartbeat: df.heartbeat,
+		Addresses: nf.config(false)}
+	cfg.Logger = logger
+	nd, err := vigil.Join(ctx, cfg)
 	cancel()
 	if err != nil {
 		return err
@@ -104,12 +59,12 @@ func agentMain(args []string) error {
 		l.Rank, l.Mono = uint32(nd.Rank()), node.Mono()
 		out.Encode(l)
 	}
-	emit(launch.Line{Ev: "ready", Addr: published})
-	if err := af.start(nd, logger); err != nil {
+	emit(launch.Line{Ev: "ready", Addr: nd.Addr()})
+	if err := af.start(nd.Node, logger); err != nil {
 		nd.Close()
 		return err
 	}
-	if df.realtime && !waitRealTime(nd) {
+	if df.realtime && !waitRealTime(nd.Node) {
 		logger.Info("SCHED_FIFO refused for the heartbeat thread; running at normal priority")
 	}
 

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -103,13 +104,13 @@ func daemonMain(args []string) error {
 	} else {
 		// One daemon per rank of the launcher's job (mpirun --map-by
 		// ppr:1:node, srun --ntasks-per-node=1, or vigil run).
-		bs, err := joinBootstrap()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		bs, err := vigil.FromEnvironment(ctx)
 		if err != nil {
 			return fmt.Errorf("daemon: no -peers, and %w", err)
 		}
 		defer bs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
-		defer cancel()
 		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = bs.Rank(), daemon.Layout{Nodes: bs.Size(), PPN: *ppn}, bs.JobID(), bs.Key()
 		addr, err := nf.choose(bs)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/launch"
 )
 
@@ -46,7 +47,7 @@ func TestVerbsFallsBackToTCP(t *testing.T) {
 	}
 	out := stderr.String()
 	n := strings.Count(out, "verbs transport unavailable, using tcp")
-	if n == 0 && verbsBuilt && hasRDMADevice() {
+	if n == 0 && vigil.VerbsBuilt && vigil.HasRDMADevice() {
 		t.Skip("this machine has an RDMA device: no fallback to show; rxe/detector.sh covers -transport verbs")
 	}
 	if n != 2 {

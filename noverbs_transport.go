@@ -1,6 +1,6 @@
 //go:build !cgo || !verbs
 
-package main
+package vigil
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"github.com/vigil-hpc/vigil/transport"
 )
 
-// verbsBuilt says whether this binary has the verbs transport (-tags verbs).
-const verbsBuilt = false
+// VerbsBuilt says whether this build has the verbs transport (cgo and -tags verbs).
+const VerbsBuilt = false
 
-// hasRDMADevice is not asked in a build without verbs.
-func hasRDMADevice() bool { return false }
+// HasRDMADevice reports false in a build without verbs.
+func HasRDMADevice() bool { return false }
 
 // verbsTransport stands for the verbs transport in a build without it.
 type verbsTransport struct{ transport.Transport }

@@ -1,17 +1,19 @@
-package main
+package vigil_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 )
 
-// TestJoinBootstrapSelection checks which launcher joinBootstrap picks from
+// TestFromEnvironment checks which launcher FromEnvironment picks from
 // the environment, without starting one.
-func TestJoinBootstrapSelection(t *testing.T) {
+func TestFromEnvironment(t *testing.T) {
 	clear := func() {
 		for _, k := range []string{bootstrap.EnvRank, bootstrap.EnvSize, bootstrap.EnvJobID, bootstrap.EnvKey,
 			bootstrap.EnvServer, pmix.EnvRank, pmix.EnvNamespace} {
@@ -20,7 +22,7 @@ func TestJoinBootstrapSelection(t *testing.T) {
 	}
 
 	clear()
-	_, err := joinBootstrap()
+	_, err := vigil.FromEnvironment(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "vigil run") || !strings.Contains(err.Error(), "mpirun") {
 		t.Errorf("no launcher: %v; want an error naming `vigil run` and mpirun", err)
 	}
@@ -30,7 +32,7 @@ func TestJoinBootstrapSelection(t *testing.T) {
 	clear()
 	t.Setenv(bootstrap.EnvServer, "/nonexistent/bootstrap.sock")
 	t.Setenv(pmix.EnvRank, "0")
-	_, err = joinBootstrap()
+	_, err = vigil.FromEnvironment(context.Background())
 	if err == nil || !strings.Contains(err.Error(), bootstrap.EnvSize) {
 		t.Errorf("local launcher under PMIx: %v; want the local bootstrap's error about %s", err, bootstrap.EnvSize)
 	}
@@ -38,7 +40,7 @@ func TestJoinBootstrapSelection(t *testing.T) {
 	if !pmix.Available() {
 		clear()
 		t.Setenv(pmix.EnvNamespace, "ns")
-		_, err = joinBootstrap()
+		_, err = vigil.FromEnvironment(context.Background())
 		if !errors.Is(err, pmix.ErrNotBuilt) {
 			t.Errorf("PMIx environment, no PMIx support: %v; want ErrNotBuilt", err)
 		}

@@ -1,6 +1,6 @@
 //go:build cgo && verbs
 
-package main
+package vigil
 
 import (
 	"errors"
@@ -13,11 +13,11 @@ import (
 	"github.com/vigil-hpc/vigil/verbs"
 )
 
-// verbsBuilt says whether this binary has the verbs transport (-tags verbs).
-const verbsBuilt = true
+// VerbsBuilt says whether this build has the verbs transport (cgo and -tags verbs).
+const VerbsBuilt = true
 
-// hasRDMADevice reports whether the machine has any RDMA device.
-func hasRDMADevice() bool {
+// HasRDMADevice reports whether the machine has any RDMA device.
+func HasRDMADevice() bool {
 	_, err := verbs.Devices()
 	return !errors.Is(err, verbs.ErrNoDevice)
 }

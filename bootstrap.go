@@ -1,0 +1,72 @@
+package vigil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/bootstrap/local"
+	"github.com/vigil-hpc/vigil/bootstrap/pmix"
+)
+
+// pmixTimeout bounds the PMIx start-up fence when ctx has no deadline.
+const pmixTimeout = 60 * time.Second
+
+// FromEnvironment returns the bootstrap this process was launched with:
+//
+//   - the local launcher (`vigil run`, the demo) when its variables are set
+//     (VIGIL_BOOTSTRAP): they are put in each child's environment by its
+//     direct parent, so they win over PMIx variables that a `vigil run`
+//     started under mpirun passes on to its children;
+//   - PMIx when PMIX_RANK or PMIX_NAMESPACE is set (mpirun, srun, prterun);
+//     a binary built without `-tags pmix` reports that it lacks PMIx support;
+//   - otherwise an error naming both ways to start.
+func FromEnvironment(ctx context.Context) (bootstrap.Bootstrap, error) {
+	switch {
+	case os.Getenv(bootstrap.EnvServer) != "":
+		return local.Join()
+	case pmix.Detect():
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, pmixTimeout)
+			defer cancel()
+		}
+		c, err := pmix.Join(ctx)
+		if err != nil {
+			if errors.Is(err, pmix.ErrNotBuilt) {
+				return nil, fmt.Errorf("started by a PMIx launcher (%s/%s set), but %w", pmix.EnvRank, pmix.EnvNamespace, err)
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+	return nil, fmt.Errorf("no launcher found: start with `vigil run -n N` (local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
+		bootstrap.EnvServer, pmix.EnvRank)
+}
+
+// LocalJob is a job of Size ranks in this process or its children, with
+// the local launcher's address exchange: for tests, examples and programs
+// that start every rank themselves.
+type LocalJob struct {
+	srv *local.Server
+}
+
+// NewLocalJob starts the address exchange of a job of size ranks.
+func NewLocalJob(size int) (*LocalJob, error) {
+	srv, err := local.NewServer(size)
+	if err != nil {
+		return nil, err
+	}
+	return &LocalJob{srv: srv}, nil
+}
+
+// Bootstrap returns rank r's bootstrap (Config.Bootstrap).
+func (j *LocalJob) Bootstrap(r int) bootstrap.Bootstrap {
+	return local.NewClient(j.srv.Identity(uint32(r)))
+}
+
+// Close stops the address exchange.
+func (j *LocalJob) Close() error { return j.srv.Close() }

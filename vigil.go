@@ -1,0 +1,206 @@
+// Package vigil is the Go entry point to Vigil, an RDMA-native failure
+// detector, failure propagator and agreement service for HPC jobs.
+//
+// Every process of a job calls Join with the job's bootstrap (the
+// environment of `vigil run` or of a PMIx launcher such as mpirun, or
+// explicit peers through NewLocalJob in one process) and gets a Detector:
+// the ranks it learns are gone (Events, Dead), agreements on a value and on
+// the set of the dead (Agree, Shrink), and a clean departure (Leave).
+//
+//	d, err := vigil.Join(ctx, vigil.DefaultConfig())
+//	for ev := range d.Events() { ... }
+//
+// Underneath: package detector is the protocol as one pure state machine,
+// package node the runtime that drives it with a heartbeat thread and a
+// transport (TCP with UDP or shared-memory heartbeats, or verbs).
+package vigil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/netaddr"
+	"github.com/vigil-hpc/vigil/transport/shm"
+	"github.com/vigil-hpc/vigil/transport/tcp"
+)
+
+// Config configures one process's detector. Start from DefaultConfig.
+type Config struct {
+	// Config is the detector's (timing, broadcast overlay, agreements,
+	// real-time). Rank and Size are filled in from the bootstrap.
+	node.Config
+	// Bootstrap identifies this process in its job and exchanges the
+	// transport addresses (default: FromEnvironment).
+	Bootstrap bootstrap.Bootstrap
+	// Transport is "tcp" (default) or "verbs" (RDMA; falls back to tcp,
+	// with a warning, when no RDMA device or no verbs support is there).
+	Transport string
+	// Heartbeat is the heartbeat path with tcp: "shm" (default: stores
+	// into the observer's shared memory on this host, UDP to other hosts)
+	// or "udp".
+	Heartbeat string
+	// Addresses selects the TCP address to listen on and to publish.
+	Addresses netaddr.Config
+}
+
+// DefaultConfig returns the defaults: node's timing (h = 10 ms, δ = 5h),
+// the double hypercube broadcast, TCP with shared-memory heartbeats, the
+// bootstrap from the environment.
+func DefaultConfig() Config {
+	return Config{
+		Config:    node.Config{HeartbeatPeriod: node.DefaultHeartbeatPeriod, SuspectTimeout: 5 * node.DefaultHeartbeatPeriod, Broadcast: "hba"},
+		Transport: "tcp",
+		Heartbeat: "shm",
+	}
+}
+
+// Detector is a running failure detector: a *node.Node (Events, Dead,
+// Known, Agree, Shrink, Leave, Stats…) with what Join set up for it.
+type Detector struct {
+	*node.Node
+	bs        bootstrap.Bootstrap
+	ownBS     bool
+	region    *shm.Region
+	published string
+	transport string
+}
+
+// Join starts this process's detector: it joins the bootstrap, opens the
+// transport, exchanges addresses with every rank (ctx bounds the
+// exchange) and starts the heartbeat thread. Every rank of the job must
+// call it.
+func Join(ctx context.Context, cfg Config) (*Detector, error) {
+	if cfg.Transport == "" {
+		cfg.Transport = "tcp"
+	}
+	if cfg.Heartbeat == "" {
+		cfg.Heartbeat = "shm"
+	}
+	switch {
+	case cfg.Transport != "tcp" && cfg.Transport != "verbs":
+		return nil, fmt.Errorf("vigil: Config.Transport = %q, want \"tcp\" or \"verbs\"", cfg.Transport)
+	case cfg.Heartbeat != "shm" && cfg.Heartbeat != "udp":
+		return nil, fmt.Errorf("vigil: Config.Heartbeat = %q, want \"shm\" or \"udp\"", cfg.Heartbeat)
+	}
+	if err := cfg.Addresses.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Detector{bs: cfg.Bootstrap, transport: cfg.Transport}
+	if d.bs == nil {
+		bs, err := FromEnvironment(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.bs, d.ownBS = bs, true
+	}
+	fail := func(err error) (*Detector, error) {
+		d.release()
+		return nil, err
+	}
+	bs := d.bs
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	nc := cfg.Config
+	nc.Rank, nc.Size, nc.Logger = bs.Rank(), bs.Size(), logger
+	if err := nc.Validate(); err != nil {
+		return fail(err)
+	}
+
+	var vt *verbsTransport
+	if cfg.Transport == "verbs" {
+		var err error
+		if vt, err = openVerbs(bs, logger); err != nil {
+			vt = nil
+			d.transport = "tcp"
+			logger.Warn("verbs transport unavailable, using tcp", "reason", err.Error())
+		} else {
+			nc.Slots = vt.Slots() // heartbeats are RDMA-written into registered memory
+		}
+	}
+	// Heartbeats between the ranks of this host: stores into shared memory.
+	params := wire.Params{JobID: bs.JobID(), Key: bs.Key(), Rank: bs.Rank(), N: bs.Size()}
+	if vt == nil && cfg.Heartbeat == "shm" {
+		var err error
+		if d.region, err = shm.NewRegion(params, logger); err != nil {
+			return fail(err)
+		}
+		nc.Slots = d.region.Slots()
+	}
+	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		if vt != nil {
+			if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
+				vt.Close()
+				return nil, fmt.Errorf("verbs transport: %w", err)
+			}
+			return vt, nil
+		}
+		ifs, err := netaddr.Interfaces()
+		if err != nil {
+			return nil, err
+		}
+		ac := cfg.Addresses
+		ac.SpansHosts = netaddr.SpansHosts(bootstrap.Nodes(bs))
+		choice, err := netaddr.Choose(ac, ifs)
+		if err != nil {
+			return nil, err
+		}
+		exchange := func(ctx context.Context, addr string) ([]string, error) {
+			pub, err := choice.Publish(addr)
+			if err != nil {
+				return nil, err
+			}
+			d.published = pub
+			return bs.Exchange(ctx, pub)
+		}
+		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
+			ListenAddr: choice.Bind, Slots: slots, Handler: h, Logger: logger}, exchange)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		if d.region != nil {
+			return shm.Wrap(tr, params, logger), nil
+		}
+		return tr, nil
+	}
+	nd, err := node.Start(nc, open)
+	if err != nil {
+		return fail(err)
+	}
+	d.Node = nd
+	return d, nil
+}
+
+// Addr returns the TCP address this rank published ("" over verbs).
+func (d *Detector) Addr() string { return d.published }
+
+// Transport returns the transport in use: "tcp", or "verbs".
+func (d *Detector) Transport() string { return d.transport }
+
+// Close stops the detector (without a LEAVE: call Leave first for a clean
+// departure) and releases what Join set up.
+func (d *Detector) Close() error {
+	err := d.Node.Close()
+	return errors.Join(err, d.release())
+}
+
+func (d *Detector) release() error {
+	var errs []error
+	if d.region != nil {
+		errs = append(errs, d.region.Close())
+		d.region = nil
+	}
+	if d.ownBS && d.bs != nil {
+		errs = append(errs, d.bs.Close())
+		d.bs = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,98 @@
+package vigil_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil"
+	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/bootstrap/pmix"
+)
+
+// Bad configurations and a missing launcher give errors that say what to
+// change, and leave nothing running.
+func TestJoinRejectsBadConfig(t *testing.T) {
+	job, err := vigil.NewLocalJob(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	for _, tc := range []struct {
+		tweak func(*vigil.Config)
+		want  string
+	}{
+		{func(c *vigil.Config) { c.Transport = "ib" }, `Config.Transport = "ib"`},
+		{func(c *vigil.Config) { c.Heartbeat = "pigeon" }, `Config.Heartbeat = "pigeon"`},
+		{func(c *vigil.Config) { c.SuspectTimeout = c.HeartbeatPeriod }, "SuspectTimeout"},
+		{func(c *vigil.Config) { c.Broadcast = "flood" }, "Broadcast"},
+		{func(c *vigil.Config) { c.Addresses.Include = "nosuchif0" }, "nosuchif0"},
+	} {
+		cfg := vigil.DefaultConfig()
+		cfg.Bootstrap = job.Bootstrap(0)
+		tc.tweak(&cfg)
+		d, err := vigil.Join(context.Background(), cfg)
+		if err == nil {
+			d.Close()
+			t.Fatalf("%s: accepted", tc.want)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %q does not name %q", err, tc.want)
+		}
+	}
+}
+
+func TestJoinWithoutLauncher(t *testing.T) {
+	for _, v := range []string{bootstrap.EnvServer, pmix.EnvRank, pmix.EnvNamespace} {
+		t.Setenv(v, "")
+	}
+	_, err := vigil.Join(context.Background(), vigil.DefaultConfig())
+	if err == nil || !strings.Contains(err.Error(), "vigil run") || !strings.Contains(err.Error(), "mpirun") {
+		t.Fatalf("want an error naming both launchers, got %v", err)
+	}
+}
+
+// A clean departure through the root package is reported as one, over
+// UDP heartbeats.
+func TestJoinLeave(t *testing.T) {
+	job, err := vigil.NewLocalJob(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	ds := make([]*vigil.Detector, 2)
+	errs := make(chan error, 2)
+	for r := range ds {
+		go func() {
+			cfg := vigil.DefaultConfig()
+			cfg.Bootstrap, cfg.Heartbeat = job.Bootstrap(r), "udp"
+			d, err := vigil.Join(context.Background(), cfg)
+			ds[r] = d
+			errs <- err
+		}()
+	}
+	for range ds {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer ds[0].Close()
+	if ds[0].Transport() != "tcp" || ds[0].Addr() == "" {
+		t.Fatalf("transport %q, address %q", ds[0].Transport(), ds[0].Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ds[1].Leave(ctx, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	ds[1].Close()
+	select {
+	case ev := <-ds[0].Events():
+		if ev.Rank != 1 || !ev.Left {
+			t.Fatalf("event %+v, want rank 1 departed", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("departure not reported")
+	}
+}
