@@ -52,7 +52,7 @@ lint:
 
 # Go microbenchmarks of the hot paths (observer check, frames, overlays).
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem ./hb/ ./bcast/ ./transport/... ./internal/wire/
+	$(GO) test -run '^$$' -bench . -benchmem ./bcast/ ./transport/... ./internal/wire/
 
 # Noise, accuracy, eBPF attribution and memberlist head-to-head (bench/, its
 # own module; bin/vigil-bench runs bin/vigil's agents):

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/transport"
 )
 
@@ -21,7 +20,7 @@ func HasRDMADevice() bool { return false }
 type verbsTransport struct{ transport.Transport }
 
 // Slots is never called: openVerbs always fails in this build.
-func (*verbsTransport) Slots() *hb.Slots { return nil }
+func (*verbsTransport) Slots() *transport.Slots { return nil }
 
 func openVerbs(bootstrap.Bootstrap, *slog.Logger) (*verbsTransport, error) {
 	return nil, errors.New("this vigil was built without the verbs transport (build it with cgo and -tags verbs; needs libibverbs-dev)")

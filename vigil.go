@@ -22,7 +22,6 @@ import (
 	"log/slog"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/transport"
@@ -135,7 +134,7 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		}
 		nc.Slots = d.region.Slots()
 	}
-	open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
+	open := func(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
 		if vt != nil {
 			if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
 				vt.Close()

@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/bootstrap/local"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/transport"
@@ -94,7 +93,7 @@ func VigilChild(args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	open := func(slots *hb.Slots, hd transport.Handler) (transport.Transport, error) {
+	open := func(slots *transport.Slots, hd transport.Handler) (transport.Transport, error) {
 		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(), Slots: slots, Handler: hd}, bs.Exchange)
 		if err != nil {
 			return nil, err // not a typed nil in the interface

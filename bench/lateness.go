@@ -15,15 +15,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
 // The variants of the lateness part: the same timer loop with no runtime
-// (csrc/bench/lateness.c), Vigil's emitter (hb.Emitter, as the agent runs
-// it), and Vigil's emitter in a process whose other goroutines allocate
-// (a Go application with the detector inside: the garbage collector's
-// stop-the-world pauses include the emitter).
+// (csrc/bench/lateness.c), Vigil's emitter (heartbeat.Emitter, as the agent
+// runs it), and Vigil's emitter in a process whose other goroutines
+// allocate (a Go application with the detector inside: the garbage
+// collector's stop-the-world pauses include the emitter).
 const (
 	LatC       = "C loop"
 	LatGo      = "Go emitter"
@@ -254,11 +254,11 @@ func ParseLateness(out string) (LatenessResult, error) {
 }
 
 // EmitterChild is the body of `vigil-bench child emitter`: Vigil's
-// emitter thread (hb.Emitter as the agent runs it: a locked OS thread that
-// keeps a P, SCHED_FIFO when asked and permitted) with a Send that does
-// nothing, for -d, while another goroutine allocates -garbage MB/s. It
-// prints the lateness line of the C loop, with the number of garbage
-// collections.
+// emitter thread (heartbeat.Emitter as the agent runs it: a locked OS
+// thread that keeps a P, SCHED_FIFO when asked and permitted) with a Send
+// that does nothing, for -d, while another goroutine allocates -garbage
+// MB/s. It prints the lateness line of the C loop, with the number of
+// garbage collections.
 func EmitterChild(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("child emitter", flag.ContinueOnError)
 	h := fs.Duration("h", time.Millisecond, "heartbeat period")
@@ -272,7 +272,7 @@ func EmitterChild(args []string, stdout io.Writer) error {
 		return fmt.Errorf("child emitter: want -h > 0, -d > 0, -garbage ≥ 0")
 	}
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1) // the P the emitter keeps, as node.Start does
-	e, err := hb.NewEmitter(hb.EmitterConfig{Period: h.Nanoseconds(), CPU: -1, RealTime: *fifo, HoldP: true,
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: h.Nanoseconds(), CPU: -1, RealTime: *fifo, HoldP: true,
 		Send: func(ranks.Rank, uint64) error { return nil }})
 	if err != nil {
 		return err

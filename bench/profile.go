@@ -55,6 +55,8 @@ type Profile struct {
 	H2HSeveral int
 	H2HBurn    time.Duration
 	H2HWait    time.Duration
+	// Host crash: runs per mending rule.
+	HostCrashRuns int
 }
 
 var us, ms = time.Microsecond, time.Millisecond
@@ -75,7 +77,7 @@ var Quick = Profile{
 	CostWindow: 2 * time.Second, CostMaxWindow: 3 * time.Second,
 	SchedHs: []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
 	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
-	H2HWait: 15 * time.Second,
+	H2HWait: 15 * time.Second, HostCrashRuns: 5,
 }
 
 // Full is the profile of `vigil-bench full` (about 55 minutes on the
@@ -99,7 +101,7 @@ var Full = Profile{
 	CostWindow: 2 * time.Second, CostMaxWindow: 10 * time.Second,
 	SchedHs: []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
 	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
-	H2HWait: 30 * time.Second,
+	H2HWait: 30 * time.Second, HostCrashRuns: 20,
 }
 
 // ProfileNamed returns the profile called name.

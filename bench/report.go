@@ -383,7 +383,7 @@ func (s *Suite) Summary(files []string) string {
 	if len(s.Lateness) > 0 {
 		p("## Emitter lateness: the Go emitter against a C loop\n\n")
 		p("The same timer loop (timerfd, absolute deadlines, SCHED_FIFO priority 1 asked) run alone for %v, in turn: "+
-			"in C with no runtime (csrc/bench/lateness.c), as Vigil's emitter (hb.Emitter as the agent runs it, "+
+			"in C with no runtime (csrc/bench/lateness.c), as Vigil's emitter (heartbeat.Emitter as the agent runs it, "+
 			"sending nothing), and as Vigil's emitter in a process allocating %d MB/s (a Go application with the detector "+
 			"inside). %d rounds, order rotated each round; medians over rounds. Compute: one burner per CPU. What the C loop "+
 			"shows is the kernel's and the machine's share of a heartbeat's lateness; the rest is the Go runtime's. Steal: CPU "+

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 )
 
 // Thread classes tracked by the scheduling attribution.
@@ -73,7 +73,7 @@ func EmitterThread(pid int) (tid int, how string, err error) {
 	}
 	best, bestSw := -1, int64(-1)
 	for _, t := range tids {
-		if policy, _, err := hb.ThreadSched(pid, t); err == nil && policy == 1 { // SCHED_FIFO
+		if policy, _, err := heartbeat.ThreadSched(pid, t); err == nil && policy == 1 { // SCHED_FIFO
 			return t, "SCHED_FIFO thread", nil
 		}
 		if sw := statusField(fmt.Sprintf("/proc/%d/task/%d/status", pid, t), "voluntary_ctxt_switches"); sw > bestSw {

@@ -11,7 +11,7 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h", "hostcrash"}
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -61,6 +61,7 @@ type Suite struct {
 	Cost      []CostRun
 	Sched     []AttributionRow
 	H2H       []H2HRow
+	HostCrash []HostCrashRow
 }
 
 func (s *Suite) logf(format string, a ...any) {
@@ -137,6 +138,13 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			err = s.runCost(ctx)
 		case "sched":
 			err = s.runSched(ctx)
+		case "hostcrash":
+			hc := HostCrashConfig{VigilBin: s.VigilBin, N: 16, First: 4, Block: 8, H: 10 * time.Millisecond,
+				Delta: 50 * time.Millisecond, Probes: []int{16, 0}, Runs: pr.HostCrashRuns, Log: s.Log}
+			s.HostCrash, err = HostCrash(ctx, hc)
+			if s.Log != nil && len(s.HostCrash) > 0 {
+				HostCrashTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, hc, s.HostCrash)
+			}
 		case "h2h":
 			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Period: pr.H2HPeriod, DeltaFactor: 5,
 				Window: pr.H2HWindow, Several: pr.H2HSeveral, BurnFor: pr.H2HBurn, Wait: pr.H2HWait, Log: s.Log})

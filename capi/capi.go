@@ -27,7 +27,6 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap/local"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 	"github.com/vigil-hpc/vigil/daemon"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -465,7 +464,7 @@ func vigil_start() C.int {
 			}
 			inst.region, inst.cfg.Slots = r, r.Slots()
 		}
-		open := func(slots *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		open := func(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			tr, err := tcp.Listen(tcp.Config{Self: inst.rank, N: inst.size, JobID: inst.bs.JobID(), Key: inst.bs.Key(),
 				ListenAddr: inst.listen, Slots: slots, Handler: h, Logger: inst.log})
 			if err != nil {

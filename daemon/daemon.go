@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -23,8 +24,8 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	tr    *tcp.Transport
-	slots *hb.Slots
-	em    *hb.Emitter
+	slots *transport.Slots
+	em    *heartbeat.Emitter
 	table *HeartbeatTable
 	ln    *net.UnixListener
 
@@ -78,7 +79,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), slots: hb.NewSlots(l.Nodes),
+		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), slots: transport.NewSlots(l.Nodes),
 		ring: ring, prop: prop, locals: map[ranks.Rank]*local{},
 		zombies: hb.NewZombies(), evicted: make(chan struct{}),
 		inbox: make(chan inbound, 1024), gone: make(chan localGone, 64),
@@ -116,7 +117,7 @@ func Start(cfg Config) (*Daemon, error) {
 	if cfg.PinEmitter {
 		cpu = cfg.EmitterCPU
 	}
-	d.em, err = hb.NewEmitter(hb.EmitterConfig{Period: int64(cfg.HeartbeatPeriod), CPU: cpu, RealTime: cfg.RealTime,
+	d.em, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(cfg.HeartbeatPeriod), CPU: cpu, RealTime: cfg.RealTime,
 		HoldP: cfg.HoldP, Send: d.tr.SendHeartbeat})
 	if err != nil {
 		return fail(err)

@@ -12,7 +12,7 @@ import (
 )
 
 // Words reads the heartbeat word each rank writes into this rank's memory
-// (hb.Slots): the zombie check compares them.
+// (transport.Slots): the zombie check compares them.
 type Words interface {
 	Load(r ranks.Rank) uint64
 }
@@ -28,6 +28,11 @@ type Config struct {
 	// Observe needs neither.
 	StallGuard int64
 	Confirm    int
+	// Probe and ProbeTimeout turn on block mending (hb.RingConfig): a
+	// dead block of consecutive ranks is known in about 2δ, not 2δ per
+	// rank. 0 is Algorithm 1's mending.
+	Probe        int
+	ProbeTimeout int64
 	// Overlay is the broadcast overlay (default bcast.HBA).
 	Overlay bcast.Overlay
 	// Words, if set, are the heartbeat words: a rank held dead whose word
@@ -67,7 +72,7 @@ func NewCore(cfg Config) (*Core, error) {
 		cfg.Overlay = bcast.HBA{}
 	}
 	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Self, N: cfg.Size, Delta: cfg.SuspectTimeout,
-		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm})
+		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm, Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("detector: %w", err)
 	}
@@ -118,6 +123,10 @@ func (c *Core) Observer() ranks.Rank { return c.ring.Observer() }
 // Alone reports whether every other rank is known gone.
 func (c *Core) Alone() bool { return c.ring.Alone() }
 
+// Probing reports whether a block-mending probe round is open: its
+// answers should be stepped before the next Observe or Check.
+func (c *Core) Probing() bool { return c.ring.Probing() }
+
 // Deadline returns the ring's suspicion deadline (monotonic ns).
 func (c *Core) Deadline() int64 { return c.ring.Deadline() }
 
@@ -139,10 +148,10 @@ func (c *Core) Stats() Stats { return c.stats }
 // Ring returns the observation ring, for inspection only.
 func (c *Core) Ring() *hb.Ring { return c.ring }
 
-// Busy reports whether Tick has work to do: zombies to watch or
-// agreements to nudge. A driver may skip Tick while it is false.
+// Busy reports whether Tick has work to do: zombies to watch, agreements
+// to nudge or dead-list questions waiting (repair.go). A driver may skip Tick while it is false.
 func (c *Core) Busy() bool {
-	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used())
+	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0)
 }
 
 // Observe hands the ring what the heartbeat thread's checks saw of the
@@ -163,14 +172,16 @@ func (c *Core) Check(now Time, word uint64) {
 	c.apply(now, c.ring.Check(now.Mono, word))
 }
 
-// Tick is the passing of time: it looks for zombies and nudges the open
-// agreements. Call it about every δ (at most every AgreeResend matters).
+// Tick is the passing of time: it looks for zombies, nudges the open
+// agreements and asks the dead-list questions that are due. Call it about
+// every δ while Busy.
 func (c *Core) Tick(now Time) {
 	if c.evicted {
 		return
 	}
 	c.checkZombies(now.Mono)
 	c.agreeTick(now.Mono)
+	c.repairDue(now.Mono)
 }
 
 // Step handles message m from rank from.
@@ -235,6 +246,10 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 		c.agreeStep(from, m) // agree.go
 	case *wire.Sync:
 		c.onSync(from, m) // repair.go
+	case *wire.Probe: // block mending: a live rank answers at once
+		c.send([]ranks.Rank{from}, &wire.Alive{Round: m.Round})
+	case *wire.Alive:
+		c.ring.Alive(from, m.Round)
 	default:
 		c.bad("dropping a message of unexpected type", "from", from, "type", m.Type())
 	}
@@ -265,15 +280,19 @@ func (c *Core) apply(now Time, out hb.Output) {
 	if out.SendNewObserver {
 		c.send([]ranks.Rank{out.NewObserverTo}, &wire.NewObserver{Observer: c.cfg.Self})
 	}
+	if len(out.Probe) > 0 {
+		c.send(out.Probe, &wire.Probe{Round: out.ProbeRound})
+	}
 	if d := out.Detected; d != nil {
 		kind := bcast.Failed
 		if d.Left {
 			kind = bcast.Left
 		}
-		msg, to := c.bc.Start(kind, []ranks.Rank{d.Dead}, d.D, now.Wall)
+		dead := append([]ranks.Rank{d.Dead}, d.More...)
+		msg, to := c.bc.Start(kind, dead, d.D, now.Wall)
 		c.stats.BcastsStarted++
-		c.log(slog.LevelInfo, "detected", "dead", d.Dead, "left", d.Left, "next_emitter", c.ring.Emitter())
-		c.deliver(msg, []ranks.Rank{d.Dead})
+		c.log(slog.LevelInfo, "detected", "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
+		c.deliver(msg, dead)
 		c.send(to, &wire.Bcast{Message: msg})
 	}
 }

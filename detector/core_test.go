@@ -44,6 +44,11 @@ func TestCrashDetectedAndPropagated(t *testing.T) {
 	if c.cores[4].Stats().BcastsStarted != 1 {
 		t.Fatalf("rank 4 started %d broadcasts", c.cores[4].Stats().BcastsStarted)
 	}
+	for r, core := range c.cores {
+		if n := core.Stats().SyncsSent; n != 0 {
+			t.Fatalf("rank %d sent %d SYNC messages for one failure the broadcast delivered", r, n)
+		}
+	}
 	// And the mended ring keeps watching: the next crash is found too.
 	c.crash(2)
 	c.run(4 * delta)

@@ -42,6 +42,7 @@ type cluster struct {
 	now     int64
 	queue   []envelope
 	events  [][]detector.Event
+	learned []map[ranks.Rank]int64 // when each rank learned each death
 	decided [][]detector.Decision
 	logs    []detector.Log
 }
@@ -50,7 +51,7 @@ func newCluster(t *testing.T, n int, tweak func(*detector.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cores: make([]*detector.Core, n), words: make([]words, n), target: make([]ranks.Rank, n),
 		beating: make([]bool, n), crashed: make([]bool, n), evicted: make([]bool, n), seq: make([]uint64, n),
-		events: make([][]detector.Event, n), decided: make([][]detector.Decision, n)}
+		events: make([][]detector.Event, n), decided: make([][]detector.Decision, n), learned: make([]map[ranks.Rank]int64, n)}
 	for i := range n {
 		c.words[i] = make(words, n)
 		cfg := detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: delta, Words: c.words[i], AgreeResend: delta}
@@ -82,6 +83,12 @@ func (c *cluster) flush(r ranks.Rank) {
 		}
 	}
 	c.events[r] = append(c.events[r], rd.Events...)
+	for _, ev := range rd.Events {
+		if c.learned[r] == nil {
+			c.learned[r] = map[ranks.Rank]int64{}
+		}
+		c.learned[r][ev.Rank] = c.now
+	}
 	c.decided[r] = append(c.decided[r], rd.Decisions...)
 	c.logs = append(c.logs, rd.Logs...)
 	if rd.Evicted {

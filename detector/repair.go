@@ -32,8 +32,11 @@ import (
 // deliver): events, observer retargeting, the agreements' Part 4 and
 // zombie tracking apply, with the record's real kind (a departure stays a
 // departure) and detector. Only ranks an answer names are learned.
-// Requests are deduplicated: a rank is not asked about again within δ of
-// the previous request (the answer may have been lost, or its source may
+// A digest's question waits δ (Tick asks it): the broadcast that carries
+// the missing rank is usually on its way (a new emitter receives
+// NEWOBSERVER before the broadcast of the death that caused it), and only
+// the ranks still unknown then are asked about. Requests are deduplicated:
+// a rank is not asked about again within δ of the previous request (the answer may have been lost, or its source may
 // have died meanwhile). Lists are at most wire.MaxSyncRanks long; longer
 // ones go in several messages.
 //
@@ -46,6 +49,15 @@ type repairState struct {
 	// asked holds, for each rank asked about and not yet learned, when the
 	// last request was sent (monotonic ns).
 	asked map[ranks.Rank]int64
+	// later holds the questions waiting for their δ, in due order.
+	later []question
+}
+
+// question is a digest's question, asked at due if still needed.
+type question struct {
+	to    ranks.Rank
+	about []ranks.Rank
+	due   int64
 }
 
 // repairBcast is the broadcast digest: after the first reception of m (T5
@@ -57,7 +69,7 @@ func (c *Core) repairBcast(now int64, from ranks.Rank, m *bcast.Message) {
 	if to == c.cfg.Self || c.ring.Dead().Has(to) {
 		to = from
 	}
-	c.repairAsk(now, to, m.D.Members())
+	c.repairLater(now, to, m.D.Members())
 }
 
 // repairSegment is the segment digest: observer j announced itself with
@@ -69,7 +81,36 @@ func (c *Core) repairSegment(now int64, j ranks.Rank) {
 	for k := (c.cfg.Self + 1) % size; k != j && k != c.cfg.Self; k = (k + 1) % size {
 		between = append(between, k)
 	}
-	c.repairAsk(now, j, between)
+	c.repairLater(now, j, between)
+}
+
+// repairLater queues a question about the ranks of candidates this rank
+// does not hold dead, to be asked δ from now if they are still unknown.
+func (c *Core) repairLater(now int64, to ranks.Rank, candidates []ranks.Rank) {
+	var about []ranks.Rank
+	D := c.ring.Dead()
+	for _, r := range candidates {
+		if r != c.cfg.Self && r != to && !D.Has(r) {
+			about = append(about, r)
+		}
+	}
+	if len(about) > 0 {
+		c.repair.later = append(c.repair.later, question{to: to, about: about, due: now + c.cfg.SuspectTimeout})
+	}
+}
+
+// repairDue asks the questions whose δ has passed (Tick).
+func (c *Core) repairDue(now int64) {
+	st := &c.repair
+	k := 0
+	for k < len(st.later) && st.later[k].due <= now {
+		q := st.later[k]
+		c.repairAsk(now, q.to, q.about)
+		k++
+	}
+	if k > 0 {
+		st.later = append(st.later[:0], st.later[k:]...)
+	}
 }
 
 // repairAsk sends to the ranks of candidates (in increasing order, or

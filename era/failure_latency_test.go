@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/era"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -79,7 +78,7 @@ func startTCPNodes(t *testing.T, n int, cfg node.Config) []*node.Node {
 		if os.Getenv("VIGIL_ERA_DEBUG") != "" {
 			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		}
-		nd, err := node.Start(c, func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		nd, err := node.Start(c, func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: 11, Key: []byte("era-failure-bench-key"),
 				Slots: s, Handler: h, QueueLen: 1 << 14})
 			trs[i] = tr

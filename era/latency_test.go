@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/era"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -66,7 +65,7 @@ func newRig(tb testing.TB, kind string, n int) *rig {
 		addrs := make([]string, n)
 		for i := range n {
 			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: 9, Key: []byte("era-latency-bench-key"),
-				Slots: hb.NewSlots(n), Handler: handler(i), QueueLen: 1 << 14})
+				Slots: transport.NewSlots(n), Handler: handler(i), QueueLen: 1 << 14})
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -39,3 +39,19 @@ func MaxOverlapping(n int) int {
 	}
 	return int(math.Floor(math.Log2(float64(n)))) - 1
 }
+
+// BlockBound is the time until every alive rank knows a block of b
+// consecutive ranks that crashed at once, with block mending of window w
+// (mend.go), n ranks alive before the crash and t as in Bound:
+//
+//	T_block(b) = (R+1)δ + t + B(n),  R = ⌈log2(b/w + 1)⌉ probe rounds,
+//
+// which for b ≤ w is T(1), a single failure's bound.
+func BlockBound(b, w, n int, delta, t int64) int64 {
+	rounds, covered := int64(1), w // round k probes w·2^(k−1) ranks
+	for covered < b {
+		covered += w << rounds
+		rounds++
+	}
+	return (rounds+1)*delta + t + BroadcastTime(n, t)
+}

@@ -1,7 +1,7 @@
 // Package hb is Vigil's observation ring: seed 000's Algorithm 1 as a pure
-// state machine (Ring), the bound on its stabilization time (Bound), the
-// observer's heartbeat words (Slots) and the emitter's pinned heartbeat
-// thread (Emitter).
+// state machine (Ring) with block mending for host crashes, the bounds on
+// its stabilization time (Bound, BlockBound) and the enforcement of
+// fail-stop on ranks held dead (Zombies).
 //
 // Every alive rank i observes one emitter, its closest alive predecessor on
 // the ring, and is observed by its closest alive successor. The emitter
@@ -16,13 +16,24 @@
 //
 // Side by side with the paper:
 //
-//	task T1 (HB-TIMEOUT)     Emitter.run, the pinned OS thread
+//	task T1 (HB-TIMEOUT)     heartbeat.Emitter, the pinned OS thread
 //	task T2 (heartbeat)      Ring.Check, when the slot word grew
 //	task T3 (SUSP-TIMEOUT)   Ring.Check, when the deadline passed
 //	task T4 (NEWOBSERVER)    Ring.NewObserver
 //	task T5 (BCASTMSG)       Ring.Learn (forwarding is bcast.Broadcaster)
 //	FindEmitter(D_i)         Ring.findEmitter
 //
+// One extension changes T3 when RingConfig.Probe > 0, block mending
+// (mend.go): the observer that finds its emitter dead also probes the next
+// predecessors at once (PROBE / ALIVE, Ring.Alive) and, after one probe
+// time-out, reports every one that did not answer and reconnects to the
+// first that did. A dead block of b consecutive ranks (a host) is then
+// known in about 2δ (BlockBound) instead of about 2bδ.
+//
 // The core never reads a clock: callers pass now, a monotonic time in
-// nanoseconds.
+// nanoseconds. Nor does it touch a thread, a system call or the heartbeat
+// words: the heartbeat thread (T1 and the observer's checks) is package
+// heartbeat, the words are transport.Slots, and they reach the ring only
+// as the inputs of Ring.Check (a loaded word) and Ring.Observe (a
+// WatchRecord).
 package hb

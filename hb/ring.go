@@ -26,6 +26,14 @@ type RingConfig struct {
 	// (TCP), a second check lets a starved receive path store heartbeats
 	// that already arrived; with RDMA the word is already current.
 	Confirm int
+	// Probe, when > 0, turns on block mending (mend.go): an observer that
+	// finds its emitter dead probes the next Probe predecessors at once
+	// (doubling each round) instead of waiting 2δ for each in turn, so a
+	// dead block of consecutive ranks (a host) is known in about 2δ.
+	// 0 is Algorithm 1's one-at-a-time mending.
+	Probe int
+	// ProbeTimeout is how long a probed rank has to answer (default δ).
+	ProbeTimeout int64
 }
 
 // Validate reports the first bad field.
@@ -37,6 +45,10 @@ func (c RingConfig) Validate() error {
 		return fmt.Errorf("hb: RingConfig.Self = %d, want < N = %d", c.Self, c.N)
 	case c.Delta <= 0:
 		return fmt.Errorf("hb: RingConfig.Delta = %d, want > 0", c.Delta)
+	case c.Probe < 0:
+		return fmt.Errorf("hb: RingConfig.Probe = %d, want ≥ 0", c.Probe)
+	case c.ProbeTimeout < 0:
+		return fmt.Errorf("hb: RingConfig.ProbeTimeout = %d, want ≥ 0", c.ProbeTimeout)
 	}
 	return nil
 }
@@ -46,6 +58,10 @@ func (c RingConfig) Validate() error {
 type Detection struct {
 	// Dead is the rank found dead (or that left).
 	Dead ranks.Rank
+	// More are further ranks to broadcast with Dead (block mending): the
+	// rest of a dead block that did not answer a probe, in ring order, then
+	// the ranks the same mending reported before.
+	More []ranks.Rank
 	// Left is true when Dead departed cleanly (it told us), false for a crash.
 	Left bool
 	// D is a copy of D_i after Dead was added: the participant set of the
@@ -67,6 +83,10 @@ type Output struct {
 	// ObserverChanged says the emitter thread must retarget its heartbeats
 	// to Observer() and send one at once (T4: HB-TIMEOUT ← 0).
 	ObserverChanged bool
+	// Probe lists the ranks the driver must send PROBE(ProbeRound) to
+	// (block mending).
+	Probe      []ranks.Rank
+	ProbeRound uint64
 }
 
 // ErrUnknownRank is returned for a rank outside [0, N).
@@ -86,6 +106,8 @@ type Ring struct {
 	lastSeq   uint64 // last heartbeat sequence seen from emitter
 	started   bool
 	left      bool
+
+	mend mendState // block mending (mend.go)
 }
 
 // NewRing returns the initial state of task Initialization:
@@ -126,7 +148,12 @@ func (r *Ring) Observer() ranks.Rank { return r.observer }
 func (r *Ring) Dead() *ranks.Set { return &r.D }
 
 // Deadline returns the absolute time at which SUSP-TIMEOUT expires.
-func (r *Ring) Deadline() int64 { return r.deadline }
+func (r *Ring) Deadline() int64 {
+	if r.mend.active && r.mend.deadline < r.deadline {
+		return r.mend.deadline
+	}
+	return r.deadline
+}
 
 // Alone reports whether every other rank is known dead.
 func (r *Ring) Alone() bool { return r.emitter == r.cfg.Self }
@@ -158,7 +185,15 @@ func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Ra
 		r.deadline = now + r.cfg.Delta
 		r.lastCheck = now
 		r.expired = 0
+		r.heard()
 		return Output{}, false
+	}
+	if r.mend.active { // block mending: the probe round decides (mend.go)
+		r.lastCheck = now
+		if now < r.mend.deadline {
+			return Output{}, false
+		}
+		return r.resolve(now), false
 	}
 	if now >= r.deadline && backlog != nil && backlog(r.emitter) {
 		r.lastCheck = now
@@ -182,17 +217,32 @@ func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Ra
 	// task T3
 	dead := r.emitter
 	r.D.Add(dead)
-	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now}), false
+	return r.crashed(now, &Detection{Dead: dead, D: r.D.Clone(), At: now}), false
+}
+
+// WatchRecord is what the observer's checks on the heartbeat thread
+// (heartbeat.Watch) saw of one emitter: the input of Observe.
+type WatchRecord struct {
+	// Emitter is the rank under watch.
+	Emitter ranks.Rank
+	// Seq is the largest value of its slot word seen by a check since
+	// heartbeat.Watch.Set.
+	Seq uint64
+	// GrewAt is when a check first saw Seq, or re-armed after a stall:
+	// SUSP-TIMEOUT runs from then.
+	GrewAt int64
+	// CheckedAt is when the last check ran.
+	CheckedAt int64
 }
 
 // Observe is the observer's check when the heartbeat thread runs the
-// checks (Watch): rec is what they saw of the emitter. A grown word is T2 at
-// the time a check first saw it (SUSP-TIMEOUT ← δ from then); a re-arm after
-// a stalled check moves the deadline later, never earlier. T3 fires only
-// when a check ran at or after the deadline and the word had not grown by
-// then: a stalled heartbeat thread delays a detection and never causes one.
-// A record about another emitter (the ring moved on since) is ignored; now
-// times the reconnection.
+// checks (heartbeat.Watch): rec is what they saw of the emitter. A grown
+// word is T2 at the time a check first saw it (SUSP-TIMEOUT ← δ from then);
+// a re-arm after a stalled check moves the deadline later, never earlier.
+// T3 fires only when a check ran at or after the deadline and the word had
+// not grown by then: a stalled heartbeat thread delays a detection and
+// never causes one. A record about another emitter (the ring moved on
+// since) is ignored; now times the reconnection.
 func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 	if !r.started || r.left || r.Alone() || rec.Emitter != r.emitter {
 		return Output{}
@@ -200,8 +250,15 @@ func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 	if rec.Seq > r.lastSeq { // task T2
 		r.lastSeq = rec.Seq
 		r.deadline = rec.GrewAt + r.cfg.Delta
+		r.heard()
 	} else if d := rec.GrewAt + r.cfg.Delta; d > r.deadline {
 		r.deadline = d
+	}
+	if r.mend.active { // block mending: the probe round decides (mend.go)
+		if now < r.mend.deadline || rec.CheckedAt < r.mend.deadline {
+			return Output{}
+		}
+		return r.resolve(now)
 	}
 	if rec.CheckedAt < r.deadline {
 		return Output{}
@@ -209,7 +266,7 @@ func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 	// task T3
 	dead := r.emitter
 	r.D.Add(dead)
-	return r.reconnect(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
+	return r.crashed(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
 }
 
 // reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,
@@ -310,6 +367,7 @@ func (r *Ring) Departed(now int64, j, hisEmitter ranks.Rank) (Output, error) {
 	if j != r.emitter {
 		return Output{Detected: det}, nil
 	}
+	r.mend.active = false // the departing emitter named its successor
 	if !r.D.Has(hisEmitter) && hisEmitter != r.cfg.Self {
 		r.emitter = hisEmitter
 	}

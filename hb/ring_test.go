@@ -2,6 +2,7 @@ package hb_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -305,5 +306,61 @@ func TestCheckGuardedResetsConfirm(t *testing.T) {
 	}
 	if out, _ := r.CheckGuarded(130, 0, nil); out.Detected == nil {
 		t.Fatal("no suspicion after two expired checks")
+	}
+}
+
+func TestBlockBound(t *testing.T) {
+	const d, tt = 50, 1
+	for _, c := range []struct {
+		b, w   int
+		rounds int64
+	}{{1, 8, 1}, {8, 8, 1}, {9, 8, 2}, {24, 8, 2}, {25, 8, 3}, {15, 16, 1}} {
+		want := (c.rounds+1)*d + tt + hb.BroadcastTime(16, tt)
+		if got := hb.BlockBound(c.b, c.w, 16, d, tt); got != want {
+			t.Errorf("BlockBound(b=%d, w=%d) = %d, want %d (%d rounds)", c.b, c.w, got, want, c.rounds)
+		}
+	}
+	if hb.BlockBound(4, 16, 16, d, tt) != hb.Bound(1, 16, d, tt) {
+		t.Error("a block within the window is not bounded by T(1)")
+	}
+}
+
+// Block mending at the ring level: the probes of a round, an answer of
+// another round ignored, the silent candidates reported in one detection,
+// and the first that answered adopted.
+func TestRingBlockMending(t *testing.T) {
+	const d = 100
+	r, err := hb.NewRing(hb.RingConfig{Self: 7, N: 8, Delta: d, Probe: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, d)
+	r.Check(10, 1)
+	out := r.Check(10+d, 1) // emitter 6 silent for δ: T3
+	if out.Detected == nil || out.Detected.Dead != 6 || !out.SendNewObserver || out.NewObserverTo != 5 {
+		t.Fatalf("T3: %+v", out)
+	}
+	if !slices.Equal(out.Probe, []ranks.Rank{5, 4, 3, 2}) || out.ProbeRound != 1 || !r.Probing() {
+		t.Fatalf("probes %v round %d", out.Probe, out.ProbeRound)
+	}
+	r.Alive(3, 1)
+	r.Alive(4, 2) // another round: ignored
+	r.Alive(1, 1) // not probed: ignored
+	if out := r.Check(10+d+d/2, 0); out.Detected != nil {
+		t.Fatalf("resolved before the probe time-out: %+v", out)
+	}
+	out = r.Check(10+2*d, 0)
+	if out.Detected == nil || out.Detected.Dead != 5 || !slices.Equal(out.Detected.More, []ranks.Rank{4, 6}) {
+		t.Fatalf("resolution: %+v", out.Detected)
+	}
+	if r.Emitter() != 3 || !out.SendNewObserver || out.NewObserverTo != 3 || r.Probing() {
+		t.Fatalf("emitter %d, %+v", r.Emitter(), out)
+	}
+	if !r.Dead().Has(4) || !r.Dead().Has(5) || r.Dead().Has(3) {
+		t.Fatalf("D = %v", r.Dead())
+	}
+	// The emitter heartbeats: nothing more is reported.
+	if out := r.Check(10+2*d+5, 1); out.Detected != nil {
+		t.Fatalf("%+v", out)
 	}
 }

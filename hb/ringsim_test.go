@@ -28,11 +28,19 @@ type ringSim struct {
 
 type simNode struct {
 	ring   *hb.Ring
-	slots  *hb.Slots
+	slots  words
 	alive  bool
 	seq    uint64
 	learnt map[ranks.Rank]int64 // dead rank -> time this node learned it
 }
+
+// words is one node's heartbeat words: the largest sequence number it
+// received from each emitter.
+type words []uint64
+
+func (w words) Load(emitter ranks.Rank) uint64 { return w[emitter] }
+
+func (w words) Store(emitter ranks.Rank, seq uint64) { w[emitter] = max(w[emitter], seq) }
 
 type event struct {
 	at  int64
@@ -68,7 +76,7 @@ func newRingSim(n int, seed uint64) *ringSim {
 			panic(err)
 		}
 		r.Start(0, 2*s.delta)
-		nd := &simNode{ring: r, slots: hb.NewSlots(n), alive: true, learnt: map[ranks.Rank]int64{}}
+		nd := &simNode{ring: r, slots: make(words, n), alive: true, learnt: map[ranks.Rank]int64{}}
 		s.nodes = append(s.nodes, nd)
 		i := ranks.Rank(i)
 		phase := s.rng.Int64N(s.h)

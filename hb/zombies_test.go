@@ -7,8 +7,16 @@ import (
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
+// words stands for an observer's heartbeat words: the largest sequence
+// number stored for each emitter.
+type words []uint64
+
+func (w words) Load(emitter ranks.Rank) uint64 { return w[emitter] }
+
+func (w words) Store(emitter ranks.Rank, seq uint64) { w[emitter] = max(w[emitter], seq) }
+
 func TestZombiesMovedWordsOnly(t *testing.T) {
-	s := NewSlots(4)
+	s := make(words, 4)
 	s.Store(1, 7)
 	s.Store(2, 3)
 	z := NewZombies()

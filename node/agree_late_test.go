@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/era"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -31,7 +30,7 @@ func TestAgreeEarlyReturnAnswersLateRequests(t *testing.T) {
 	for i := range 3 {
 		c := cfg
 		c.Rank, c.Size = ranks.Rank(i), n
-		nd, err := node.Start(c, func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		nd, err := node.Start(c, func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			return net.Endpoint(ranks.Rank(i), s, h), nil
 		})
 		if err != nil {

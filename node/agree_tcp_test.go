@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -23,7 +22,7 @@ func startTCPCluster(t *testing.T, n int, cfg node.Config) *cluster {
 	for i := range n {
 		cfg := cfg
 		cfg.Rank, cfg.Size = ranks.Rank(i), n
-		nd, err := node.Start(cfg, func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		nd, err := node.Start(cfg, func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: 42, Key: []byte("vigil-agree-test-key"),
 				Slots: s, Handler: h})
 			trs[i] = tr

@@ -7,8 +7,8 @@ import (
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/era"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // Config configures one Vigil node. The zero values of the optional fields
@@ -39,6 +39,13 @@ type Config struct {
 	// hypercube of seed 000) or "bmg" (the binomial graph of seed 003).
 	Broadcast string
 
+	// MendProbe is the block-mending window (hb.RingConfig.Probe): an
+	// observer that finds its emitter dead probes this many predecessors
+	// at once, doubling each round, so that a dead block of consecutive
+	// ranks (a host) is known in about 2δ rather than 2δ per rank
+	// (default 16; negative: Algorithm 1's one-at-a-time mending).
+	MendProbe int
+
 	// PinEmitter pins the heartbeat thread to CPU EmitterCPU with
 	// sched_setaffinity (default: not pinned).
 	PinEmitter bool
@@ -46,16 +53,17 @@ type Config struct {
 	// RealTime asks for SCHED_FIFO for the heartbeat thread when permitted.
 	RealTime bool
 	// EmitterHoldsP keeps a Go scheduler P for the heartbeat thread (see
-	// hb.EmitterConfig.HoldP): with RealTime, it is what makes heartbeats
-	// punctual when the CPUs are saturated. Start raises GOMAXPROCS by one
-	// per node that sets it, and Close lowers it back. Use it in processes
-	// that run one node (the agent, the C library); not in tests that run
-	// hundreds of nodes in one process.
+	// heartbeat.EmitterConfig.HoldP): with RealTime, it is what makes
+	// heartbeats punctual when the CPUs are saturated. Start raises
+	// GOMAXPROCS by one per node that sets it, and Close lowers it back. Use
+	// it in processes that run one node (the agent, the C library); not in
+	// tests that run hundreds of nodes in one process.
 	EmitterHoldsP bool
 	// RealTimeProcess, with RealTime, puts every thread of the process
 	// under SCHED_RR at priority 1 and the heartbeat thread SCHED_FIFO at 2
-	// (hb.SetProcessRealTime): the receive path, the observer's checks and
-	// the Go runtime's hand-offs then wait for no normal-priority thread.
+	// (heartbeat.SetProcessRealTime): the receive path, the observer's
+	// checks and the Go runtime's hand-offs then wait for no
+	// normal-priority thread.
 	// Only for a process that runs the detector alone (vigil agent), never
 	// inside an application. Refused without privilege (logged; the
 	// emitter alone is then real-time, as with RealTime).
@@ -85,8 +93,8 @@ type Config struct {
 
 	// Slots, if set, is the heartbeat slot array the node's observer
 	// checks (at least Size words): an RDMA transport's registered
-	// memory, which emitters write into (default: hb.NewSlots(Size)).
-	Slots *hb.Slots
+	// memory, which emitters write into (default: transport.NewSlots(Size)).
+	Slots *transport.Slots
 }
 
 // Defaults.
@@ -94,6 +102,7 @@ const (
 	DefaultHeartbeatPeriod = 10 * time.Millisecond
 	DefaultStartGrace      = 2 * time.Second
 	DefaultAgreeResend     = 250 * time.Millisecond
+	DefaultMendProbe       = 16
 )
 
 // withDefaults fills unset optional fields.
@@ -112,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AgreeResend == 0 {
 		c.AgreeResend = DefaultAgreeResend
+	}
+	if c.MendProbe == 0 {
+		c.MendProbe = DefaultMendProbe
 	}
 	if c.Broadcast == "" {
 		c.Broadcast = "hba"

@@ -1,10 +1,11 @@
 // Package node is Vigil's runtime: it composes the observation ring
-// (package hb), a broadcast overlay (package bcast) and a transport into one
-// failure detector per process, and offers it to applications.
+// (package hb), the heartbeat thread (package heartbeat), a broadcast
+// overlay (package bcast) and a transport into one failure detector per
+// process, and offers it to applications.
 //
 // Each Node runs:
-//   - the heartbeat emitter on its own locked OS thread (hb.Emitter), on
-//     absolute deadlines of the monotonic clock;
+//   - the heartbeat emitter on its own locked OS thread
+//     (heartbeat.Emitter), on absolute deadlines of the monotonic clock;
 //   - one event-loop goroutine that owns the protocol cores: it checks the
 //     emitter's slot word every CheckPeriod (an atomic load), handles
 //     NEWOBSERVER, LEAVE, broadcast and SYNC messages, and publishes failure

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/detector"
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -44,7 +44,7 @@ type Status struct {
 // Stats counts the node's activity.
 type Stats struct {
 	Transport transport.Stats
-	Emitter   hb.EmitterStats
+	Emitter   heartbeat.EmitterStats
 	// BcastsStarted, BcastsForwarded count broadcasts this node started and
 	// broadcast messages it sent on behalf of others.
 	BcastsStarted, BcastsForwarded uint64
@@ -62,19 +62,19 @@ type Stats struct {
 
 // OpenTransport creates the node's transport once the node knows where
 // heartbeats must land (slots) and who receives messages (h).
-type OpenTransport func(slots *hb.Slots, h transport.Handler) (transport.Transport, error)
+type OpenTransport func(slots *transport.Slots, h transport.Handler) (transport.Transport, error)
 
 // Node is one running failure detector.
 type Node struct {
 	cfg   Config
 	log   *slog.Logger
 	tr    transport.Transport
-	slots *hb.Slots
+	slots *transport.Slots
 	// drain collects heartbeats waiting in tr's socket before each check
 	// (transport.Drainer; nil when they land in the slots directly).
 	drain func()
-	watch *hb.Watch // the observer's checks, run on the emitter thread
-	em    *hb.Emitter
+	watch *heartbeat.Watch // the observer's checks, run on the emitter thread
+	em    *heartbeat.Emitter
 	// processRT: Config.RealTimeProcess was granted (set by Start).
 	processRT bool
 
@@ -118,7 +118,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger.With("rank", cfg.Rank),
-		slots:   hb.NewSlots(cfg.Size),
+		slots:   transport.NewSlots(cfg.Size),
 		waiters: map[agreeKey]chan Agreement{},
 		inbox:   make(chan inbound, 1024),
 		reqs:    make(chan func()),
@@ -132,7 +132,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	var err error
 	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
-		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Words: n.slots,
+		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Words: n.slots, Probe: max(cfg.MendProbe, 0),
 		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
 		AgreeResend: int64(cfg.AgreeResend)})
 	if err != nil {
@@ -142,7 +142,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if cfg.RealTime && cfg.RealTimeProcess {
 		// Before the transport starts its goroutines: threads made later
 		// inherit the policy.
-		if k, err := hb.SetProcessRealTime(1); err != nil {
+		if k, err := heartbeat.SetProcessRealTime(1); err != nil {
 			n.log.Warn("node: whole process real-time refused; only the heartbeat thread asks for it", "err", err)
 		} else {
 			n.processRT = true
@@ -156,12 +156,12 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if d, ok := n.tr.(transport.Drainer); ok {
 		n.drain = d.DrainHeartbeats
 	}
-	n.watch = hb.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
+	n.watch = heartbeat.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
 	cpu := -1
 	if cfg.PinEmitter {
 		cpu = cfg.EmitterCPU
 	}
-	n.em, err = hb.NewEmitter(hb.EmitterConfig{
+	n.em, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{
 		Period:   int64(cfg.HeartbeatPeriod),
 		CPU:      cpu,
 		RealTime: cfg.RealTime,
@@ -225,6 +225,9 @@ func (n *Node) loop() {
 				nextHouse = now + house
 				n.core.Tick(t)
 			}
+			if n.core.Probing() {
+				n.receivePending() // ALIVE answers already here count before the round closes
+			}
 			n.core.Observe(t, n.watch.Record())
 			n.flush()
 			at := n.observeAt(now)
@@ -250,7 +253,7 @@ func (n *Node) loop() {
 
 // threadCheck is the observer's check, run on the emitter thread every
 // CheckPeriod: collect heartbeats waiting in the transport, then one load
-// of the emitter's slot word (hb.Watch).
+// of the emitter's slot word (heartbeat.Watch).
 func (n *Node) threadCheck(now int64) {
 	if n.drain != nil {
 		n.drain()
@@ -311,6 +314,13 @@ func (n *Node) flush() {
 	n.forwarded.Store(st.BcastsForwarded)
 	n.syncsSent.Store(st.SyncsSent)
 	n.bad.Store(st.BadMessages)
+}
+
+// receivePending handles the messages already waiting in the inbox.
+func (n *Node) receivePending() {
+	for range len(n.inbox) {
+		n.receive(<-n.inbox)
+	}
 }
 
 func (n *Node) receive(in inbound) {

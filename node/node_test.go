@@ -40,7 +40,7 @@ func startWrapped(t *testing.T, n int, cfg node.Config, wrap func(ranks.Rank, tr
 	for i := 0; i < n; i++ {
 		cfg := cfg
 		cfg.Rank, cfg.Size = ranks.Rank(i), n
-		nd, err := node.Start(cfg, func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		nd, err := node.Start(cfg, func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			var tr transport.Transport = c.net.Endpoint(ranks.Rank(i), s, h)
 			if wrap != nil {
 				tr = wrap(ranks.Rank(i), tr)
@@ -275,7 +275,7 @@ func TestMalformedMessagesAreCountedNotFatal(t *testing.T) {
 		// δ of a minute: what is checked is the garbage, not detection,
 		// and a loaded host must not make a live rank look dead.
 		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: 4, StartGrace: time.Minute, SuspectTimeout: time.Minute},
-			func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
+			func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
 				return nw.Endpoint(ranks.Rank(i), s, h), nil
 			})
 		if err != nil {
@@ -284,7 +284,7 @@ func TestMalformedMessagesAreCountedNotFatal(t *testing.T) {
 		defer nd.Close()
 		nodes = append(nodes, nd)
 	}
-	ep := nw.Endpoint(3, hb.NewSlots(4), func(ranks.Rank, []byte) {})
+	ep := nw.Endpoint(3, transport.NewSlots(4), func(ranks.Rank, []byte) {})
 	bad := [][]byte{
 		{},              // empty
 		{0xff},          // unknown type

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -99,7 +98,7 @@ func startRawJob(t *testing.T, n, real int) *rawJob {
 	j := &rawJob{t: t, rank: ranks.Rank(n - 1), got: make(chan rawMsg, 1024)}
 	for i := range real {
 		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, SuspectTimeout: 10 * time.Second, StartGrace: time.Minute},
-			func(s *hb.Slots, h transport.Handler) (transport.Transport, error) {
+			func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
 				return net.Endpoint(ranks.Rank(i), s, h), nil
 			})
 		if err != nil {

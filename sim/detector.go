@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -35,9 +37,11 @@ func (m HeartbeatMode) String() string {
 }
 
 // DetectorConfig describes one simulated job running Vigil's detector: N
-// ranks, each with an hb.Ring (seed 000 Algorithm 1) and a
-// bcast.Broadcaster, exchanging NEWOBSERVER and broadcast messages over Net.
-// Times are nanoseconds.
+// ranks, each running the shipped detector.Core (the ring of seed 000
+// Algorithm 1, the broadcast, the dead-list repair and the eviction of
+// zombies), exchanging NEWOBSERVER, broadcast and SYNC messages over Net.
+// The simulator supplies the heartbeats, the checks, the network and the
+// failures; every protocol decision is the Core's. Times are nanoseconds.
 type DetectorConfig struct {
 	N int
 	// H is the heartbeat period h and Delta the suspicion time-out δ.
@@ -67,10 +71,11 @@ type DetectorConfig struct {
 	Start int64
 	// Horizon bounds the simulated time after Start (default 1000 δ).
 	Horizon int64
-	// Exhaustive hands every copy of a broadcast to the receiving
-	// Broadcaster; by default a copy reaching a rank that already
-	// delivered that broadcast only occupies the ports (the core would
-	// drop it as a duplicate).
+	// Exhaustive hands every copy of a broadcast to the receiving Core; by
+	// default a copy reaching a rank that already delivered that broadcast
+	// only occupies the ports (the Core would drop it as a duplicate, or,
+	// if it holds the sender dead, answer EVICTED, which is then not
+	// simulated).
 	Exhaustive bool
 	// Trace, if set, receives the protocol events in order.
 	Trace func(TraceEvent)
@@ -133,8 +138,9 @@ const (
 	// TraceDetect: Node's ring found its emitter Rank dead (task T3) and
 	// starts a broadcast.
 	TraceDetect
-	// TraceLearn: Node learned from the broadcast started by Source that
-	// Rank is dead (task T5).
+	// TraceLearn: Node learned that Rank, detected by Source, is dead:
+	// from the broadcast Source started (task T5) or from a SYNC answer of
+	// the dead-list repair.
 	TraceLearn
 	// TraceNewObserver: Node got NEWOBSERVER from Source.
 	TraceNewObserver
@@ -173,6 +179,13 @@ type DetectorResult struct {
 	// (heartbeats only in HeartbeatsFull). BcastForwarded counts the
 	// broadcast messages sent by ranks other than the broadcast's source.
 	BcastMsgs, BcastForwarded, NewObserverMsgs, Heartbeats uint64
+	// SyncMsgs counts the dead-list repair's SYNC messages (requests and
+	// answers), OtherMsgs any other message the Cores sent (EVICTED
+	// notices to ranks held dead that still sent something).
+	SyncMsgs, OtherMsgs uint64
+	// Evicted counts live ranks that were told the job holds them dead and
+	// stopped, as a crashed rank would (they count in Failures too).
+	Evicted int
 	// FalseSuspicions counts live ranks added to some D_i.
 	FalseSuspicions int
 	// Events is the number of events processed.
@@ -186,9 +199,11 @@ const (
 	evFail     uint8 = iota // Node crashes (A = 1: draw an alive victim)
 	evNewObs                // NEWOBSERVER delivered to Node from A
 	evBcast                 // broadcast A delivered to Node from B
+	evMsg                   // message A of the in-flight table delivered to Node from B
 	evHbArrive              // heartbeat B from A lands at Node (full)
 	evCheck                 // Node's deadline (A = 0, B = stamp) or periodic check (A = 1)
 	evHbTick                // Node's heartbeat period (full)
+	evTick                  // Node's Core has housekeeping due (detector.Core.Tick)
 )
 
 // obsChange records one retargeting of an emitter: from time at on it
@@ -200,8 +215,7 @@ type obsChange struct {
 }
 
 type dnode struct {
-	ring  *hb.Ring
-	bc    *bcast.Broadcaster
+	core  *detector.Core
 	alive bool
 	death int64
 
@@ -216,6 +230,7 @@ type dnode struct {
 	slot     uint64 // largest sequence number seen from the current emitter
 	lastSent int64  // skip: send time of the heartbeat that set slot
 	stamp    uint64 // validity stamp of the pending evCheck with A = 0
+	ticking  bool   // an evTick is scheduled
 	dormant  bool   // skip: no evaluation pending, the emitter is heartbeating us
 
 	ok        bool // reconnected (seed 000 §3.1.3)
@@ -223,7 +238,7 @@ type dnode struct {
 }
 
 type bcastRec struct {
-	msg bcast.Message
+	msg *wire.Bcast
 	got []uint64 // ranks that delivered it
 }
 
@@ -242,7 +257,13 @@ type Detector struct {
 	mtbf  int64
 	nFail int // fixed failures injected
 
-	bcasts []bcastRec
+	bcasts  []bcastRec
+	bcastAt map[bcast.ID]uint32 // index in bcasts
+
+	// Messages other than NEWOBSERVER and broadcasts in flight, by the A
+	// of their evMsg, and the free entries.
+	msgs     []wire.Message
+	freeMsgs []uint32
 
 	// Stability accounting.
 	alive, deadCount int
@@ -262,7 +283,7 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	d := &Detector{cfg: c, seed: seed, first: -1}
+	d := &Detector{cfg: c, seed: seed, first: -1, bcastAt: map[bcast.ID]uint32{}}
 	n := c.N
 	d.ports = c.Net.NewPorts(n, newRand(seed, streamNet))
 	d.frng = newRand(seed, streamFailures)
@@ -272,14 +293,17 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	d.death = make([]int64, n)
 	d.alive = n
 	for i := range d.nodes {
-		r, err := hb.NewRing(hb.RingConfig{Self: ranks.Rank(i), N: n, Delta: c.Delta})
+		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay})
 		if err != nil {
 			return nil, err
 		}
-		r.Start(0, c.Delta)
+		core.Start(0, c.Delta)
+		// The first Ready points the heartbeats at the initial observer
+		// (changes[0] below) and the checks at the initial emitter (since
+		// = 0): nothing else to do.
+		core.Ready()
 		nd := &d.nodes[i]
-		nd.ring = r
-		nd.bc = bcast.NewBroadcaster(ranks.Rank(i), n, c.Overlay)
+		nd.core = core
 		nd.alive = true
 		nd.death = 1<<62 - 1
 		d.death[i] = nd.death
@@ -287,7 +311,7 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 		if c.Check > 0 {
 			nd.cphase = prng.Int64N(c.Check)
 		}
-		nd.changes = []obsChange{{at: 0, obs: uint32(r.Observer())}}
+		nd.changes = []obsChange{{at: 0, obs: uint32(core.Observer())}}
 		nd.lastSent = -1
 		nd.ok = true
 	}
@@ -348,10 +372,16 @@ func (d *Detector) Run() DetectorResult {
 	return d.res
 }
 
-// Ring returns rank r's ring core and whether r is alive, for inspection
-// after Run.
+// Ring returns rank r's observation ring and whether r is alive, for
+// inspection after Run.
 func (d *Detector) Ring(r ranks.Rank) (*hb.Ring, bool) {
-	return d.nodes[r].ring, d.nodes[r].alive
+	return d.nodes[r].core.Ring(), d.nodes[r].alive
+}
+
+// Core returns rank r's detector and whether r is alive, for inspection
+// after Run.
+func (d *Detector) Core(r ranks.Rank) (*detector.Core, bool) {
+	return d.nodes[r].core, d.nodes[r].alive
 }
 
 func (d *Detector) trace(ev TraceEvent) {
@@ -383,6 +413,20 @@ func (d *Detector) handle(e Event) {
 		if d.wasSent(e) {
 			d.onBcast(e.Node, e.A, uint32(e.B), now)
 		}
+	case evMsg:
+		m := d.msgs[e.A]
+		d.msgs[e.A] = nil
+		d.freeMsgs = append(d.freeMsgs, e.A)
+		if d.wasSent(e) && d.nodes[e.Node].alive {
+			d.step(e.Node, uint32(e.B), m, now)
+		}
+	case evTick:
+		nd := &d.nodes[e.Node]
+		nd.ticking = false
+		if nd.alive {
+			nd.core.Tick(detector.Time{Mono: now, Wall: now})
+			d.flush(e.Node, now, false)
+		}
 	case evHbArrive:
 		d.onHeartbeat(e.Node, e.A, e.B, now)
 	case evCheck:
@@ -391,7 +435,7 @@ func (d *Detector) handle(e Event) {
 			return
 		}
 		if e.A == 1 { // periodic check (full mode)
-			d.apply(e.Node, nd.ring.Check(now, nd.slot), now)
+			d.check(e.Node, now, nd.slot, now)
 			d.en.Schedule(Event{At: now + d.cfg.Check, Kind: evCheck, Node: e.Node, A: 1})
 			return
 		}
@@ -403,11 +447,11 @@ func (d *Detector) handle(e Event) {
 			return
 		}
 		// Full mode, timer: SUSP-TIMEOUT expired (or moved).
-		if now < nd.ring.Deadline() {
+		if now < nd.core.Deadline() {
 			d.setTimer(e.Node)
 			return
 		}
-		d.apply(e.Node, nd.ring.Check(now, nd.slot), now)
+		d.check(e.Node, now, nd.slot, now)
 	case evHbTick:
 		d.onTick(e.Node, now)
 	}
@@ -459,7 +503,7 @@ func (d *Detector) kill(x uint32, now int64) {
 	if nd.ok {
 		d.okCount--
 	}
-	if d.first >= 0 && nd.ring.Dead().Has(ranks.Rank(d.first)) {
+	if d.first >= 0 && nd.core.Dead().Has(ranks.Rank(d.first)) {
 		d.knowFirst--
 	}
 	nd.alive = false
@@ -476,7 +520,7 @@ func (d *Detector) kill(x uint32, now int64) {
 		// right now.
 		for i := range d.nodes {
 			o := &d.nodes[i]
-			if o.alive && o.ring.Dead().Has(ranks.Rank(x)) {
+			if o.alive && o.core.Dead().Has(ranks.Rank(x)) {
 				d.falseCount--
 				o.knownDead++
 				d.knowSum++
@@ -492,7 +536,7 @@ func (d *Detector) kill(x uint32, now int64) {
 	d.recomputeOK(su)
 	if d.skip() {
 		// The observer of x stops receiving heartbeats: evaluate it.
-		if q := &d.nodes[su]; q.ring.Emitter() == ranks.Rank(x) {
+		if q := &d.nodes[su]; q.core.Emitter() == ranks.Rank(x) {
 			d.wake(su, now)
 		}
 	}
@@ -546,7 +590,7 @@ func (d *Detector) recomputeOK(p uint32) {
 	if !nd.alive {
 		return
 	}
-	ok := nd.ring.Emitter() == d.predAlive(p) && nd.ring.Observer() == d.succAlive(p)
+	ok := nd.core.Emitter() == d.predAlive(p) && nd.core.Observer() == d.succAlive(p)
 	if ok != nd.ok {
 		nd.ok = ok
 		if ok {
@@ -557,57 +601,84 @@ func (d *Detector) recomputeOK(p uint32) {
 	}
 }
 
-// --- ring outputs -------------------------------------------------------
+// --- the Core's inputs and outputs -------------------------------------
 
-// apply carries out what rank q's ring asked for, in the node runtime's
-// order: retarget the heartbeats, send NEWOBSERVER, start the broadcast.
-func (d *Detector) apply(q uint32, out hb.Output, now int64) {
-	if out.ObserverChanged {
-		d.retarget(q, now)
-	}
-	if out.SendNewObserver {
-		to := uint32(out.NewObserverTo)
-		alive := d.nodes[to].alive
-		sent, at := d.ports.Transfer(now, q, to, alive)
-		d.res.NewObserverMsgs++
-		if alive {
-			d.en.Schedule(Event{At: at, Kind: evNewObs, Node: to, A: q, B: msgTag(q, sent, at)})
+// coreTime is the simulated time t as the Core reads its clocks.
+func coreTime(t int64) detector.Time { return detector.Time{Mono: t, Wall: t} }
+
+// check hands rank q's Core the emitter's heartbeat word seq as a check
+// at time t saw it, and carries out the Ready at now.
+func (d *Detector) check(q uint32, t int64, seq uint64, now int64) {
+	core := d.nodes[q].core
+	started := core.Stats().BcastsStarted
+	core.Check(coreTime(t), seq)
+	d.res.Detections += int(core.Stats().BcastsStarted - started)
+	d.flush(q, now, true)
+}
+
+// step hands message m from rank from to rank q's Core and carries out
+// the Ready.
+func (d *Detector) step(q, from uint32, m wire.Message, now int64) {
+	core := d.nodes[q].core
+	bad := core.Stats().BadMessages
+	core.Step(coreTime(now), ranks.Rank(from), m)
+	if core.Stats().BadMessages != bad {
+		if _, ok := m.(*wire.Evicted); !ok { // an EVICTED may race with its sender's death
+			panic(fmt.Sprintf("sim: rank %d's core rejected %T from %d: %v", q, m, from, core.Ready().Logs))
 		}
 	}
-	if det := out.Detected; det != nil {
-		nd := &d.nodes[q]
-		d.res.Detections++
-		d.trace(TraceEvent{At: now, Kind: TraceDetect, Node: ranks.Rank(q), Rank: det.Dead})
-		d.learned(q, det.Dead, now)
+	d.flush(q, now, false)
+}
+
+// flush carries out what rank q's Core asked for after an input at now:
+// point the heartbeats, reset the checks for a new emitter, send, record
+// the ranks learned gone. byCheck says the input was a check, so that the
+// events of q's own detections are told apart.
+func (d *Detector) flush(q uint32, now int64, byCheck bool) {
+	nd := &d.nodes[q]
+	rd := nd.core.Ready()
+	if rd.Retarget {
+		d.retarget(q, uint32(rd.Observer), now)
+	}
+	if rd.Watch {
 		// The emitter changed: heartbeats from the new one count from now.
 		nd.since, nd.slot, nd.lastSent = now, 0, -1
 		if !d.skip() && d.cfg.Check == 0 {
 			d.setTimer(q)
 		}
-		d.startBroadcast(q, det, now)
+	}
+	for _, s := range rd.Sends {
+		d.send(q, s, now)
+	}
+	for _, ev := range rd.Events {
+		if byCheck && ev.Detector == ranks.Rank(q) {
+			d.trace(TraceEvent{At: now, Kind: TraceDetect, Node: ranks.Rank(q), Rank: ev.Rank})
+			d.learned(q, ev.Rank, now)
+			continue
+		}
+		d.learned(q, ev.Rank, now)
+		d.trace(TraceEvent{At: now, Kind: TraceLearn, Node: ranks.Rank(q), Rank: ev.Rank, Source: ev.Detector})
 	}
 	d.recomputeOK(q)
+	if nd.core.Busy() && !nd.ticking && nd.alive {
+		// Housekeeping (the dead-list repair's questions) every δ, as the
+		// node runtime does while the Core is busy.
+		nd.ticking = true
+		d.en.Schedule(Event{At: now + d.cfg.Delta, Kind: evTick, Node: q})
+	}
+	if rd.Evicted {
+		// The job holds q dead: it stops, as a crashed rank would.
+		d.res.Evicted++
+		d.kill(q, now)
+	}
 }
 
-func (d *Detector) onNewObserver(to, from uint32, now int64) {
-	nd := &d.nodes[to]
-	if !nd.alive {
-		return
-	}
-	d.trace(TraceEvent{At: now, Kind: TraceNewObserver, Node: ranks.Rank(to), Source: ranks.Rank(from)})
-	out, err := nd.ring.NewObserver(now, ranks.Rank(from))
-	if err != nil {
-		panic(err)
-	}
-	d.apply(to, out, now)
-}
-
-// retarget is the emitter thread's reaction to ObserverChanged: heartbeat
-// the new observer at once (T4, HB-TIMEOUT ← 0).
-func (d *Detector) retarget(p uint32, now int64) {
+// retarget is the emitter thread's reaction to Ready.Retarget: heartbeat
+// the new observer obs at once (T4, HB-TIMEOUT ← 0); obs is p itself when
+// p is alone.
+func (d *Detector) retarget(p, obs uint32, now int64) {
 	nd := &d.nodes[p]
 	old := nd.changes[len(nd.changes)-1].obs
-	obs := uint32(nd.ring.Observer())
 	var seq uint64
 	if d.skip() {
 		seq = d.ticksBefore(nd, now) + uint64(len(nd.changes))
@@ -622,21 +693,75 @@ func (d *Detector) retarget(p uint32, now int64) {
 		}
 		return
 	}
-	if old != obs && old != p && d.nodes[old].alive && d.nodes[old].ring.Emitter() == ranks.Rank(p) {
+	if old != obs && old != p && d.nodes[old].alive && d.nodes[old].core.Emitter() == ranks.Rank(p) {
 		d.wake(old, now)
 	}
 }
 
-// --- broadcasts ---------------------------------------------------------
-
-func (d *Detector) startBroadcast(q uint32, det *hb.Detection, now int64) {
-	nd := &d.nodes[q]
-	msg, to := nd.bc.Start(bcast.Failed, []ranks.Rank{det.Dead}, det.D, now)
-	idx := uint32(len(d.bcasts))
-	d.bcasts = append(d.bcasts, bcastRec{msg: msg, got: make([]uint64, (len(d.nodes)+63)/64)})
-	d.bcasts[idx].got[q/64] |= 1 << (q % 64)
-	d.sendBcast(q, idx, to, now)
+// send transfers message s from rank q to each rank of s.To through the
+// network model.
+func (d *Detector) send(q uint32, s detector.Send, now int64) {
+	switch m := s.Msg.(type) {
+	case *wire.NewObserver:
+		for _, r := range s.To {
+			to := uint32(r)
+			alive := d.nodes[to].alive
+			sent, at := d.ports.Transfer(now, q, to, alive)
+			d.res.NewObserverMsgs++
+			if alive {
+				d.en.Schedule(Event{At: at, Kind: evNewObs, Node: to, A: q, B: msgTag(q, sent, at)})
+			}
+		}
+	case *wire.Bcast:
+		idx, ok := d.bcastAt[m.ID]
+		if !ok { // q starts it
+			idx = uint32(len(d.bcasts))
+			d.bcastAt[m.ID] = idx
+			d.bcasts = append(d.bcasts, bcastRec{msg: m, got: make([]uint64, (len(d.nodes)+63)/64)})
+			d.bcasts[idx].got[q/64] |= 1 << (q % 64)
+		} else {
+			d.res.BcastForwarded += uint64(len(s.To))
+		}
+		d.sendBcast(q, idx, s.To, now)
+	default:
+		for _, r := range s.To {
+			to := uint32(r)
+			alive := d.death[to] > now
+			sent, at := d.ports.Transfer(now, q, to, alive)
+			if _, ok := m.(*wire.Sync); ok {
+				d.res.SyncMsgs++
+			} else {
+				d.res.OtherMsgs++
+			}
+			if alive {
+				d.en.Schedule(Event{At: at, Kind: evMsg, Node: to, A: d.inFlight(m), B: msgTag(q, sent, at)})
+			}
+		}
+	}
 }
+
+// inFlight stores m in the table of messages in flight and returns its
+// index.
+func (d *Detector) inFlight(m wire.Message) uint32 {
+	if k := len(d.freeMsgs); k > 0 {
+		i := d.freeMsgs[k-1]
+		d.freeMsgs = d.freeMsgs[:k-1]
+		d.msgs[i] = m
+		return i
+	}
+	d.msgs = append(d.msgs, m)
+	return uint32(len(d.msgs) - 1)
+}
+
+func (d *Detector) onNewObserver(to, from uint32, now int64) {
+	if !d.nodes[to].alive {
+		return
+	}
+	d.trace(TraceEvent{At: now, Kind: TraceNewObserver, Node: ranks.Rank(to), Source: ranks.Rank(from)})
+	d.step(to, from, &wire.NewObserver{Observer: ranks.Rank(from)}, now)
+}
+
+// --- broadcasts ---------------------------------------------------------
 
 func (d *Detector) sendBcast(from, idx uint32, to []ranks.Rank, now int64) {
 	got := d.bcasts[idx].got
@@ -657,32 +782,15 @@ func (d *Detector) onBcast(q, idx, from uint32, now int64) {
 	if (already && !d.cfg.Exhaustive) || d.death[q] <= now {
 		return
 	}
-	nd := &d.nodes[q]
-	first, fwd, err := nd.bc.Receive(rec.msg, nd.ring.Dead())
-	if err != nil {
-		panic(err)
+	// The Core delivers the broadcast (task T5) unless it is a duplicate
+	// or comes from a rank q holds dead (not departed), which it evicts
+	// instead.
+	if core := d.nodes[q].core; !core.Dead().Has(ranks.Rank(from)) {
+		rec.got[q/64] |= 1 << (q % 64)
+	} else if ev, _ := core.Known(ranks.Rank(from)); ev.Left {
+		rec.got[q/64] |= 1 << (q % 64)
 	}
-	if !first {
-		if !already {
-			panic(fmt.Sprintf("sim: rank %d's broadcaster dropped broadcast %v it never delivered", q, rec.msg.ID))
-		}
-		return
-	}
-	if already {
-		panic(fmt.Sprintf("sim: rank %d delivered broadcast %v twice", q, rec.msg.ID))
-	}
-	rec.got[q/64] |= 1 << (q % 64)
-	fresh, oc := nd.ring.Learn(rec.msg.Dead) // task T5
-	for _, f := range fresh {
-		d.learned(q, f, now)
-		d.trace(TraceEvent{At: now, Kind: TraceLearn, Node: ranks.Rank(q), Rank: f, Source: rec.msg.ID.Source})
-	}
-	if oc {
-		d.retarget(q, now)
-	}
-	d.res.BcastForwarded += uint64(len(fwd))
-	d.sendBcast(q, idx, fwd, now)
-	d.recomputeOK(q)
+	d.step(q, from, rec.msg, now)
 }
 
 // --- heartbeats, full mode -----------------------------------------------
@@ -697,7 +805,7 @@ func (d *Detector) onTick(p uint32, now int64) {
 		return
 	}
 	nd.hbSeq++
-	if obs := uint32(nd.ring.Observer()); obs != p {
+	if obs := uint32(nd.core.Observer()); obs != p {
 		d.sendHeartbeat(p, obs, nd.hbSeq, now)
 	}
 	d.en.Schedule(Event{At: now + d.cfg.H, Kind: evHbTick, Node: p})
@@ -720,12 +828,12 @@ func (d *Detector) sendHeartbeat(p, q uint32, seq uint64, now int64) {
 // onHeartbeat is task T2: only heartbeats of the current emitter count.
 func (d *Detector) onHeartbeat(q, p uint32, seq uint64, now int64) {
 	nd := &d.nodes[q]
-	if !nd.alive || nd.ring.Emitter() != ranks.Rank(p) || seq <= nd.slot {
+	if !nd.alive || nd.core.Emitter() != ranks.Rank(p) || seq <= nd.slot {
 		return
 	}
 	nd.slot = seq
 	if d.cfg.Check == 0 {
-		d.apply(q, nd.ring.Check(now, seq), now)
+		d.check(q, now, seq, now)
 		d.setTimer(q)
 	}
 }
@@ -734,7 +842,7 @@ func (d *Detector) onHeartbeat(q, p uint32, seq uint64, now int64) {
 func (d *Detector) setTimer(q uint32) {
 	nd := &d.nodes[q]
 	nd.stamp++
-	d.en.Schedule(Event{At: max(nd.ring.Deadline(), d.en.Now), Kind: evCheck, Node: q, B: nd.stamp})
+	d.en.Schedule(Event{At: max(nd.core.Deadline(), d.en.Now), Kind: evCheck, Node: q, B: nd.stamp})
 }
 
 // --- heartbeats, skipped ---------------------------------------------------
@@ -777,7 +885,7 @@ func (d *Detector) tickCeil(nd *dnode, t int64) int64 {
 // if due (task T3), and decides when to look again.
 func (d *Detector) eval(q uint32, x int64) {
 	nd := &d.nodes[q]
-	r := nd.ring
+	r := nd.core
 	c := d.cfg.Check
 	tq, onTick := x, true
 	if c > 0 {
@@ -791,11 +899,11 @@ func (d *Detector) eval(q uint32, x int64) {
 			if c > 0 {
 				seen = d.tickCeil(nd, arr)
 			}
-			d.apply(q, r.Check(seen, seq), x)
+			d.check(q, seen, seq, x)
 		}
 	}
 	if onTick && !r.Alone() && x >= r.Deadline() {
-		d.apply(q, r.Check(x, nd.slot), x)
+		d.check(q, x, nd.slot, x)
 	}
 	// Next evaluation.
 	if !nd.alive || r.Alone() {
@@ -803,7 +911,7 @@ func (d *Detector) eval(q uint32, x int64) {
 	}
 	p := uint32(r.Emitter())
 	pn := &d.nodes[p]
-	if pn.alive && uint32(pn.ring.Observer()) == q && nd.lastSent >= pn.changes[len(pn.changes)-1].at {
+	if pn.alive && uint32(pn.core.Observer()) == q && nd.lastSent >= pn.changes[len(pn.changes)-1].at {
 		// p heartbeats us every h from before our last sighting: no
 		// deadline can expire until p dies or turns away, which wakes us.
 		nd.dormant = true

@@ -5,7 +5,7 @@
 //   - messages (NEWOBSERVER, broadcasts, agreement traffic) go through Send
 //     and arrive at the Handler given to the transport;
 //   - heartbeats go through SendHeartbeat, called only by the emitter's pinned
-//     OS thread, and land in the observer's hb.Slots word for that emitter,
+//     OS thread, and land in the observer's Slots word for that emitter,
 //     so the observer's check is the same load whatever the transport (an
 //     RDMA write over verbs; a store by the receive path over TCP or memory).
 //

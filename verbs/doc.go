@@ -20,7 +20,7 @@
 // anonymous mmap'ed memory (golang.org/x/sys/unix), which PD.Register
 // registers, and PD.AllocMR does both. Words a peer writes are read with
 // sync/atomic (MR.Words gives 8-byte-aligned []uint64, the form
-// hb.SlotsOver wraps).
+// transport.SlotsOver wraps).
 //
 // # Fast path
 //

@@ -156,7 +156,7 @@ func (r *MR) RKey() uint32 { return r.rkey }
 
 // Words returns the region as 64-bit words (the region must be 8-byte
 // aligned; a trailing partial word is left out). Read words a peer writes
-// with sync/atomic; hb.SlotsOver wraps this slice.
+// with sync/atomic; transport.SlotsOver wraps this slice.
 func (r *MR) Words() []uint64 {
 	if r.Addr()%8 != 0 {
 		panic("verbs: MR not 8-byte aligned")

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // These tests need a real RDMA device. rxe/run.sh runs them on soft-RoCE in
@@ -182,7 +182,7 @@ func TestDevices(t *testing.T) {
 
 // TestRCWriteLoopback writes heartbeat sequence numbers with the Writer from
 // QP A into B's registered slot words, read with sync/atomic through
-// hb.SlotsOver.
+// transport.SlotsOver.
 func TestRCWriteLoopback(t *testing.T) {
 	c := openCtx(t)
 	r := newRCPair(t, c, nil)
@@ -200,7 +200,7 @@ func TestRCWriteLoopback(t *testing.T) {
 	if _, err := r.a.NewRecvRing(4, 64); err != nil {
 		t.Errorf("RecvRing on A's own receive CQ: %v", err)
 	}
-	slots := hb.SlotsOver(r.slots.Words())
+	slots := transport.SlotsOver(r.slots.Words())
 	words := r.slots.Words()
 	remote := r.slots.Remote()
 

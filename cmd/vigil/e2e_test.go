@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/launch"
 )
 
@@ -368,7 +368,7 @@ func TestE2ERealTimeProcess(t *testing.T) {
 			}
 			top := 0
 			for _, tid := range tids {
-				policy, priority, err := hb.ThreadSched(pid, tid)
+				policy, priority, err := heartbeat.ThreadSched(pid, tid)
 				if err != nil {
 					continue // exited
 				}

@@ -14,7 +14,7 @@ type detectorFlags struct {
 	h, delta, check, grace time.Duration
 	broadcast, transport   string
 	heartbeat              string
-	pin                    int
+	pin, mendProbe         int
 	realtime               bool
 	realtimeProcess        bool
 	verbose                bool
@@ -28,6 +28,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
+	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
@@ -39,7 +40,7 @@ func (d *detectorFlags) args() []string {
 	a := []string{
 		"-h", d.h.String(), "-delta", d.delta.String(), "-broadcast", d.broadcast,
 		"-transport", d.transport, "-heartbeat", d.heartbeat, "-pin", strconv.Itoa(d.pin),
-		"-check", d.check.String(), "-grace", d.grace.String(),
+		"-check", d.check.String(), "-grace", d.grace.String(), "-mend-probe", strconv.Itoa(d.mendProbe),
 	}
 	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
 	if d.verbose {
@@ -55,12 +56,16 @@ func (d *detectorFlags) config() node.Config {
 		CheckPeriod:     d.check,
 		StartGrace:      d.grace,
 		Broadcast:       d.broadcast,
+		MendProbe:       d.mendProbe,
 		RealTime:        d.realtime,
 		RealTimeProcess: d.realtimeProcess,
 		EmitterHoldsP:   true, // one node per process
 	}
 	if d.pin >= 0 {
 		c.PinEmitter, c.EmitterCPU = true, d.pin
+	}
+	if d.mendProbe == 0 {
+		c.MendProbe = -1 // Algorithm 1
 	}
 	return c
 }
@@ -71,6 +76,9 @@ func (d *detectorFlags) validate(size int) error {
 	}
 	if d.heartbeat != "shm" && d.heartbeat != "udp" {
 		return fmt.Errorf("-heartbeat %q: want shm or udp", d.heartbeat)
+	}
+	if d.mendProbe < 0 {
+		return fmt.Errorf("-mend-probe %d: want ≥ 0 (0: Algorithm 1's one-at-a-time mending)", d.mendProbe)
 	}
 	c := d.config()
 	c.Size = size

@@ -2,8 +2,8 @@
  * lateness.c — the operating system's share of heartbeat lateness, for
  * Vigil's `vigil bench lateness`.
  *
- * The same loop as Vigil's emitter thread (hb.Emitter) with no language
- * runtime around it: a thread, SCHED_FIFO priority 1 when asked and
+ * The same loop as Vigil's emitter thread (heartbeat.Emitter) with no
+ * language runtime around it: a thread, SCHED_FIFO priority 1 when asked and
  * permitted, sleeps on a timerfd armed with absolute deadlines of
  * CLOCK_MONOTONIC every h, reads the clock when it wakes, and counts how
  * late it woke. A wake-up more than one period late is a missed deadline;

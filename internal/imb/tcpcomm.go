@@ -3,7 +3,6 @@ package imb
 import (
 	"crypto/rand"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/tcp"
 )
@@ -15,7 +14,7 @@ func NewTCPGroup(n int) (*Group, error) {
 	rand.Read(key)
 	open := func(r int, h transport.Handler) (transport.Transport, error) {
 		tr, err := tcp.Listen(tcp.Config{
-			Self: uint32(r), N: n, JobID: 0xbe7c4, Key: key, Slots: hb.NewSlots(n), Handler: h,
+			Self: uint32(r), N: n, JobID: 0xbe7c4, Key: key, Slots: transport.NewSlots(n), Handler: h,
 			MaxPayload: IMBMaxSize + 64, QueueLen: 4 * IMBMaxReps,
 		})
 		if err != nil {

@@ -21,7 +21,7 @@ const (
 )
 
 // Message is a protocol message carried in a Msg frame: *NewObserver,
-// *Leave, *Bcast, *Evicted, *Agree or *Sync.
+// *Leave, *Bcast, *Evicted, *Agree, *Sync, *Probe or *Alive.
 type Message interface {
 	// Type returns the message's type byte.
 	Type() MsgType
@@ -123,7 +123,7 @@ func PeekType(b []byte) (MsgType, error) {
 		return 0, errf(ReasonTruncated, "message.type", "empty message")
 	}
 	t := MsgType(b[0])
-	if t < TypeNewObserver || t > TypeSync {
+	if t < TypeNewObserver || t > TypeAlive {
 		return 0, errf(ReasonBadType, "message.type", "unknown message type %d", b[0])
 	}
 	return t, nil
@@ -255,6 +255,10 @@ func DecodeMessage(b []byte, n int) (Message, error) {
 		if s := d.sync(); s != nil {
 			m = s
 		}
+	case TypeProbe:
+		m = &Probe{Round: d.uvarint("probe.round")}
+	case TypeAlive:
+		m = &Alive{Round: d.uvarint("alive.round")}
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(ReasonBadPayload, "message", "%d trailing bytes", len(d.b))

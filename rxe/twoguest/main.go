@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -75,7 +74,7 @@ func run() error {
 	for i, t := range trs {
 		cfg := node.Config{Rank: ranks.Rank(first + i), Size: *n, HeartbeatPeriod: *h, SuspectTimeout: *delta,
 			StartGrace: grace, Slots: t.Slots(), Logger: log}
-		nd, err := node.Start(cfg, func(_ *hb.Slots, hd transport.Handler) (transport.Transport, error) {
+		nd, err := node.Start(cfg, func(_ *transport.Slots, hd transport.Handler) (transport.Transport, error) {
 			return t, t.Start(addrs, hd)
 		})
 		if err != nil {

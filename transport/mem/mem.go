@@ -6,7 +6,7 @@
 // Messages are copied on Send and delivered in order per (sender,
 // destination) pair, optionally after a seeded random delay. Heartbeats
 // skip the queue: SendHeartbeat stores straight into the destination's
-// hb.Slots word for the sender, as an RDMA write would.
+// transport.Slots word for the sender, as an RDMA write would.
 //
 // Kill(rank) simulates a crash: the rank's endpoint stops sending and
 // receiving, its pending messages are lost, and messages and heartbeats
@@ -24,7 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
@@ -98,7 +97,7 @@ func (nw *Network) N() int { return nw.n }
 // slots (nil: dropped), messages go to h (nil: dropped). It panics if rank
 // is out of range, already has a live endpoint, or the network is closed;
 // an endpoint for a killed or closed rank replaces it (a restart).
-func (nw *Network) Endpoint(rank ranks.Rank, slots *hb.Slots, h transport.Handler) transport.Transport {
+func (nw *Network) Endpoint(rank ranks.Rank, slots *transport.Slots, h transport.Handler) transport.Transport {
 	if int64(rank) >= int64(nw.n) {
 		panic(fmt.Sprintf("mem: rank %d out of range [0,%d)", rank, nw.n))
 	}
@@ -182,7 +181,7 @@ func (a *item) before(b *item) bool {
 type endpoint struct {
 	net   *Network
 	rank  ranks.Rank
-	slots *hb.Slots
+	slots *transport.Slots
 	h     transport.Handler
 
 	killed   atomic.Bool

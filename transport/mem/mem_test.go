@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -59,7 +58,7 @@ func testAllToAll(t *testing.T, n, per int, opts ...Option) {
 	rec := newRecorder()
 	eps := make([]transport.Transport, n)
 	for i := range eps {
-		eps[i] = nw.Endpoint(ranks.Rank(i), hb.NewSlots(n), rec.handler(ranks.Rank(i)))
+		eps[i] = nw.Endpoint(ranks.Rank(i), transport.NewSlots(n), rec.handler(ranks.Rank(i)))
 	}
 	var wg sync.WaitGroup
 	for i := range eps {
@@ -110,7 +109,7 @@ func Test256Endpoints(t *testing.T) {
 	rec := newRecorder()
 	eps := make([]transport.Transport, n)
 	for i := range eps {
-		eps[i] = nw.Endpoint(ranks.Rank(i), hb.NewSlots(n), rec.handler(ranks.Rank(i)))
+		eps[i] = nw.Endpoint(ranks.Rank(i), transport.NewSlots(n), rec.handler(ranks.Rank(i)))
 	}
 	if g := runtime.NumGoroutine() - before; g > n+2 {
 		t.Fatalf("%d goroutines for %d endpoints", g, n)
@@ -139,9 +138,9 @@ func Test256Endpoints(t *testing.T) {
 func TestHeartbeatLandsInSlot(t *testing.T) {
 	nw := NewNetwork(4)
 	defer nw.Close()
-	slots := hb.NewSlots(4)
+	slots := transport.NewSlots(4)
 	nw.Endpoint(1, slots, nil)
-	e3 := nw.Endpoint(3, hb.NewSlots(4), nil)
+	e3 := nw.Endpoint(3, transport.NewSlots(4), nil)
 	if err := e3.SendHeartbeat(1, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -174,10 +173,10 @@ func TestKill(t *testing.T) {
 	h := func(self int) transport.Handler {
 		return func(ranks.Rank, []byte) { got[self].Add(1) }
 	}
-	s1 := hb.NewSlots(3)
-	e0 := nw.Endpoint(0, hb.NewSlots(3), h(0))
+	s1 := transport.NewSlots(3)
+	e0 := nw.Endpoint(0, transport.NewSlots(3), h(0))
 	e1 := nw.Endpoint(1, s1, h(1))
-	e2 := nw.Endpoint(2, hb.NewSlots(3), h(2))
+	e2 := nw.Endpoint(2, transport.NewSlots(3), h(2))
 	nw.Kill(1)
 	if nw.Alive(1) || !nw.Alive(0) {
 		t.Fatal("Alive wrong after Kill")

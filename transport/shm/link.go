@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -35,7 +34,7 @@ type Transport struct {
 	p     wire.Params
 	log   *slog.Logger
 
-	maps             []atomic.Pointer[hb.Slots] // observer rank → its mapped region
+	maps             []atomic.Pointer[transport.Slots] // observer rank → its mapped region
 	stored, viaInner atomic.Uint64
 
 	mu      sync.Mutex
@@ -54,7 +53,7 @@ func Wrap(inner transport.Transport, p wire.Params, log *slog.Logger) *Transport
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{inner: inner, p: p, log: log,
-		maps: make([]atomic.Pointer[hb.Slots], p.N), retryAt: make([]time.Time, p.N),
+		maps: make([]atomic.Pointer[transport.Slots], p.N), retryAt: make([]time.Time, p.N),
 		backoff: make([]time.Duration, p.N), pending: make([]bool, p.N)}
 	if d, ok := inner.(transport.Drainer); ok {
 		t.drain = d.DrainHeartbeats
@@ -154,7 +153,7 @@ func (t *Transport) attach(r ranks.Rank) {
 // r's socket, checks that r runs under this user and that its frame is
 // authentic under the job key, and maps the memfd it sends. It fails when
 // r is not on this host (in this network namespace) or not up.
-func Attach(p wire.Params, r ranks.Rank) (*hb.Slots, error) {
+func Attach(p wire.Params, r ranks.Rank) (*transport.Slots, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socketName(p.JobID, r), Net: "unix"})
 	if err != nil {
 		return nil, err
@@ -194,7 +193,7 @@ func Attach(p wire.Params, r ranks.Rank) (*hb.Slots, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: mapping rank %d's region: %w", r, err)
 	}
-	return hb.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), words)), nil
+	return transport.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), words)), nil
 }
 
 // receivedFd returns the single descriptor carried by oob.

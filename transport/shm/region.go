@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/unixcred"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // helloPayload starts the authenticated frame a region's server sends
@@ -34,7 +34,7 @@ type Region struct {
 	p     wire.Params
 	fd    int
 	mem   []byte
-	slots *hb.Slots
+	slots *transport.Slots
 	ln    *net.UnixListener
 	log   *slog.Logger
 	wg    sync.WaitGroup
@@ -75,14 +75,14 @@ func NewRegion(p wire.Params, log *slog.Logger) (*Region, error) {
 		return nil, fmt.Errorf("shm: listening for the ranks of this host: %w", err)
 	}
 	r := &Region{p: p, fd: fd, mem: mem, ln: ln, log: log,
-		slots: hb.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), p.N))}
+		slots: transport.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), p.N))}
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
 }
 
 // Slots returns the slot array: the node's Config.Slots.
-func (r *Region) Slots() *hb.Slots { return r.slots }
+func (r *Region) Slots() *transport.Slots { return r.slots }
 
 // Served returns how many emitters mapped the region.
 func (r *Region) Served() uint64 {

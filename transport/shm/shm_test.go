@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/mem"
 )
 
@@ -83,7 +83,7 @@ func TestWrapMovesHeartbeatsToSharedMemory(t *testing.T) {
 	}
 	defer r1.Close()
 	got := make(chan []byte, 1)
-	in0 := net.Endpoint(0, hb.NewSlots(2), func(ranks.Rank, []byte) {})
+	in0 := net.Endpoint(0, transport.NewSlots(2), func(ranks.Rank, []byte) {})
 	in1 := net.Endpoint(1, r1.Slots(), func(_ ranks.Rank, p []byte) { got <- p })
 	defer in1.Close()
 	tr := Wrap(in0, params(job, 0, 2), nil)

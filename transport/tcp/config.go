@@ -6,7 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/transport"
 )
@@ -40,7 +39,7 @@ type Config struct {
 	ListenAddr string
 	// Slots receives the heartbeats: a heartbeat from rank r stores into
 	// slot r. Its Len must be at least N.
-	Slots *hb.Slots
+	Slots *transport.Slots
 	// Handler receives the messages.
 	Handler transport.Handler
 	// Logger receives rejections and connection failures (rate-limited);

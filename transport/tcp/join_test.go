@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // TestJoinExchangesAndConnects joins two ranks through an in-test exchange
@@ -45,7 +45,7 @@ func TestJoinExchangesAndConnects(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			tr, err := Join(ctx, testConfig(uint32(i), n, hb.NewSlots(n), col.handler(ranks.Rank(i))), exchange(i))
+			tr, err := Join(ctx, testConfig(uint32(i), n, transport.NewSlots(n), col.handler(ranks.Rank(i))), exchange(i))
 			ts[i] = tr
 			errs <- err
 		}()
@@ -70,7 +70,7 @@ func TestJoinExchangesAndConnects(t *testing.T) {
 func TestJoinExchangeErrorClosesTheListener(t *testing.T) {
 	var addr string
 	boom := errors.New("fence failed")
-	tr, err := Join(context.Background(), testConfig(0, 2, hb.NewSlots(2), newCollector().handler(0)),
+	tr, err := Join(context.Background(), testConfig(0, 2, transport.NewSlots(2), newCollector().handler(0)),
 		func(_ context.Context, a string) ([]string, error) { addr = a; return nil, boom })
 	if !errors.Is(err, boom) || tr != nil {
 		t.Fatalf("Join = %v, %v; want nil, %v", tr, err, boom)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -75,13 +74,13 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // testConfig is a rank's configuration in these tests.
-func testConfig(self uint32, n int, slots *hb.Slots, h transport.Handler) Config {
+func testConfig(self uint32, n int, slots *transport.Slots, h transport.Handler) Config {
 	return Config{Self: self, N: n, JobID: testJob, Key: testKey, Slots: slots, Handler: h}
 }
 
 type cluster struct {
 	ts    []*Transport
-	slots []*hb.Slots
+	slots []*transport.Slots
 	col   *collector
 }
 
@@ -90,7 +89,7 @@ func newCluster(t testing.TB, n, live int, tweak func(*Config)) *cluster {
 	cl := &cluster{col: newCollector()}
 	addrs := make([]string, n)
 	for i := range live {
-		s := hb.NewSlots(n)
+		s := transport.NewSlots(n)
 		cfg := testConfig(uint32(i), n, s, cl.col.handler(ranks.Rank(i)))
 		if tweak != nil {
 			tweak(&cfg)
@@ -340,7 +339,7 @@ func TestPeerRestart(t *testing.T) {
 	// Rank 1 restarts elsewhere with a new incarnation.
 	cl.ts[1].Close()
 	col := newCollector()
-	s1 := hb.NewSlots(2)
+	s1 := transport.NewSlots(2)
 	cfg := testConfig(1, 2, s1, col.handler(1))
 	cfg.Incarnation = cl.ts[1].Incarnation() + 1
 	t1, err := Listen(cfg)
@@ -586,7 +585,7 @@ func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
 
 func TestValidate(t *testing.T) {
 	good := func() Config {
-		return testConfig(1, 4, hb.NewSlots(4), func(ranks.Rank, []byte) {})
+		return testConfig(1, 4, transport.NewSlots(4), func(ranks.Rank, []byte) {})
 	}
 	if err := func() *Config { c := good(); return &c }().Validate(); err != nil {
 		t.Fatalf("good config: %v", err)
@@ -600,7 +599,7 @@ func TestValidate(t *testing.T) {
 		{"JobID", func(c *Config) { c.JobID = 0 }},
 		{"Key", func(c *Config) { c.Key = []byte("short") }},
 		{"Slots", func(c *Config) { c.Slots = nil }},
-		{"Slots", func(c *Config) { c.Slots = hb.NewSlots(3) }},
+		{"Slots", func(c *Config) { c.Slots = transport.NewSlots(3) }},
 		{"Handler", func(c *Config) { c.Handler = nil }},
 		{"DialTimeout", func(c *Config) { c.DialTimeout = -1 }},
 		{"WriteTimeout", func(c *Config) { c.WriteTimeout = -1 }},
@@ -656,7 +655,7 @@ func TestSetPeersAndSendErrors(t *testing.T) {
 }
 
 func TestListenError(t *testing.T) {
-	cfg := testConfig(0, 1, hb.NewSlots(1), func(ranks.Rank, []byte) {})
+	cfg := testConfig(0, 1, transport.NewSlots(1), func(ranks.Rank, []byte) {})
 	tr, err := Listen(cfg)
 	if err != nil {
 		t.Fatal(err)

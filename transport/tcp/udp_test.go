@@ -4,9 +4,9 @@ import (
 	"net"
 	"testing"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // TestForgedDatagrams sends hand-made datagrams to rank 0's heartbeat
@@ -115,7 +115,7 @@ func TestDrainDoesNotAllocate(t *testing.T) {
 // socket's decoder: it never panics, and a slot moves only for an
 // authentic heartbeat frame that fills the datagram exactly.
 func FuzzHeartbeatDatagram(f *testing.F) {
-	slots := hb.NewSlots(4)
+	slots := transport.NewSlots(4)
 	tr, err := Listen(testConfig(0, 4, slots, func(ranks.Rank, []byte) {}))
 	if err != nil {
 		f.Fatal(err)

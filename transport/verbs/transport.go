@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -74,7 +73,7 @@ type Transport struct {
 	ctx   *ibv.Context
 	pd    *ibv.PD
 	slots *ibv.MR // the slot array: REMOTE_WRITE, N words
-	hbs   *hb.Slots
+	hbs   *transport.Slots
 	sendQ *ibv.CQ // UD send completions
 	recvQ *ibv.CQ // UD receive completions, with a channel
 	ud    *ibv.QP
@@ -226,7 +225,7 @@ func (t *Transport) setup() error {
 	if t.slots, err = t.pd.AllocMR(8*t.cfg.N, access); err != nil {
 		return err
 	}
-	t.hbs = hb.SlotsOver(t.slots.Words())
+	t.hbs = transport.SlotsOver(t.slots.Words())
 	if t.sendQ, err = t.ctx.CreateCQ(2*udSendWR, false); err != nil {
 		return err
 	}
@@ -265,7 +264,7 @@ func (t *Transport) setup() error {
 
 // Slots returns the slot array in registered memory: the node's observer
 // check loads its emitter's word there (node.Config.Slots).
-func (t *Transport) Slots() *hb.Slots { return t.hbs }
+func (t *Transport) Slots() *transport.Slots { return t.hbs }
 
 // Device returns the name of the RDMA device in use.
 func (t *Transport) Device() string { return t.ctx.Name() }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -317,7 +316,7 @@ func TestDetectorOverVerbs(t *testing.T) {
 		tr := ts[i]
 		cfg := node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: 20 * time.Millisecond,
 			SuspectTimeout: time.Second, StartGrace: 3 * time.Second, Slots: tr.Slots()}
-		nd, err := node.Start(cfg, func(_ *hb.Slots, h transport.Handler) (transport.Transport, error) {
+		nd, err := node.Start(cfg, func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			return tr, tr.Start(addrs, h)
 		})
 		if err != nil {

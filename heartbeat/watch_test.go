@@ -1,11 +1,13 @@
-package hb_test
+package heartbeat_test
 
 import (
 	"sync/atomic"
 	"testing"
 
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // watchRig is rank 1 of a 4-rank ring observing rank 0 through a Watch, as
@@ -13,8 +15,8 @@ import (
 // observes whenever the test says.
 type watchRig struct {
 	t     *testing.T
-	slots *hb.Slots
-	w     *hb.Watch
+	slots *transport.Slots
+	w     *heartbeat.Watch
 	r     *hb.Ring
 }
 
@@ -25,8 +27,8 @@ func newWatchRig(t *testing.T, guard int64) *watchRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &watchRig{t: t, slots: hb.NewSlots(4), r: r}
-	g.w = hb.NewWatch(g.slots, guard)
+	g := &watchRig{t: t, slots: transport.NewSlots(4), r: r}
+	g.w = heartbeat.NewWatch(g.slots, guard)
 	r.Start(0, wδ)
 	g.w.Set(r.Emitter(), 0)
 	return g
@@ -160,7 +162,7 @@ func TestWatchReconnect(t *testing.T) {
 
 // TestWatchUnset: a Watch set to nothing records nothing.
 func TestWatchUnset(t *testing.T) {
-	w := hb.NewWatch(hb.NewSlots(2), 0)
+	w := heartbeat.NewWatch(transport.NewSlots(2), 0)
 	w.Check(5)
 	if r := w.Record(); r.CheckedAt != 0 || r.Seq != 0 {
 		t.Fatalf("record %+v", r)
@@ -170,8 +172,8 @@ func TestWatchUnset(t *testing.T) {
 // TestWatchConcurrent: the heartbeat thread checks while the loop sets and
 // reads, on one clock; every record read is whole (-race checks the rest).
 func TestWatchConcurrent(t *testing.T) {
-	slots := hb.NewSlots(4)
-	w := hb.NewWatch(slots, 0)
+	slots := transport.NewSlots(4)
+	w := heartbeat.NewWatch(slots, 0)
 	var clock atomic.Int64
 	clock.Store(1)
 	w.Set(1, 1)

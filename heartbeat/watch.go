@@ -1,17 +1,19 @@
-package hb
+package heartbeat
 
 import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // Watch is the observer's check as the heartbeat thread runs it: every few
 // periods the thread calls Check, which loads the slot word of the emitter
 // under watch and records when that word last grew. The event loop reads
 // the record (Record) only when SUSP-TIMEOUT may have expired and hands it
-// to Ring.Observe, so checking often costs the loop no wake-up: it wakes
+// to hb.Ring.Observe, so checking often costs the loop no wake-up: it wakes
 // about once per δ.
 //
 // The stall guard lives here: a check that comes more than StallGuard after
@@ -25,7 +27,7 @@ import (
 // sequence lock (one writer: the thread), and Set is a request the next
 // Check carries out.
 type Watch struct {
-	slots *Slots
+	slots *transport.Slots
 	guard int64
 
 	// Set's request: generation<<32 | emitter, and when it was made.
@@ -44,22 +46,9 @@ type Watch struct {
 	recEmitter              ranks.Rank
 }
 
-// WatchRecord is what the checks saw of one emitter.
-type WatchRecord struct {
-	// Emitter is the rank under watch.
-	Emitter ranks.Rank
-	// Seq is the largest value of its slot word seen by a check since Set.
-	Seq uint64
-	// GrewAt is when a check first saw Seq, or re-armed after a stall:
-	// SUSP-TIMEOUT runs from then.
-	GrewAt int64
-	// CheckedAt is when the last check ran.
-	CheckedAt int64
-}
-
 // NewWatch returns a Watch over slots with the given stall guard
 // (nanoseconds; 0 disables it). It watches nothing until Set.
-func NewWatch(slots *Slots, stallGuard int64) *Watch {
+func NewWatch(slots *transport.Slots, stallGuard int64) *Watch {
 	w := &Watch{slots: slots, guard: stallGuard, recEmitter: noEmitter}
 	w.emitter.Store(uint32(noEmitter))
 	return w
@@ -69,9 +58,9 @@ const noEmitter = ranks.Rank(^uint32(0))
 
 // Set asks the checks to watch emitter from now on: from the next check,
 // the record is about emitter, with SUSP-TIMEOUT running from now and its
-// word counting as grown once it is above zero (as Ring's check after a
-// change of emitter). Until then Record still describes the previous
-// emitter, which Ring.Observe ignores. One goroutine calls Set.
+// word counting as grown once it is above zero (as hb.Ring's check after
+// a change of emitter). Until then Record still describes the previous
+// emitter, which hb.Ring.Observe ignores. One goroutine calls Set.
 func (w *Watch) Set(emitter ranks.Rank, now int64) {
 	gen := w.want.Load()>>32 + 1
 	w.setAt.Store(now)
@@ -108,14 +97,14 @@ func (w *Watch) Check(now int64) {
 
 // Record returns what the checks saw. It never blocks for long: it retries
 // while a check is writing.
-func (w *Watch) Record() WatchRecord {
+func (w *Watch) Record() hb.WatchRecord {
 	for {
 		v := w.ver.Load()
 		if v&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
-		r := WatchRecord{Emitter: ranks.Rank(w.emitter.Load()), Seq: w.seq.Load(),
+		r := hb.WatchRecord{Emitter: ranks.Rank(w.emitter.Load()), Seq: w.seq.Load(),
 			GrewAt: w.grewAt.Load(), CheckedAt: w.checkedAt.Load()}
 		if w.ver.Load() == v {
 			return r

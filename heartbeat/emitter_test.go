@@ -1,4 +1,4 @@
-package hb_test
+package heartbeat_test
 
 import (
 	"runtime"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -55,7 +55,7 @@ func (r *recorder) waitFor(t *testing.T, pred func() bool) {
 func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
 	before := runtime.NumGoroutine()
 	rec := &recorder{got: make(chan struct{}, 1)}
-	e, err := hb.NewEmitter(hb.EmitterConfig{Period: int64(5 * time.Millisecond), CPU: -1, Send: rec.send})
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(5 * time.Millisecond), CPU: -1, Send: rec.send})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,52 +82,25 @@ func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
 }
 
 func TestEmitterConfigErrors(t *testing.T) {
-	if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 0, Send: func(ranks.Rank, uint64) error { return nil }}); err == nil {
+	if _, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: 0, Send: func(ranks.Rank, uint64) error { return nil }}); err == nil {
 		t.Fatal("zero period accepted")
 	}
-	if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 1}); err == nil {
+	if _, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: 1}); err == nil {
 		t.Fatal("nil Send accepted")
 	}
 	for _, p := range []int{-1, 100} {
-		if _, err := hb.NewEmitter(hb.EmitterConfig{Period: 1, Priority: p, Send: func(ranks.Rank, uint64) error { return nil }}); err == nil {
+		if _, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: 1, Priority: p, Send: func(ranks.Rank, uint64) error { return nil }}); err == nil {
 			t.Fatalf("priority %d accepted", p)
 		}
 	}
 }
 
 func TestEmitterCloseWithoutStart(t *testing.T) {
-	e, err := hb.NewEmitter(hb.EmitterConfig{Period: 1e6, CPU: -1, Send: func(ranks.Rank, uint64) error { return nil }})
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: 1e6, CPU: -1, Send: func(ranks.Rank, uint64) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestSlots(t *testing.T) {
-	s := hb.NewSlots(4)
-	if !s.Store(2, 5) || s.Load(2) != 5 {
-		t.Fatal("store/load")
-	}
-	s.Store(2, 3) // a late heartbeat never moves the word back
-	if s.Load(2) != 5 {
-		t.Fatal("word moved backwards")
-	}
-	if s.Store(9, 1) || s.Load(9) != 0 {
-		t.Fatal("unknown emitter accepted")
-	}
-}
-
-// BenchmarkObserverCheck is the observer's whole per-check cost: one
-// atomic load of the slot and the core's comparison.
-func BenchmarkObserverCheck(b *testing.B) {
-	s := hb.NewSlots(64)
-	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 64, Delta: 1 << 40})
-	r.Start(0, 1<<40)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		s.Store(0, uint64(i/4))
-		r.Check(int64(i), s.Load(r.Emitter()))
 	}
 }

@@ -1,4 +1,4 @@
-package hb
+package transport
 
 import (
 	"sync/atomic"
@@ -24,7 +24,7 @@ func NewSlots(n int) *Slots { return &Slots{w: make([]uint64, n)} }
 // The first word must be 8-byte aligned.
 func SlotsOver(words []uint64) *Slots {
 	if len(words) > 0 && uintptr(unsafe.Pointer(&words[0]))%8 != 0 {
-		panic("hb: slot words not 8-byte aligned")
+		panic("transport: slot words not 8-byte aligned")
 	}
 	return &Slots{w: words}
 }

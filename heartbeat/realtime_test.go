@@ -1,4 +1,4 @@
-package hb_test
+package heartbeat_test
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/heartbeat"
 )
 
 // policies returns the scheduling policy of every thread of this process.
@@ -26,7 +26,7 @@ func policies(t *testing.T) map[int]int {
 	out := map[int]int{}
 	for _, e := range ents {
 		tid, _ := strconv.Atoi(e.Name())
-		if policy, _, err := hb.ThreadSched(os.Getpid(), tid); err == nil { // else it exited
+		if policy, _, err := heartbeat.ThreadSched(os.Getpid(), tid); err == nil { // else it exited
 			out[tid] = policy
 		}
 	}
@@ -50,11 +50,11 @@ func TestSetProcessRealTime(t *testing.T) {
 		}
 		return
 	}
-	if _, err := hb.SetProcessRealTime(0); err == nil {
+	if _, err := heartbeat.SetProcessRealTime(0); err == nil {
 		t.Fatal("priority 0 accepted")
 	}
 	before := policies(t)
-	n, err := hb.SetProcessRealTime(1)
+	n, err := heartbeat.SetProcessRealTime(1)
 	if errors.Is(err, unix.EPERM) {
 		if after := policies(t); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Fatalf("refused, yet policies changed: %v → %v", before, after)
@@ -95,10 +95,10 @@ func TestSetProcessRealTime(t *testing.T) {
 
 func TestThreadSched(t *testing.T) {
 	// This test process's main thread runs under the normal policy.
-	if policy, priority, err := hb.ThreadSched(os.Getpid(), os.Getpid()); err != nil || policy != 0 || priority != 0 {
+	if policy, priority, err := heartbeat.ThreadSched(os.Getpid(), os.Getpid()); err != nil || policy != 0 || priority != 0 {
 		t.Fatalf("main thread: policy %d priority %d, %v", policy, priority, err)
 	}
-	if _, _, err := hb.ThreadSched(os.Getpid(), -1); err == nil {
+	if _, _, err := heartbeat.ThreadSched(os.Getpid(), -1); err == nil {
 		t.Fatal("a thread that does not exist was read")
 	}
 }

@@ -1,4 +1,4 @@
-package hb
+package heartbeat
 
 import (
 	"errors"
@@ -109,20 +109,20 @@ const ParkAbove = 50_000_000 // 50 ms
 func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
 	switch {
 	case cfg.Period <= 0:
-		return nil, fmt.Errorf("hb: EmitterConfig.Period = %d, want > 0", cfg.Period)
+		return nil, fmt.Errorf("heartbeat: EmitterConfig.Period = %d, want > 0", cfg.Period)
 	case cfg.Send == nil:
-		return nil, errors.New("hb: EmitterConfig.Send is nil")
+		return nil, errors.New("heartbeat: EmitterConfig.Send is nil")
 	case cfg.Priority < 0 || cfg.Priority > 99:
-		return nil, fmt.Errorf("hb: EmitterConfig.Priority = %d, want 0–99", cfg.Priority)
+		return nil, fmt.Errorf("heartbeat: EmitterConfig.Priority = %d, want 0–99", cfg.Priority)
 	case cfg.CheckEvery < 0:
-		return nil, fmt.Errorf("hb: EmitterConfig.CheckEvery = %d, want ≥ 0", cfg.CheckEvery)
+		return nil, fmt.Errorf("heartbeat: EmitterConfig.CheckEvery = %d, want ≥ 0", cfg.CheckEvery)
 	}
 	cfg.CheckEvery = max(1, cfg.CheckEvery)
 	e := &Emitter{cfg: cfg, done: make(chan struct{}), kickc: make(chan struct{}, 1)}
 	e.target.Store(noTarget)
 	var err error
 	if e.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return nil, fmt.Errorf("hb: eventfd: %w", err)
+		return nil, fmt.Errorf("heartbeat: eventfd: %w", err)
 	}
 	return e, nil
 }

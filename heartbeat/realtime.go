@@ -1,4 +1,4 @@
-package hb
+package heartbeat
 
 import (
 	"bytes"
@@ -28,17 +28,17 @@ func ThreadSched(pid, tid int) (policy, priority int, err error) {
 	// from the last ')'; f[0] is field 3.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("hb: /proc/%d/task/%d/stat: no command field", pid, tid)
+		return 0, 0, fmt.Errorf("heartbeat: /proc/%d/task/%d/stat: no command field", pid, tid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 39 {
-		return 0, 0, fmt.Errorf("hb: /proc/%d/task/%d/stat: %d fields after the command, want 39", pid, tid, len(f))
+		return 0, 0, fmt.Errorf("heartbeat: /proc/%d/task/%d/stat: %d fields after the command, want 39", pid, tid, len(f))
 	}
 	if priority, err = strconv.Atoi(f[37]); err == nil {
 		policy, err = strconv.Atoi(f[38])
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("hb: /proc/%d/task/%d/stat: %w", pid, tid, err)
+		return 0, 0, fmt.Errorf("heartbeat: /proc/%d/task/%d/stat: %w", pid, tid, err)
 	}
 	return policy, priority, nil
 }
@@ -62,11 +62,11 @@ func ThreadSched(pid, tid int) (policy, priority int, err error) {
 // threads set.
 func SetProcessRealTime(priority int) (int, error) {
 	if priority < 1 || priority > 99 {
-		return 0, fmt.Errorf("hb: SetProcessRealTime(%d): want a priority of 1–99", priority)
+		return 0, fmt.Errorf("heartbeat: SetProcessRealTime(%d): want a priority of 1–99", priority)
 	}
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return 0, fmt.Errorf("hb: SetProcessRealTime: %w", err)
+		return 0, fmt.Errorf("heartbeat: SetProcessRealTime: %w", err)
 	}
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedRR, Priority: uint32(priority)}
 	n := 0
@@ -87,7 +87,7 @@ func SetProcessRealTime(priority int) (int, error) {
 					}
 				}
 			}
-			return 0, fmt.Errorf("hb: SetProcessRealTime: sched_setattr(thread %d, SCHED_RR %d): %w", tid, priority, err)
+			return 0, fmt.Errorf("heartbeat: SetProcessRealTime: sched_setattr(thread %d, SCHED_RR %d): %w", tid, priority, err)
 		}
 		n++
 	}

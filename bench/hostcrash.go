@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/mono"
+	"github.com/vigil-hpc/vigil/launch"
+)
+
+// HostCrashConfig is the host-crash benchmark (issue #13): N agents, a
+// block of consecutive ranks killed at once (one host), the time until
+// every survivor knows every rank of the block, with block mending and
+// with Algorithm 1's one-at-a-time mending, interleaved run by run.
+type HostCrashConfig struct {
+	VigilBin string
+	// N agents; ranks First … First+Block−1 are killed.
+	N, First, Block int
+	// H and Delta are the detector's timing.
+	H, Delta time.Duration
+	// Probes are the -mend-probe values compared (0: Algorithm 1).
+	Probes []int
+	// Runs per value.
+	Runs int
+	Log  io.Writer
+}
+
+// HostCrashRow is one run.
+type HostCrashRow struct {
+	Probe, Run int
+	// KnownAfter is the time from the kill until the last survivor knew
+	// the last rank of the block (0 when incomplete).
+	KnownAfter time.Duration
+	// Complete: every survivor reported every rank of the block; False
+	// counts reports of live ranks.
+	Complete bool
+	False    int
+}
+
+// HostCrash runs the benchmark.
+func HostCrash(ctx context.Context, cfg HostCrashConfig) ([]HostCrashRow, error) {
+	var rows []HostCrashRow
+	for run := range cfg.Runs {
+		for _, probe := range cfg.Probes {
+			if ctx.Err() != nil {
+				return rows, ctx.Err()
+			}
+			row, err := hostCrashRun(cfg, probe)
+			if err != nil {
+				return rows, fmt.Errorf("hostcrash -mend-probe %d run %d: %w", probe, run, err)
+			}
+			row.Run = run
+			rows = append(rows, row)
+			if cfg.Log != nil {
+				fmt.Fprintf(cfg.Log, "hostcrash probe=%d run=%d known after %v complete=%v false=%d\n",
+					probe, run, row.KnownAfter.Round(time.Millisecond), row.Complete, row.False)
+			}
+		}
+	}
+	return rows, nil
+}
+
+func hostCrashRun(cfg HostCrashConfig, probe int) (HostCrashRow, error) {
+	row := HostCrashRow{Probe: probe}
+	argv := []string{cfg.VigilBin, "agent", "-h", cfg.H.String(), "-delta", cfg.Delta.String(),
+		"-grace", (2 * cfg.Delta).String(), fmt.Sprintf("-mend-probe=%d", probe)}
+	a, err := startJob(cfg.N, argv, launch.Options{})
+	if err != nil {
+		return row, err
+	}
+	time.Sleep(4*cfg.Delta + 200*time.Millisecond) // past the start-up grace
+	dead := map[uint32]bool{}
+	for i := range cfg.Block {
+		dead[uint32((cfg.First+i)%cfg.N)] = true
+	}
+	killed := mono.Now()
+	for r := range dead {
+		if err := a.job.Signal(r, syscall.SIGKILL); err != nil {
+			a.Stop()
+			return row, err
+		}
+	}
+	wait := time.Duration(2*cfg.Block+6) * cfg.Delta // Algorithm 1 needs about 2δ per rank
+	time.Sleep(wait)
+	a.job.Stop(5 * time.Second)
+	<-a.done
+	known := map[[2]uint32]int64{} // (reporter, dead) → when
+	for _, l := range a.log {
+		if l.Ev != "dead" || l.Left {
+			continue
+		}
+		if !dead[l.Dead] {
+			row.False++
+			continue
+		}
+		known[[2]uint32{l.Rank, l.Dead}] = l.DeliveredMono
+	}
+	row.Complete = true
+	var last int64
+	for r := range uint32(cfg.N) {
+		if dead[r] {
+			continue
+		}
+		for d := range dead {
+			at, ok := known[[2]uint32{r, d}]
+			if !ok {
+				row.Complete = false
+				continue
+			}
+			last = max(last, at)
+		}
+	}
+	if row.Complete {
+		row.KnownAfter = time.Duration(last - killed)
+	}
+	return row, nil
+}
+
+// HostCrashTable prints, per probe value, the distribution of the time
+// until every survivor knew the block, and the ratio of the medians.
+func HostCrashTable(p func(string, ...any), cfg HostCrashConfig, rows []HostCrashRow) {
+	p("Host crash: %d agents, ranks %d–%d killed at once, h=%v δ=%v, %d runs per row, interleaved\n\n",
+		cfg.N, cfg.First, cfg.First+cfg.Block-1, cfg.H, cfg.Delta, cfg.Runs)
+	p("| mending | complete | false reports | min | median | p90 | max |\n|---|---|---|---|---|---|---|\n")
+	medians := map[int]time.Duration{}
+	for _, probe := range cfg.Probes {
+		var ts []time.Duration
+		complete, falses := 0, 0
+		for _, r := range rows {
+			if r.Probe != probe {
+				continue
+			}
+			falses += r.False
+			if r.Complete {
+				complete++
+				ts = append(ts, r.KnownAfter)
+			}
+		}
+		name := fmt.Sprintf("block, W=%d", probe)
+		if probe == 0 {
+			name = "Algorithm 1"
+		}
+		if len(ts) == 0 {
+			p("| %s | 0 | %d | | | | |\n", name, falses)
+			continue
+		}
+		slices.Sort(ts)
+		q := func(f float64) time.Duration {
+			return ts[min(len(ts)-1, int(f*float64(len(ts))))].Round(time.Millisecond)
+		}
+		medians[probe] = q(0.5)
+		p("| %s | %d of %d | %d | %v | %v | %v | %v |\n", name, complete, cfg.Runs, falses, ts[0].Round(time.Millisecond), q(0.5), q(0.9), ts[len(ts)-1].Round(time.Millisecond))
+	}
+	if a, ok := medians[0]; ok {
+		for probe, m := range medians {
+			if probe != 0 && m > 0 {
+				p("\nmedian ratio Algorithm 1 / block mending (W=%d): %.2f; bound 2δ + 50 ms = %v\n", probe, float64(a)/float64(m), 2*cfg.Delta+50*time.Millisecond)
+			}
+		}
+	}
+}

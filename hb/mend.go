@@ -1,0 +1,144 @@
+package hb
+
+import (
+	"slices"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// Block mending, an extension to Algorithm 1 (RingConfig.Probe > 0).
+//
+// Ranks are placed in blocks (one host holds ranks r … r+k−1), and a host
+// crash kills a block of consecutive ranks at once. Algorithm 1 walks such
+// a block one emitter at a time: the observer finds its emitter e dead
+// after δ, sends NEWOBSERVER to e−1, waits 2δ for it, finds it dead, and
+// so on — b dead ranks take about 2bδ to be known.
+//
+// With block mending, the observer that finds e dead (T3) sends
+// NEWOBSERVER to c1 = FindEmitter(D_i) as before, and PROBE(round) to c1 …
+// cW, the W first predecessors not in D_i. A live rank answers ALIVE(round)
+// at once. When ProbeTimeout (δ) has passed:
+//
+//   - c1 answered or its heartbeat arrived: nothing more; it is the
+//     emitter, as in Algorithm 1;
+//   - else cj, the first candidate that answered: c1 … cj−1 are dead (each
+//     missed its own time-out: it did not answer within ProbeTimeout), one
+//     detection carries them all (Detection.More), and NEWOBSERVER goes to
+//     cj, which is known alive;
+//   - else nobody answered: c1 … cW are dead, and a new round probes the
+//     next 2W predecessors.
+//
+// A rank is thus reported only after its own time-out, under the same
+// synchrony assumption as heartbeats (a live rank's message arrives within
+// δ). A dead block of b ≤ W ranks is known by every survivor within
+// δ + ProbeTimeout + B(n) of the crash (B the broadcast time), instead of
+// about 2bδ; b > W takes ⌈log2(b/W + 1)⌉ rounds. Spread failures do not
+// probe more than once each: a single failure costs W PROBE and W ALIVE
+// messages.
+
+// mendState is one probe round.
+type mendState struct {
+	active   bool
+	round    uint64       // the round's number, repeated by ALIVE
+	window   int          // W of this round
+	cands    []ranks.Rank // c1 … cW, c1 being the emitter when the round began
+	answered ranks.Set
+	deadline int64 // when the round is resolved
+	// reported are the ranks this mending reported so far (the emitter
+	// found dead by T3 first): each later detection carries them again.
+	reported []ranks.Rank
+}
+
+// probeTimeout is RingConfig.ProbeTimeout, δ by default.
+func (r *Ring) probeTimeout() int64 {
+	if r.cfg.ProbeTimeout > 0 {
+		return r.cfg.ProbeTimeout
+	}
+	return r.cfg.Delta
+}
+
+// crashed is T3's reconnection after a crash, with block mending when
+// configured: out gets the probes of a first round.
+func (r *Ring) crashed(now int64, det *Detection) Output {
+	out := r.reconnect(now, det)
+	if r.cfg.Probe > 0 && !r.Alone() {
+		r.probeRound(now, r.cfg.Probe, &out)
+		r.mend.reported = []ranks.Rank{det.Dead}
+	}
+	return out
+}
+
+// probeRound starts a round probing the w first predecessors of Self not in
+// D_i, beginning with the emitter.
+func (r *Ring) probeRound(now int64, w int, out *Output) {
+	n := ranks.Rank(r.cfg.N)
+	var cands []ranks.Rank
+	for k := r.emitter; len(cands) < w && k != r.cfg.Self; k = (k + n - 1) % n {
+		if !r.D.Has(k) {
+			cands = append(cands, k)
+		}
+	}
+	r.mend = mendState{active: true, round: r.mend.round + 1, window: w, cands: cands,
+		deadline: now + r.probeTimeout(), reported: r.mend.reported}
+	out.Probe, out.ProbeRound = cands, r.mend.round
+}
+
+// Probing reports whether a probe round is open.
+func (r *Ring) Probing() bool { return r.mend.active }
+
+// Alive takes ALIVE(round) from rank j: j answered a probe of this round.
+// An answer of another round, or from a rank not probed, is ignored.
+func (r *Ring) Alive(j ranks.Rank, round uint64) {
+	m := &r.mend
+	if !m.active || round != m.round {
+		return
+	}
+	for _, c := range m.cands {
+		if c == j {
+			m.answered.Add(j)
+			return
+		}
+	}
+}
+
+// heard ends a round: the emitter heartbeated, so it is alive (T2).
+func (r *Ring) heard() { r.mend.active = false }
+
+// resolve closes the round at its deadline (see the package comment above).
+func (r *Ring) resolve(now int64) Output {
+	m := &r.mend
+	m.active = false
+	if m.answered.Has(r.emitter) || len(m.cands) == 0 || m.cands[0] != r.emitter {
+		return Output{} // the emitter is alive, or the ring moved on (LEAVE)
+	}
+	var dead []ranks.Rank
+	next := -1
+	for i, c := range m.cands {
+		if m.answered.Has(c) && !r.D.Has(c) {
+			next = i
+			break
+		}
+		if r.D.Add(c) { // already known dead by a broadcast: not ours to report
+			dead = append(dead, c)
+		}
+	}
+	var out Output
+	if next >= 0 {
+		r.emitter = m.cands[next]
+		out = r.reconnect(now, nil)
+	} else {
+		r.emitter = m.cands[len(m.cands)-1] // dead: reconnect goes on from there
+		out = r.reconnect(now, nil)
+		if !r.Alone() {
+			r.probeRound(now, 2*m.window, &out)
+		}
+	}
+	if len(dead) > 0 {
+		// The earlier reports go again: their broadcasts counted the block
+		// as alive, and the overlay may have missed a survivor for it.
+		more := slices.Concat(dead[1:], r.mend.reported)
+		r.mend.reported = append(r.mend.reported, dead...)
+		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now}
+	}
+	return out
+}

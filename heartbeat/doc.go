@@ -1,0 +1,37 @@
+// Package heartbeat is Vigil's heartbeat thread: the emitter's task T1 of
+// seed 000's Algorithm 1 and, on the same thread, the observer's checks of
+// its own emitter's heartbeat word.
+//
+// Emitter is one goroutine locked to an OS thread. Every h it sends an
+// increasing sequence number to the current observer through a SendFunc
+// (a transport's SendHeartbeat: an RDMA write, a store into shared memory,
+// or a packet the observer's receive path stores), on absolute deadlines of
+// the monotonic clock so that lateness never accumulates, and it sends one
+// at once when the observer changes (SetObserver, task T4). A period costs
+// one system call to sleep (ppoll on an eventfd, woken early only to
+// retarget or stop) plus the send; from ParkAbove up the thread waits on a
+// runtime timer instead.
+//
+// With a CheckFunc the same thread runs the observer's check every few
+// periods, so that checking costs no wake-up of its own. Watch is that
+// check: one atomic load of the emitter's word in the observer's
+// transport.Slots, recording when it last grew and re-arming after a
+// stalled check. The event loop reads its record (an hb.WatchRecord) only
+// when SUSP-TIMEOUT may have expired and hands it to hb.Ring.Observe
+// (tasks T2 and T3). Check never blocks: a lock shared with a starved
+// goroutine would make a real-time thread wait on it.
+//
+// The thread is locked because a heartbeat's timing must not depend on the
+// Go scheduler finding a thread for a goroutine, and because CPU affinity
+// (EmitterConfig.CPU, sched_setaffinity) and the scheduling policy
+// (sched_setattr) belong to a kernel thread, not to a goroutine. With
+// EmitterConfig.RealTime the thread runs SCHED_FIFO at
+// EmitterConfig.Priority, so that CPU burners of normal priority do not
+// delay the heartbeats; without privilege the kernel refuses it, which
+// EmitterStats.RealTime reports and is not an error. EmitterConfig.HoldP
+// makes the thread keep its Go scheduler P while it sleeps, so that it
+// never waits for a P held by a starved normal-priority thread.
+// SetProcessRealTime puts every thread of a process that runs only the
+// detector under SCHED_RR (the emitter then needs a higher Priority);
+// ThreadSched reads a thread's policy and priority back from /proc.
+package heartbeat
