@@ -30,6 +30,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/sporadic"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 	"github.com/vigil-hpc/vigil/transport/shm"
@@ -78,9 +79,9 @@ type instance struct {
 
 	// Set by vigil_start before started is stored.
 	started atomic.Bool
-	nd      *node.Node     // ring mode
-	pr      *prober        // sporadic mode
-	dc      *daemon.Client // daemon mode (daemon.go)
+	nd      *node.Node       // ring mode
+	pr      *sporadic.Prober // sporadic mode
+	dc      *daemon.Client   // daemon mode (daemon.go)
 	// graceEnd: until then (CLOCK_MONOTONIC ns), a probe that reaches
 	// nobody does not declare death: with a static address table there is
 	// no fence, and peers may not be listening yet (sporadic mode).
@@ -494,15 +495,17 @@ func vigil_start() C.int {
 		inst.wg.Add(1)
 		go inst.pump()
 	case modeSporadic:
-		pr, err := listenProber(inst.listen, inst.rank, inst.bs.JobID(), inst.bs.Key())
+		pr, err := sporadic.Listen(inst.listen, inst.rank, inst.bs.JobID(), inst.bs.Key())
 		if err != nil {
 			inst.exchangeAnyway(ctx)
 			return fail(eTransport, err)
 		}
-		if pr.peers, err = exchange(pr.addr()); err != nil {
-			pr.close()
+		peers, err := exchange(pr.Addr())
+		if err != nil {
+			pr.Close()
 			return fail(eBootstrap, err)
 		}
+		pr.SetPeers(peers)
 		inst.pr = pr
 		if _, static := inst.bs.(*staticBootstrap); static {
 			h, delta, grace := inst.cfg.HeartbeatPeriod, inst.cfg.SuspectTimeout, inst.cfg.StartGrace
@@ -685,7 +688,7 @@ func vigil_probe(r C.uint32_t, timeoutNs C.int64_t) C.int {
 		return failf(eState, "vigil_probe: finalized")
 	default:
 	}
-	err := inst.pr.probe(uint32(r), time.Duration(timeoutNs))
+	err := inst.pr.Probe(uint32(r), time.Duration(timeoutNs))
 	if err == nil {
 		return 0
 	}
@@ -711,7 +714,7 @@ func vigil_leave(timeoutMs C.int) C.int {
 		return failf(eInvalid, "vigil_leave: timeout %d ms, want >= 0", timeoutMs)
 	}
 	if inst.mode == modeSporadic {
-		inst.pr.close() // probes of this rank now find nobody
+		inst.pr.Close() // probes of this rank now find nobody
 		return vOK
 	}
 	if inst.mode == modeDaemon {
@@ -756,7 +759,7 @@ func vigil_finalize() C.int {
 			inst.region.Close()
 		}
 		if inst.pr != nil {
-			inst.pr.close()
+			inst.pr.Close()
 		}
 	}
 	if inst.dc != nil {
