@@ -17,11 +17,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"golang.org/x/sys/unix"
 
-	"github.com/vigil-hpc/vigil/bootstrap/local"
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/internal/wire"
-	"github.com/vigil-hpc/vigil/node"
-	"github.com/vigil-hpc/vigil/transport"
-	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
 // ChildLine is one JSON line printed by a head-to-head child process.
@@ -87,26 +84,18 @@ func VigilChild(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	bs, err := local.Join()
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	open := func(slots *transport.Slots, hd transport.Handler) (transport.Transport, error) {
-		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(), Slots: slots, Handler: hd}, bs.Exchange)
-		if err != nil {
-			return nil, err // not a typed nil in the interface
-		}
-		return tr, nil
-	}
-	nd, err := node.Start(node.Config{Rank: bs.Rank(), Size: bs.Size(), HeartbeatPeriod: *h, SuspectTimeout: *delta,
-		StartGrace: time.Second + *delta, RealTime: *rt, EmitterHoldsP: true}, open)
+	cfg := vigil.DefaultConfig() // bootstrap from the local launcher's environment
+	cfg.HeartbeatPeriod, cfg.SuspectTimeout, cfg.StartGrace = *h, *delta, time.Second+*delta
+	cfg.RealTime, cfg.EmitterHoldsP = *rt, true
+	cfg.Heartbeat = "udp" // one datagram per heartbeat, counted below, as memberlist's packets are
+	nd, err := vigil.Join(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer nd.Close()
-	out := newChildOut(stdout, int(bs.Rank()))
+	out := newChildOut(stdout, int(nd.Rank()))
 	out.emit(ChildLine{Ev: "ready"})
 	stats := func() {
 		st := nd.Stats().Transport

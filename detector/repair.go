@@ -2,6 +2,7 @@ package detector
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -32,10 +33,10 @@ import (
 // deliver): events, observer retargeting, the agreements' Part 4 and
 // zombie tracking apply, with the record's real kind (a departure stays a
 // departure) and detector. Only ranks an answer names are learned.
-// A digest's question waits δ (Tick asks it): the broadcast that carries
-// the missing rank is usually on its way (a new emitter receives
-// NEWOBSERVER before the broadcast of the death that caused it), and only
-// the ranks still unknown then are asked about. Requests are deduplicated:
+// A digest's question waits repairDelay (Tick asks it): the broadcast
+// that carries the missing rank is usually on its way (a new emitter
+// receives NEWOBSERVER before the broadcast of the death that caused it),
+// and only the ranks still unknown then are asked about. Requests are deduplicated:
 // a rank is not asked about again within δ of the previous request (the answer may have been lost, or its source may
 // have died meanwhile). Lists are at most wire.MaxSyncRanks long; longer
 // ones go in several messages.
@@ -85,7 +86,8 @@ func (c *Core) repairSegment(now int64, j ranks.Rank) {
 }
 
 // repairLater queues a question about the ranks of candidates this rank
-// does not hold dead, to be asked δ from now if they are still unknown.
+// does not hold dead, to be asked repairDelay from now if they are still
+// unknown.
 func (c *Core) repairLater(now int64, to ranks.Rank, candidates []ranks.Rank) {
 	var about []ranks.Rank
 	D := c.ring.Dead()
@@ -95,11 +97,20 @@ func (c *Core) repairLater(now int64, to ranks.Rank, candidates []ranks.Rank) {
 		}
 	}
 	if len(about) > 0 {
-		c.repair.later = append(c.repair.later, question{to: to, about: about, due: now + c.cfg.SuspectTimeout})
+		c.repair.later = append(c.repair.later, question{to: to, about: about, due: now + c.repairDelay()})
 	}
 }
 
-// repairDue asks the questions whose δ has passed (Tick).
+// maxRepairDelay bounds how long a digest's question waits: long enough for
+// a broadcast on its way (log2 n message latencies), short enough not to
+// matter beside δ.
+const maxRepairDelay = int64(100 * time.Millisecond)
+
+// repairDelay is how long a digest's question waits: δ, at most
+// maxRepairDelay.
+func (c *Core) repairDelay() int64 { return min(c.cfg.SuspectTimeout, maxRepairDelay) }
+
+// repairDue asks the questions whose delay has passed (Tick).
 func (c *Core) repairDue(now int64) {
 	st := &c.repair
 	k := 0
