@@ -74,7 +74,9 @@ type Detector struct {
 // Join starts this process's detector: it joins the bootstrap, opens the
 // transport, exchanges addresses with every rank (ctx bounds the
 // exchange) and starts the heartbeat thread. Every rank of the job must
-// call it.
+// call it. A rank that fails after joining the bootstrap (a bad address
+// setting, a port in use…) still takes part in the exchange, publishing no
+// address, so the others do not hang: they start and report it dead.
 func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = "tcp"
@@ -99,11 +101,18 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		}
 		d.bs, d.ownBS = bs, true
 	}
+	bs := d.bs
+	exchanged := false
 	fail := func(err error) (*Detector, error) {
+		if !exchanged {
+			// Take part in the fence anyway, publishing no address, so
+			// that the other ranks do not wait for this one until their
+			// time-out: they start without it and report it dead.
+			bs.Exchange(ctx, "")
+		}
 		d.release()
 		return nil, err
 	}
-	bs := d.bs
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -136,7 +145,7 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	}
 	open := func(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
 		if vt != nil {
-			if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
+			if err := startVerbs(vt, func(a string) ([]string, error) { exchanged = true; return bs.Exchange(ctx, a) }, h); err != nil {
 				vt.Close()
 				return nil, fmt.Errorf("verbs transport: %w", err)
 			}
@@ -157,7 +166,7 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 			if err != nil {
 				return nil, err
 			}
-			d.published = pub
+			d.published, exchanged = pub, true
 			return bs.Exchange(ctx, pub)
 		}
 		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),

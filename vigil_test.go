@@ -96,3 +96,57 @@ func TestJoinLeave(t *testing.T) {
 		t.Fatal("departure not reported")
 	}
 }
+
+// A rank that cannot choose its address fails at once, and the others do
+// not wait for it until their time-out: they start, and report it dead.
+func TestJoinFailureDoesNotHangTheOthers(t *testing.T) {
+	job, err := vigil.NewLocalJob(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		d   *vigil.Detector
+		err error
+	}
+	res := make([]chan result, 3)
+	start := time.Now()
+	for r := range 3 {
+		res[r] = make(chan result, 1)
+		go func() {
+			cfg := vigil.DefaultConfig()
+			cfg.Bootstrap, cfg.Heartbeat, cfg.StartGrace = job.Bootstrap(r), "udp", 300*time.Millisecond
+			if r == 2 {
+				cfg.Addresses.Bind = "192.0.2.1:0" // no interface has it: listening fails
+			}
+			d, err := vigil.Join(ctx, cfg)
+			res[r] <- result{d, err}
+		}()
+	}
+	if r := <-res[2]; r.err == nil {
+		r.d.Close()
+		t.Fatal("rank 2 joined without an address")
+	}
+	for r := range 2 {
+		got := <-res[r]
+		if got.err != nil {
+			t.Fatalf("rank %d: %v", r, got.err)
+		}
+		defer got.d.Close()
+		if r == 0 {
+			select {
+			case ev := <-got.d.Events():
+				if ev.Rank != 2 || ev.Left {
+					t.Fatalf("rank 0 reported %+v, want rank 2 crashed", ev)
+				}
+			case <-ctx.Done():
+				t.Fatal("rank 0 never reported rank 2")
+			}
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("took %v: the others waited for the failed rank", took)
+	}
+}
