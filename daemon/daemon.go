@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/heartbeat"
+	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -58,7 +59,7 @@ type Daemon struct {
 
 type inbound struct {
 	from ranks.Rank
-	msg  any
+	msg  wire.DaemonMessage
 }
 
 // Start validates cfg, starts the daemons' transport, the heartbeat thread,
@@ -169,7 +170,7 @@ func (d *Daemon) Addr() string { return d.tr.Addr() }
 
 // handle is the transport's Handler.
 func (d *Daemon) handle(from ranks.Rank, payload []byte) {
-	m, err := Decode(payload, d.cfg.Layout)
+	m, err := wire.DecodeDaemon(payload, d.cfg.Layout.Nodes, d.cfg.Layout.Procs())
 	if err != nil {
 		d.bad.Add(1)
 		d.log.Warn("dropping malformed message", "from", from, "err", err)
@@ -226,7 +227,7 @@ func (d *Daemon) apply(out hb.Output) {
 		d.retarget()
 	}
 	if out.SendNewObserver {
-		d.send(out.NewObserverTo, AppendNewObserver(nil, NewObserver{d.cfg.Node}))
+		d.send(out.NewObserverTo, wire.AppendDaemon(nil, &wire.DaemonNewObserver{Observer: d.cfg.Node}))
 	}
 	if det := out.Detected; det != nil {
 		// StartPropagation(E_id) for a daemon: it and its hosted processes.
@@ -249,7 +250,7 @@ func (d *Daemon) receive(in inbound) {
 	if d.isEvicted() {
 		return
 	}
-	if m, ok := in.msg.(*Evicted); ok {
+	if m, ok := in.msg.(*wire.DaemonEvicted); ok {
 		d.onEvicted(in.from, m)
 		return
 	}
@@ -260,7 +261,7 @@ func (d *Daemon) receive(in inbound) {
 		return
 	}
 	switch m := in.msg.(type) {
-	case *NewObserver:
+	case *wire.DaemonNewObserver:
 		if m.Observer != in.from {
 			d.bad.Add(1)
 			return
@@ -293,7 +294,7 @@ func (d *Daemon) receive(in inbound) {
 // daemon's own subscribers.
 func (d *Daemon) broadcast(r *Report, to []ranks.Rank, fresh Fresh) {
 	if len(to) > 0 {
-		payload := AppendReport(nil, r)
+		payload := wire.AppendDaemon(nil, r)
 		for _, t := range to {
 			d.send(t, payload)
 		}

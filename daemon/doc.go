@@ -22,8 +22,10 @@
 // network cut) is told EVICTED, kills its children and stops, so that a
 // node reported down with its processes stays down.
 //
-// Files: layout.go (who hosts which ranks), report.go (Algorithm 1, pure),
-// msg.go (the daemons' messages and their codec), event.go (what daemons
+// Files: layout.go (who hosts which ranks), report.go (Algorithm 1, pure;
+// Report, ProcFailure and Cause are aliases of internal/wire's, where the
+// daemons' messages and their codec live: wire.DaemonNewObserver,
+// wire.DaemonEvicted, wire.Report, wire.DecodeDaemon), event.go (what daemons
 // and local processes are told), shm.go (the heartbeat words), local.go
 // (operating-system side of local monitoring) and monitor.go (the loop's
 // side), server.go and client.go (the local Unix socket), evict.go

@@ -1,6 +1,9 @@
 package daemon
 
-import "github.com/vigil-hpc/vigil/ranks"
+import (
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+)
 
 // Fail-stop of daemons, as node.Node does for ranks (seed 000 assumes
 // crash failures): a daemon declared dead that resumes is told so and stops.
@@ -27,13 +30,13 @@ func (d *Daemon) evict(r ranks.Rank, now int64) {
 		return
 	}
 	d.log.Warn("daemon held dead is alive: evicting it", "zombie", r)
-	d.send(r, AppendEvicted(nil, Evicted{r}))
+	d.send(r, wire.AppendDaemon(nil, &wire.DaemonEvicted{Rank: r}))
 }
 
 // onEvicted handles EVICTED from a live daemon: this node was declared
 // dead with all its processes. The daemon stops heartbeating, kills its
 // children and signals Evicted(); the caller should Close and exit.
-func (d *Daemon) onEvicted(from ranks.Rank, m *Evicted) {
+func (d *Daemon) onEvicted(from ranks.Rank, m *wire.DaemonEvicted) {
 	if m.Rank != d.cfg.Node || d.ring.Dead().Has(from) || d.isEvicted() {
 		d.bad.Add(1)
 		return

@@ -6,103 +6,50 @@ import (
 	"slices"
 
 	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
-// Cause says why a process is reported gone.
-type Cause uint8
+// The daemons' messages and their encoding are internal/wire's
+// (DaemonNewObserver, DaemonEvicted, Report; DecodeDaemon). Report and
+// what it is made of keep their names here.
 
+// Cause says why a process is reported gone (see the constants below).
+type Cause = wire.Cause
+
+// Causes of a process failure.
 const (
 	// Crashed: the process ended unexpectedly: killed by a signal (a child
 	// of the daemon), or ended while attached (the pidfd does not tell how).
-	Crashed Cause = 1
+	Crashed = wire.CauseCrashed
 	// Hung: the process is alive but stopped making progress (its heartbeat
 	// word did not move, or the kernel shows it stopped) for the hang
 	// time-out. Its daemon kills it, so a hung process is fail-stop too.
-	Hung Cause = 2
+	Hung = wire.CauseHung
 	// NodeDown: the process's node (its daemon) failed.
-	NodeDown Cause = 3
+	NodeDown = wire.CauseNodeDown
 	// Left: the process ended cleanly (exit status 0 or a goodbye).
-	Left Cause = 4
+	Left = wire.CauseLeft
 	// Exited: a child of the daemon exited with a non-zero status.
-	Exited Cause = 5
+	Exited = wire.CauseExited
 )
 
-func (c Cause) String() string {
-	switch c {
-	case Crashed:
-		return "crashed"
-	case Hung:
-		return "hung"
-	case NodeDown:
-		return "node_down"
-	case Left:
-		return "left"
-	case Exited:
-		return "exited"
-	}
-	return fmt.Sprintf("cause(%d)", uint8(c))
-}
-
-func (c Cause) valid() bool { return c >= Crashed && c <= Exited }
-
 // ProcFailure is one process in a report.
-type ProcFailure struct {
-	Rank  ranks.Rank
-	Cause Cause
-}
+type ProcFailure = wire.ProcFailure
 
 // Report is seed 003's propagation message msg: the failed daemons and
 // processes, as the daemon that started the propagation saw them.
-type Report struct {
-	// Source is the daemon that started the propagation, and D the daemons
-	// it knew dead then: the binomial graph is built over the others.
-	Source ranks.Rank
-	D      ranks.Set
-	// Nodes are failed daemons; Procs failed processes (for a failed
-	// daemon, every process it hosted, with cause NodeDown).
-	Nodes []ranks.Rank
-	Procs []ProcFailure
-	// Detector is the daemon that observed the failure and DetectedAt its
-	// wall clock then (Unix ns); reporting only.
-	Detector   ranks.Rank
-	DetectedAt int64
-}
+type Report = wire.Report
 
-// ErrInvalidReport is wrapped by every error of Report.Validate.
+// ErrInvalidReport is wrapped by the error of Propagation.Forward for a
+// report that fails Report.Validate against the layout.
 var ErrInvalidReport = errors.New("daemon: invalid report")
 
-// Validate checks r against layout l and names the first bad field.
-func (r *Report) Validate(l Layout) error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalidReport, field, fmt.Sprintf(format, args...))
-	}
-	n := int64(l.Nodes)
-	switch {
-	case int64(r.Source) >= n:
-		return bad("Source", "daemon %d, want < %d", r.Source, n)
-	case int64(r.Detector) >= n:
-		return bad("Detector", "daemon %d, want < %d", r.Detector, n)
-	case len(r.Nodes) == 0 && len(r.Procs) == 0:
-		return bad("Nodes/Procs", "both empty: a report announces at least one failure")
-	case r.D.Has(r.Source):
-		return bad("D", "holds the source %d", r.Source)
-	}
-	if ds := r.D.Members(); len(ds) > 0 && int64(ds[len(ds)-1]) >= n {
-		return bad("D", "daemon %d, want < %d", ds[len(ds)-1], n)
-	}
-	for i, d := range r.Nodes {
-		if int64(d) >= n {
-			return bad(fmt.Sprintf("Nodes[%d]", i), "daemon %d, want < %d", d, n)
-		}
-	}
-	for i, p := range r.Procs {
-		if int64(p.Rank) >= int64(l.Procs()) {
-			return bad(fmt.Sprintf("Procs[%d]", i), "rank %d, want < %d", p.Rank, l.Procs())
-		}
-		if !p.Cause.valid() {
-			return bad(fmt.Sprintf("Procs[%d]", i), "unknown cause %d", p.Cause)
-		}
+// validateReport checks r against layout l; the error wraps
+// ErrInvalidReport and names the first bad field.
+func validateReport(r *Report, l Layout) error {
+	if err := r.Validate(l.Nodes, l.Procs()); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidReport, err)
 	}
 	return nil
 }
@@ -161,7 +108,7 @@ func (p *Propagation) StartNode(d ranks.Rank, D ranks.Set, at int64) (Report, []
 	}
 	r := Report{Source: p.self, D: D.Clone(), Nodes: []ranks.Rank{d}, Detector: p.self, DetectedAt: at}
 	for _, q := range p.layout.Hosted(d) {
-		r.Procs = append(r.Procs, ProcFailure{q, NodeDown})
+		r.Procs = append(r.Procs, ProcFailure{Rank: q, Cause: NodeDown})
 	}
 	return p.start(r)
 }
@@ -172,7 +119,7 @@ func (p *Propagation) StartProc(q ranks.Rank, c Cause, D ranks.Set, at int64) (R
 	if _, ok := p.procs[q]; ok {
 		return Report{}, nil, Fresh{}
 	}
-	return p.start(Report{Source: p.self, D: D.Clone(), Procs: []ProcFailure{{q, c}}, Detector: p.self, DetectedAt: at})
+	return p.start(Report{Source: p.self, D: D.Clone(), Procs: []ProcFailure{{Rank: q, Cause: c}}, Detector: p.self, DetectedAt: at})
 }
 
 func (p *Propagation) start(r Report) (Report, []ranks.Rank, Fresh) {
@@ -185,9 +132,11 @@ func (p *Propagation) start(r Report) (Report, []ranks.Rank, Fresh) {
 // returns the daemons to forward to (ReliableBroadcast, minus those in
 // localDead, which may be nil) and adds msg to Reported_self. A report
 // already contained in Reported_self is dropped: the daemon forwarded it
-// (or an equivalent one) before, so every BMG edge carries it once.
+// (or an equivalent one) before, so every BMG edge carries it once. A
+// report that fails Report.Validate against the layout is an error
+// wrapping ErrInvalidReport that names the field.
 func (p *Propagation) Forward(r Report, localDead *ranks.Set) ([]ranks.Rank, Fresh, error) {
-	if err := r.Validate(p.layout); err != nil {
+	if err := validateReport(&r, p.layout); err != nil {
 		return nil, Fresh{}, err
 	}
 	fresh := p.add(&r)

@@ -190,34 +190,37 @@ func TestPropagationContained(t *testing.T) {
 	}
 }
 
+// TestReportValidate: Forward checks a report against the layout (the
+// checks themselves are wire.Report.Validate's, tested in internal/wire);
+// the error wraps ErrInvalidReport and names the field.
 func TestReportValidate(t *testing.T) {
 	l := Layout{Nodes: 4, PPN: 2}
-	good := Report{Source: 1, D: ranks.Of(2), Nodes: []ranks.Rank{2}, Procs: []ProcFailure{{4, NodeDown}}, Detector: 1}
-	if err := good.Validate(l); err != nil {
+	good := Report{Source: 1, D: ranks.Of(2), Nodes: []ranks.Rank{2}, Procs: []ProcFailure{{Rank: 4, Cause: NodeDown}}, Detector: 1}
+	if err := validateReport(&good, l); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]func(r *Report){
-		"Source":      func(r *Report) { r.Source = 4 },
-		"Detector":    func(r *Report) { r.Detector = 9 },
-		"Nodes/Procs": func(r *Report) { r.Nodes, r.Procs = nil, nil },
-		"D":           func(r *Report) { r.D = ranks.Of(1) },
-		"Nodes[0]":    func(r *Report) { r.Nodes = []ranks.Rank{4} },
-		"Procs[0]":    func(r *Report) { r.Procs = []ProcFailure{{8, Crashed}} },
+		"report.source":         func(r *Report) { r.Source = 4 },
+		"report.detector":       func(r *Report) { r.Detector = 9 },
+		"report":                func(r *Report) { r.Nodes, r.Procs = nil, nil },
+		"report.d":              func(r *Report) { r.D = ranks.Of(1) },
+		"report.nodes[0]":       func(r *Report) { r.Nodes = []ranks.Rank{4} },
+		"report.procs[0].rank":  func(r *Report) { r.Procs = []ProcFailure{{Rank: 8, Cause: Crashed}} },
+		"report.procs[0].cause": func(r *Report) { r.Procs = []ProcFailure{{Rank: 4, Cause: 9}} },
 	}
 	for field, mutate := range cases {
 		r := good
 		mutate(&r)
-		err := r.Validate(l)
-		if !errors.Is(err, ErrInvalidReport) {
-			t.Errorf("%s: %v", field, err)
+		p, err := NewPropagation(0, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to, f, err := p.Forward(r, nil)
+		if !errors.Is(err, ErrInvalidReport) || to != nil || !f.Empty() {
+			t.Errorf("%s: %v %v %+v", field, err, to, f)
 		} else if !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: error %q does not name the field", field, err)
 		}
-	}
-	r := good
-	r.Procs = []ProcFailure{{4, 9}}
-	if err := r.Validate(l); err == nil {
-		t.Error("unknown cause validated")
 	}
 }
 

@@ -47,19 +47,6 @@ func nodes(n, ppn int) []int {
 	return out
 }
 
-func BenchmarkMsgMarshal(b *testing.B) {
-	m := Msg{Kind: Up, ID: ID{Epoch: 1, Seq: 1 << 40}, Value: []byte{1, 2, 3, 4}, Collect: 1 << 40}
-	buf := make([]byte, 0, 64)
-	var d Msg
-	b.ReportAllocs()
-	for b.Loop() {
-		buf, _ = m.AppendBinary(buf[:0])
-		if err := d.UnmarshalBinary(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkHarnessAgreement32 runs failure-free 32-rank agreements in the
 // test harness (random delivery order, every message encoded and decoded)
 // and reports core steps per second.

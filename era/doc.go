@@ -29,8 +29,10 @@
 //     string, k-ary, the hierarchical X/Y trees of Section 4 (bin/bin,
 //     bin/star), and the tree rebalancing of Section 4 (HeapTree.Over over
 //     Survivors).
-//   - msg.go: the messages UP, DOWN and RESULTREQUEST and their versioned
-//     binary encoding.
+//   - msg.go: the messages UP, DOWN and RESULTREQUEST (Msg), as data: their
+//     versioned binary encoding is internal/wire's (AppendEraMsg,
+//     DecodeEraMsg), so that era stays a pure core that imports no codec
+//     (internal/wire imports era, never the reverse).
 //   - resend.go: Core.Resend, which repeats the messages awaiting an answer
 //     for transports that may lose messages to live processes (the paper
 //     assumes reliable channels).

@@ -20,7 +20,7 @@ import (
 //     are delivered or, in dropInflight schedules, lost with probability ½;
 //   - after a crash, Dead(r) is called on every survivor after a random
 //     delay (never before the crash: the detector is perfect).
-// Every message goes through MarshalBinary/UnmarshalBinary.
+// Every message goes through the wire encoding (see codec).
 //
 // Values are one-hot bitmasks combined with BitOR, so a decided value names
 // exactly the set C of processes whose contribution it includes, which
@@ -236,8 +236,8 @@ func (s *sim) handle(e *simEvent) {
 	case evDetect:
 		s.emit(p, c.Dead(e.from))
 	case evMsg:
-		var m Msg
-		if err := m.UnmarshalBinary(e.msg); err != nil {
+		m, err := codec.decode(e.msg)
+		if err != nil {
 			s.fatalf("decoding a message from %d: %v", e.from, err)
 		}
 		s.emit(p, c.Step(e.from, m))
@@ -311,7 +311,7 @@ func (s *sim) emit(p ranks.Rank, outs []Out) {
 		if o.To == p || int(o.To) >= s.cfg.n {
 			s.fatalf("rank %d sends to %d", p, o.To)
 		}
-		b, err := o.Msg.MarshalBinary()
+		b, err := codec.encode(nil, &o.Msg)
 		if err != nil {
 			s.fatalf("rank %d encodes %v: %v", p, o.Msg.Kind, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -139,7 +140,7 @@ func (r *rig) runERA(cores []*era.Core, seq0 uint64, k int) (time.Duration, erro
 					decided = o.Decided.Value
 					continue
 				}
-				b, _ := o.Msg.MarshalBinary()
+				b, _ := wire.AppendEraMsg(nil, &o.Msg)
 				r.trs[p].Send(o.To, b)
 			}
 			return decided
@@ -155,8 +156,8 @@ func (r *rig) runERA(cores []*era.Core, seq0 uint64, k int) (time.Duration, erro
 				if err != nil {
 					return err
 				}
-				var m era.Msg
-				if err := m.UnmarshalBinary(in.payload); err != nil {
+				m, err := wire.DecodeEraMsg(in.payload)
+				if err != nil {
 					return err
 				}
 				v = send(c.Step(in.from, m))

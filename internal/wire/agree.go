@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/vigil-hpc/vigil/era"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -24,12 +23,12 @@ type Agree struct {
 func (*Agree) Type() MsgType { return TypeAgree }
 
 // AppendTo encodes: type, op, then the era.Msg encoding (version 1, see
-// era.Msg.AppendBinary). A Msg that era cannot encode (an unknown kind, a
+// AppendEraMsg). A Msg that AppendEraMsg refuses (an unknown kind, a
 // ResultRequest with a value) is written without its body, which every
 // receiver rejects; the era cores never build such messages.
 func (m *Agree) AppendTo(dst []byte) []byte {
 	dst = append(dst, byte(TypeAgree), m.Op)
-	dst, _ = m.Msg.AppendBinary(dst)
+	dst, _ = AppendEraMsg(dst, &m.Msg)
 	return dst
 }
 
@@ -43,18 +42,13 @@ func (d *decoder) agree() *Agree {
 	}
 	body := d.b
 	d.b = nil
-	if err := m.Msg.UnmarshalBinary(body); err != nil {
-		field, detail, reason := "agree.msg", err.Error(), ReasonBadPayload
-		if de, ok := err.(*era.DecodeError); ok {
-			field, detail = "agree."+de.Field, de.Reason
-			if strings.HasPrefix(de.Reason, "truncated") {
-				reason = ReasonTruncated
-			}
-		}
-		d.fail(reason, field, "%s", detail)
+	msg, e := decodeEraMsg(body)
+	if e != nil {
+		d.fail(e.reason, "agree."+e.Field, "%s", e.Detail)
 		return nil
 	}
-	if again, _ := m.Msg.AppendBinary(nil); !bytes.Equal(again, body) {
+	m.Msg = msg
+	if again, _ := AppendEraMsg(nil, &m.Msg); !bytes.Equal(again, body) {
 		d.fail(ReasonBadPayload, "agree.msg", "non-canonical encoding")
 		return nil
 	}

@@ -1,8 +1,19 @@
-// Package wire holds Vigil's versioned binary encodings: the authenticated
-// frame layer of the TCP transport and the protocol messages carried inside
-// Msg frames. Everything is encoded with encoding/binary, as explicit
-// little-endian words or canonical (minimal) uvarints; nothing uses gob or
-// JSON.
+// Package wire is Vigil's one codec package for protocol messages: it holds
+// the versioned binary encodings of every message Vigil's components
+// exchange — the node's protocol messages, carried inside Msg frames; the
+// agreement (ERA) messages; the daemons' messages — and the authenticated
+// frame layer of the TCP transport. Everything is encoded with
+// encoding/binary, as explicit little-endian words or uvarints; nothing
+// uses gob or JSON. (Formats private to one package stay there: the verbs
+// transport's reliability packets, the shared-memory handshake, the local
+// bootstrap's tables, and the JSON lines between a daemon and the
+// processes of its node.)
+//
+// The message types are wire's, except the agreement message era.Msg,
+// which is the data of package era's protocol core: wire imports era (and
+// bcast, ranks), never the reverse, so era stays a pure core without a
+// codec, and package daemon uses wire's daemon messages (its Report,
+// ProcFailure and Cause are aliases of wire's).
 //
 // # Frames
 //
@@ -26,13 +37,44 @@
 // per-connection rules (Hello first, one sender and one incarnation per
 // connection, no incarnation older than one already seen from that rank).
 //
-// # Messages
+// Frame payloads: Hello (AppendHello, DecodeHello: the rank the sender
+// meant to reach), Heartbeat (AppendHeartbeat, DecodeHeartbeat,
+// HeartbeatFrame: the emitter's sequence number), Bye (empty) and Msg (one
+// node message, below).
 //
-// Protocol messages (NewObserver, Leave, Bcast, Evicted, Agree, which
-// carries the agreement messages of package era, and Sync, which repairs
-// dead lists) start with a type byte;
-// see AppendMessage and DecodeMessage. Decoders reject malformed input with
-// an *Error naming the field, never panic, and allocate at most in
+// # Node messages
+//
+// The node's protocol messages (message.go, agree.go, sync.go, probe.go)
+// start with a type byte (MsgType); see AppendMessage and DecodeMessage,
+// which takes a rank bound. They are NewObserver (seed 000's NEWOBSERVER),
+// Leave (a clean departure), Bcast (one broadcast of package bcast),
+// Evicted (the fail-stop order to a rank held dead), Agree (one ERA
+// message, below, with the code of its agreement operation), Sync (the
+// repair of dead lists), and Probe and Alive (the block mending of
+// hb.Ring). Their uvarints must be canonical (minimal).
+//
+// # ERA messages
+//
+// The agreement messages of package era, era.Msg of kind UP, DOWN or
+// RESULTREQUEST (era.go): AppendEraMsg and DecodeEraMsg, format version 1
+// in the high nibble of the first byte. Agree carries them and requires
+// the canonical encoding.
+//
+// # Daemon messages
+//
+// The messages between the daemons of package daemon (daemon.go), payloads
+// of the daemons' authenticated transport: DaemonNewObserver, DaemonEvicted
+// and Report (seed 003's propagation message, made of ProcFailure and
+// Cause). They start with a type byte (DaemonType: 'O', 'E', 'R') and use
+// fixed-size little-endian fields; see AppendDaemon and DecodeDaemon, which
+// checks them against the job's numbers of daemons and processes
+// (Report.Validate).
+//
+// # Errors
+//
+// Every decoder rejects malformed input with an *Error naming the field
+// (such as "bcast.d", "agree.msg.dead[3]" or "daemon.report.procs[0].rank")
+// with one of the Reason constants, never panics, and allocates at most in
 // proportion to the input length.
 //
 // # Fuzzing
@@ -47,7 +89,10 @@
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeSync$' -fuzztime 30s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeHello$' -fuzztime 30s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeHeartbeat$' -fuzztime 30s
+//	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeEraMsg$' -fuzztime 30s
+//	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeDaemon$' -fuzztime 30s
 //
-// (-fuzz accepts one target per run.) Crashers land in testdata/fuzz and
-// become regression seeds on the next plain `go test`.
+// (-fuzz accepts one target per run; scripts/fuzz.sh runs every target of
+// the module.) Crashers land in testdata/fuzz and become regression seeds
+// on the next plain `go test`.
 package wire
