@@ -34,10 +34,19 @@ func (c *Core) evict(r ranks.Rank, now int64) {
 	c.send([]ranks.Rank{r}, &wire.Evicted{Rank: r})
 }
 
-// onEvicted handles EVICTED from a live rank: this rank was declared dead.
-// It stops heartbeating and suspecting (Ready.Evicted).
+// onEvicted handles EVICTED: this rank was declared dead. It stops
+// heartbeating and suspecting (Ready.Evicted).
+//
+// An EVICTED from a rank this rank holds dead is mutual suspicion: either
+// the sender is a zombie with stale knowledge (it was declared dead by the
+// job while paused) and this rank must go on, or this rank was cut off
+// from the job and declared the others dead. A cut-off rank soon holds
+// most of the job dead (block mending declares a silent window at once),
+// while a rank of the job's majority does not; so the notice is obeyed
+// from a rank held dead only when at least half of the job is held dead.
 func (c *Core) onEvicted(from ranks.Rank, m *wire.Evicted) {
-	if m.Rank != c.cfg.Self || c.ring.Dead().Has(from) {
+	D := c.ring.Dead()
+	if m.Rank != c.cfg.Self || (D.Has(from) && 2*D.Len() < c.cfg.Size) {
 		c.bad("dropping EVICTED", "from", from, "rank", m.Rank)
 		return
 	}
