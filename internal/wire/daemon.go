@@ -279,16 +279,10 @@ func (d *decoder) daemonRank(field string, nodes int) ranks.Rank {
 }
 
 func (d *decoder) uint32le(field string) uint32 {
-	if d.err != nil {
-		return 0
+	if b := d.fixed(field, 4); b != nil {
+		return binary.LittleEndian.Uint32(b)
 	}
-	if len(d.b) < 4 {
-		d.fail(ReasonTruncated, field, "input ends inside the field")
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(d.b)
-	d.b = d.b[4:]
-	return v
+	return 0
 }
 
 // count32 reads a u32 list length whose entries take elem bytes each; a

@@ -185,30 +185,33 @@ func (d *decoder) checkRank(field string, v uint64) ranks.Rank {
 	return ranks.Rank(v)
 }
 
-func (d *decoder) byte1(field string) byte {
+// fixed takes the next n bytes of field (nil, and the error recorded, when
+// the input ends inside it).
+func (d *decoder) fixed(field string, n int) []byte {
 	if d.err != nil {
-		return 0
+		return nil
 	}
-	if len(d.b) < 1 {
+	if len(d.b) < n {
 		d.fail(ReasonTruncated, field, "input ends inside the field")
-		return 0
+		return nil
 	}
-	v := d.b[0]
-	d.b = d.b[1:]
+	v := d.b[:n]
+	d.b = d.b[n:]
 	return v
 }
 
+func (d *decoder) byte1(field string) byte {
+	if b := d.fixed(field, 1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
 func (d *decoder) uint64le(field string) uint64 {
-	if d.err != nil {
-		return 0
+	if b := d.fixed(field, 8); b != nil {
+		return binary.LittleEndian.Uint64(b)
 	}
-	if len(d.b) < 8 {
-		d.fail(ReasonTruncated, field, "input ends inside the field")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
+	return 0
 }
 
 // count reads a list length; every element takes at least one byte, so a
