@@ -46,8 +46,9 @@ func MaxOverlapping(n int) int {
 //
 //	T_block(b) = (R+1)δ + t + B(n),  R = ⌈log2(b/w + 1)⌉ probe rounds,
 //
-// which for b ≤ w is T(1), a single failure's bound.
+// which for b ≤ w is T(1), a single failure's bound (w < 1 counts as 1).
 func BlockBound(b, w, n int, delta, t int64) int64 {
+	w = max(w, 1)
 	rounds, covered := int64(1), w // round k probes w·2^(k−1) ranks
 	for covered < b {
 		covered += w << rounds

@@ -84,7 +84,7 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 		}
 	}
 	sim.started, sim.forwarded, sim.syncs = uint64(res.Detections), res.BcastForwarded, res.SyncMsgs
-	sim.sent = res.BcastMsgs + res.NewObserverMsgs + res.SyncMsgs + res.OtherMsgs
+	sim.sent = res.BcastMsgs + res.NewObserverMsgs + res.SyncMsgs + res.ProbeMsgs + res.OtherMsgs
 
 	// Real runtime, with Algorithm 1's one-at-a-time mending (MendProbe -1),
 	// which is what the simulator runs.

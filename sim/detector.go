@@ -38,8 +38,9 @@ func (m HeartbeatMode) String() string {
 
 // DetectorConfig describes one simulated job running Vigil's detector: N
 // ranks, each running the shipped detector.Core (the ring of seed 000
-// Algorithm 1, the broadcast, the dead-list repair and the eviction of
-// zombies), exchanging NEWOBSERVER, broadcast and SYNC messages over Net.
+// Algorithm 1, optionally with block mending, the broadcast, the dead-list
+// repair and the eviction of zombies), exchanging NEWOBSERVER, broadcast,
+// SYNC and (block mending) PROBE and ALIVE messages over Net.
 // The simulator supplies the heartbeats, the checks, the network and the
 // failures; every protocol decision is the Core's. Times are nanoseconds.
 type DetectorConfig struct {
@@ -66,6 +67,13 @@ type DetectorConfig struct {
 	HeartbeatDelay int64
 	// Failures is the failure plan (required).
 	Failures FailurePlan
+	// Probe is the block-mending window W (detector.Config.Probe,
+	// hb/mend.go): an observer that finds its emitter dead probes its next
+	// W predecessors at once (PROBE/ALIVE, time-out δ), doubling W each
+	// round that finds no live one, so a dead block of consecutive ranks is
+	// known in about 2δ instead of 2δ per rank. 0 (the default) is
+	// Algorithm 1's one-at-a-time mending.
+	Probe int
 	// Start is the time of the failure phase, after the ring reached its
 	// steady state (default 2h + Check + the heartbeat delay bound).
 	Start int64
@@ -120,6 +128,8 @@ func (c *DetectorConfig) Validate() error {
 			d.Delta, d.H+d.HeartbeatDelay+d.Check)
 	case d.Failures == nil:
 		return errors.New("sim: DetectorConfig.Failures is nil")
+	case d.Probe < 0:
+		return fmt.Errorf("sim: DetectorConfig.Probe = %d, want ≥ 0", d.Probe)
 	case d.Start < d.H+d.HeartbeatDelay+d.Check:
 		return fmt.Errorf("sim: DetectorConfig.Start = %d, want ≥ h + heartbeat delay + check period", d.Start)
 	case d.Heartbeats == HeartbeatsSkip && d.HeartbeatPorts:
@@ -135,8 +145,9 @@ type TraceKind uint8
 const (
 	// TraceFail: Node crashed.
 	TraceFail TraceKind = iota + 1
-	// TraceDetect: Node's ring found its emitter Rank dead (task T3) and
-	// starts a broadcast.
+	// TraceDetect: Node's ring found its emitter Rank dead (task T3), or
+	// found Rank dead by a probe round of block mending, and starts a
+	// broadcast.
 	TraceDetect
 	// TraceLearn: Node learned that Rank, detected by Source, is dead:
 	// from the broadcast Source started (task T5) or from a SYNC answer of
@@ -166,6 +177,11 @@ type DetectorResult struct {
 	// FirstKnown is the time until every alive rank knew the first failure,
 	// -1 if that never happened within the horizon.
 	FirstKnown int64
+	// AllKnown is the time until every alive rank first knew every crashed
+	// rank (and no live one) after the last planned failure, -1 if that
+	// never happened within the horizon. It is Stabilized without the
+	// ring's reconnection.
+	AllKnown int64
 	// Stabilized is the time until the first stable configuration after
 	// every planned failure (every alive rank observes its closest alive
 	// predecessor, is observed by its closest alive successor and knows
@@ -173,16 +189,19 @@ type DetectorResult struct {
 	Stabilized int64
 	// LastFailure is the time of the last failure.
 	LastFailure int64
-	// Detections counts T3 detections (each starts a broadcast).
+	// Detections counts the broadcasts the rings started: T3 detections
+	// and, with block mending, the reports of the probe rounds that found
+	// dead candidates.
 	Detections int
 	// BcastMsgs, NewObserverMsgs and Heartbeats count messages sent
 	// (heartbeats only in HeartbeatsFull). BcastForwarded counts the
 	// broadcast messages sent by ranks other than the broadcast's source.
 	BcastMsgs, BcastForwarded, NewObserverMsgs, Heartbeats uint64
 	// SyncMsgs counts the dead-list repair's SYNC messages (requests and
-	// answers), OtherMsgs any other message the Cores sent (EVICTED
-	// notices to ranks held dead that still sent something).
-	SyncMsgs, OtherMsgs uint64
+	// answers), ProbeMsgs block mending's PROBE and ALIVE messages,
+	// OtherMsgs any other message the Cores sent (EVICTED notices to ranks
+	// held dead that still sent something).
+	SyncMsgs, ProbeMsgs, OtherMsgs uint64
 	// Evicted counts live ranks that were told the job holds them dead and
 	// stopped, as a crashed rank would (they count in Failures too).
 	Evicted int
@@ -293,7 +312,8 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	d.death = make([]int64, n)
 	d.alive = n
 	for i := range d.nodes {
-		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay})
+		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay,
+			Probe: c.Probe})
 		if err != nil {
 			return nil, err
 		}
@@ -347,7 +367,7 @@ func (d *Detector) Run() DetectorResult {
 	if d.done {
 		return d.res
 	}
-	d.res.FirstKnown, d.res.Stabilized = -1, -1
+	d.res.FirstKnown, d.res.AllKnown, d.res.Stabilized = -1, -1, -1
 	end := d.cfg.Start + d.cfg.Horizon
 	for {
 		e, ok := d.en.Next(end)
@@ -355,6 +375,9 @@ func (d *Detector) Run() DetectorResult {
 			break
 		}
 		d.handle(e)
+		if d.res.AllKnown < 0 && d.allKnown() {
+			d.res.AllKnown = d.en.Now - d.cfg.Start
+		}
 		if d.stable() {
 			d.res.Stabilized = d.en.Now - d.cfg.Start
 			d.trace(TraceEvent{At: d.en.Now, Kind: TraceStable})
@@ -446,12 +469,19 @@ func (d *Detector) handle(e Event) {
 			d.eval(e.Node, now)
 			return
 		}
-		// Full mode, timer: SUSP-TIMEOUT expired (or moved).
+		// Full mode, timer: SUSP-TIMEOUT or a probe round expired (or
+		// moved).
 		if now < nd.core.Deadline() {
 			d.setTimer(e.Node)
 			return
 		}
 		d.check(e.Node, now, nd.slot, now)
+		if nd.alive && !nd.core.Alone() && nd.core.Deadline() > now {
+			// A probe round that closed without a new emitter (its first
+			// candidate answered) leaves SUSP-TIMEOUT running with no
+			// Watch to arm it: the timer follows the ring's deadline.
+			d.setTimer(e.Node)
+		}
 	case evHbTick:
 		d.onTick(e.Node, now)
 	}
@@ -545,8 +575,13 @@ func (d *Detector) kill(x uint32, now int64) {
 // --- stability accounting ---------------------------------------------
 
 func (d *Detector) stable() bool {
-	return d.deadCount > 0 && d.nFail == len(d.fixed) &&
-		d.alive*d.deadCount == d.knowSum && d.falseCount == 0 && d.okCount == d.alive
+	return d.allKnown() && d.okCount == d.alive
+}
+
+// allKnown: every planned failure happened and every alive rank knows
+// exactly the dead ranks.
+func (d *Detector) allKnown() bool {
+	return d.deadCount > 0 && d.nFail == len(d.fixed) && d.alive*d.deadCount == d.knowSum && d.falseCount == 0
 }
 
 // learned records that alive rank p added x to D_p.
@@ -728,9 +763,12 @@ func (d *Detector) send(q uint32, s detector.Send, now int64) {
 			to := uint32(r)
 			alive := d.death[to] > now
 			sent, at := d.ports.Transfer(now, q, to, alive)
-			if _, ok := m.(*wire.Sync); ok {
+			switch m.(type) {
+			case *wire.Sync:
 				d.res.SyncMsgs++
-			} else {
+			case *wire.Probe, *wire.Alive:
+				d.res.ProbeMsgs++
+			default:
 				d.res.OtherMsgs++
 			}
 			if alive {
@@ -911,9 +949,12 @@ func (d *Detector) eval(q uint32, x int64) {
 	}
 	p := uint32(r.Emitter())
 	pn := &d.nodes[p]
-	if pn.alive && uint32(pn.core.Observer()) == q && nd.lastSent >= pn.changes[len(pn.changes)-1].at {
+	if pn.alive && uint32(pn.core.Observer()) == q && nd.lastSent >= pn.changes[len(pn.changes)-1].at && !r.Probing() {
 		// p heartbeats us every h from before our last sighting: no
 		// deadline can expire until p dies or turns away, which wakes us.
+		// (A heartbeat of the current emitter closes a probe round, so
+		// none is open here; were one open, its deadline, which
+		// Deadline includes, would have to be kept.)
 		nd.dormant = true
 		nd.stamp++
 		return

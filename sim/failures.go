@@ -80,6 +80,55 @@ func (b Burst) plan(n int, r *rand.Rand) ([]Failure, int64) {
 	return f, 0
 }
 
+// HostCrash is the crash of whole hosts (issue #13): ranks are placed in
+// blocks, host k holding ranks k·HostSize … (k+1)·HostSize − 1 (the last
+// host fewer when HostSize does not divide n), and a host crash kills its
+// block of consecutive ranks on the observation ring at once. Hosts
+// distinct hosts are drawn uniformly; the first crashes at the start of the
+// failure phase and each other at a time uniform in [0, Window] after it
+// (Window 0: all at once). Hosts drawn next to each other make one longer
+// dead block. HostSize < 1 counts as 1 and Hosts < 1 as 1; at least one
+// host survives.
+type HostCrash struct {
+	HostSize, Hosts int
+	Window          int64
+}
+
+// String implements FailurePlan.
+func (h HostCrash) String() string {
+	size, hosts := max(h.HostSize, 1), max(h.Hosts, 1)
+	s := "host"
+	if hosts > 1 {
+		s = "hosts"
+	}
+	if h.Window == 0 {
+		return fmt.Sprintf("hostcrash(%d %s of %d ranks at once)", hosts, s, size)
+	}
+	return fmt.Sprintf("hostcrash(%d %s of %d ranks within %v)", hosts, s, size, time.Duration(h.Window))
+}
+
+func (h HostCrash) plan(n int, r *rand.Rand) ([]Failure, int64) {
+	size := max(h.HostSize, 1)
+	nHosts := (n + size - 1) / size
+	c := min(max(h.Hosts, 1), nHosts-1)
+	if c < 1 {
+		return nil, 0 // a single host: nobody would survive
+	}
+	var f []Failure
+	for i, host := range distinctRanks(nHosts, c, r) {
+		at := int64(0)
+		if i > 0 && h.Window > 0 {
+			at = r.Int64N(h.Window + 1)
+		}
+		first := int(host) * size
+		for x := first; x < min(first+size, n); x++ {
+			f = append(f, Failure{At: at, Rank: ranks.Rank(x)})
+		}
+	}
+	slices.SortStableFunc(f, func(a, b Failure) int { return cmpInt64(a.At, b.At) })
+	return f, 0
+}
+
 // Exponential is seed 000 §3.3's failure process: one failure at a random
 // rank at the start of the failure phase, then failures at random alive ranks
 // with exponential inter-arrival times of rate λ = n/μ_ind, n being the

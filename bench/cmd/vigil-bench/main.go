@@ -33,7 +33,7 @@ names:
   quick | full        every part with the quick (≤ 10 min) or full profile
   ` + strings.Join(bench.Parts, ", ") + `
                       one part (-profile quick|full)
-  sim <stab|probe|bcast|era|tsweep|all>
+  sim <stab|probe|bcast|era|tsweep|hostcrash|all>
                       simulations of the papers' results (vigil-bench sim -h)
   child vigil|memberlist ...
                       a head-to-head child process (started by h2h)

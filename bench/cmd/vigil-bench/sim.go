@@ -36,10 +36,12 @@ type simOpts struct {
 	plans   string
 	algs    string
 	scaling bool
+	heavy   bool
 	stderr  io.Writer
+	stdout  io.Writer
 }
 
-const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|all> [flags]
+const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|tsweep|hostcrash|all> [flags]
 
   stab   detector stabilization time vs n (seed 000 §4.2): LOWNOISE and
          LOWLAT, maximal quasi-simultaneous failures and random failures
@@ -51,9 +53,16 @@ const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|all> [flags]
   era    ERA decision time vs n and tree shape (seed 001 Theorem 5)
   tsweep latency and work of OCG, CCG, FCG and CTF vs T at N = 4,096 (expected
          failures): how the equations' T compares with the best T
+  hostcrash
+         host crashes (issue #13): one or 4 hosts of 16 or 64 ranks crash at
+         once at n = 4,096 and 65,536, LOWLAT and LOWNOISE; Algorithm 1's
+         mending against block mending (W = 16, 64): time until every
+         survivor knows every dead rank, messages, hb.BlockBound (-heavy:
+         also Algorithm 1 for 4 hosts of 64 at 65,536)
   all    all of the above
 
-Each writes CSV files and PNG figures into -out.
+Each writes CSV files and PNG figures into -out (hostcrash also a markdown
+table, hostcrash.md, printed unless -q).
 `
 
 // simMain is `vigil-bench sim`.
@@ -76,6 +85,7 @@ func simMain(args []string) error {
 	fs.StringVar(&o.algs, "algs", strings.Join(sim.BcastAlgs, ","), "bcast: algorithms to run")
 	fs.BoolVar(&o.scaling, "scaling", true, "bcast: also run the scaling study")
 	fs.StringVar(&o.plans, "plans", "max-burst,random-1y", "stab: failure plans to run (max-burst, random-1y)")
+	fs.BoolVar(&o.heavy, "heavy", false, "hostcrash: also run Algorithm 1 with 4 hosts of 64 at n = 65,536 (256 broadcasts to 65,536 ranks a run: over 10 min each on 2 cores)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -95,13 +105,14 @@ func simMain(args []string) error {
 	if o.workers < 1 || o.runs < 0 || o.maxN < 0 {
 		return fmt.Errorf("sim: -workers must be ≥ 1, -runs and -maxn ≥ 0")
 	}
-	o.stderr = os.Stderr
+	o.stderr, o.stdout = os.Stderr, os.Stdout
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	subs := map[string]func(*simOpts) error{"stab": simStab, "probe": simProbe, "bcast": simBcast, "era": simERA, "tsweep": simTSweep}
+	subs := map[string]func(*simOpts) error{"stab": simStab, "probe": simProbe, "bcast": simBcast, "era": simERA, "tsweep": simTSweep,
+		"hostcrash": simHostCrash}
 	if sub == "all" {
-		for _, s := range []string{"probe", "era", "tsweep", "bcast", "stab"} {
+		for _, s := range []string{"probe", "era", "tsweep", "bcast", "stab", "hostcrash"} {
 			if err := subs[s](&o); err != nil {
 				return err
 			}
@@ -505,6 +516,198 @@ func simERA(o *simOpts) error {
 	return nil
 }
 
+// --- hostcrash -------------------------------------------------------------
+
+// hostCrashRow is one row of the host-crash study: a network, n, the
+// crash and the mending window.
+type hostCrashRow struct {
+	sc    sim.Scenario
+	n     int
+	plan  sim.HostCrash
+	probe int
+}
+
+// hostCrashRows are the rows of the study: hosts of 16 and 64 ranks, one
+// and 4 at once, each with Algorithm 1 (W = 0) and block mending (W = 16,
+// and 64 for hosts of 64). Unless heavy, Algorithm 1 is left out where
+// more than 64 ranks die among more than 4,096: one broadcast to every
+// rank per dead rank makes such a run take over 10 minutes here.
+func hostCrashRows(ns []int, heavy bool) []hostCrashRow {
+	var rows []hostCrashRow
+	for _, sc := range []sim.Scenario{sim.LowLat, sim.LowNoise} {
+		for _, n := range ns {
+			for _, size := range []int{16, 64} {
+				for _, hosts := range []int{1, 4} {
+					probes := []int{0, 16}
+					if size >= 64 {
+						probes = append(probes, 64)
+					}
+					for _, w := range probes {
+						if w == 0 && !heavy && n > 4096 && size*hosts > 64 {
+							continue
+						}
+						rows = append(rows, hostCrashRow{sc, n, sim.HostCrash{HostSize: size, Hosts: hosts}, w})
+					}
+				}
+			}
+		}
+	}
+	return rows
+}
+
+func simHostCrash(o *simOpts) error {
+	ns, runs := []int{4096, 65536}, o.runsOr(3)
+	if o.quick {
+		ns, runs = []int{512}, o.runsOr(2)
+	}
+	ns = o.sizes(ns)
+	rows := hostCrashRows(ns, o.heavy)
+	// Progress weighted by the broadcasts a run makes (about one per rank
+	// with Algorithm 1, a few per host with block mending) times n.
+	weight := func(r hostCrashRow) int {
+		b := r.plan.Hosts
+		if r.probe == 0 {
+			b *= r.plan.HostSize
+		} else {
+			b *= 2 + r.plan.HostSize/r.probe
+		}
+		return r.n * b
+	}
+	total := 0
+	for _, r := range rows {
+		total += runs * weight(r)
+	}
+	bar := newBar(o, "hostcrash", total)
+	w, err := newCSV(o, "hostcrash.csv", "scenario", "n", "host_size", "hosts", "window_s", "probe", "runs", "failures",
+		"block_mean", "block_max", "detections", "all_known_s", "all_known_se", "all_known_min_s", "all_known_max_s",
+		"stabilized_s", "stabilized_max_s", "block_bound_s", "within_bound", "thm1_formula_s", "incomplete", "unstable",
+		"false_suspicions", "evicted", "bcast_msgs", "newobserver_msgs", "probe_msgs", "sync_msgs", "other_msgs", "events")
+	if err != nil {
+		return err
+	}
+	var all []sim.HostCrashStats
+	for _, r := range rows {
+		st, err := sim.HostCrashStudy(r.sc, r.n, r.plan, r.probe, runs, o.workers, o.seed, func() { bar.add(weight(r)) })
+		if err != nil {
+			return err
+		}
+		all = append(all, st)
+		w.row(st.Scenario, st.N, st.HostSize, st.Hosts, float64(st.Window)/1e9, st.Probe, st.Runs, st.Failures,
+			st.Block, st.BlockMax, st.Detections, st.AllKnown, st.AllKnownSE, st.AllKnownMin, st.AllKnownMax,
+			st.Stabilized, st.StabilizedMax, st.Bound, st.WithinBound, st.AlgBound, st.Incomplete, st.Unstable,
+			st.FalseSuspicions, st.Evicted, st.BcastMsgs, st.NewObserverMsgs, st.ProbeMsgs, st.SyncMsgs, st.OtherMsgs, st.Events)
+	}
+	bar.finish()
+	if err := w.close(); err != nil {
+		return err
+	}
+	// One figure: time until all know against the largest dead block, in
+	// units of δ (both networks), with the bound of each block-mending row.
+	delta := map[string]float64{sim.LowLat.Name: float64(sim.LowLat.Delta) / 1e9, sim.LowNoise.Name: float64(sim.LowNoise.Delta) / 1e9}
+	pts := map[string]plotter.XYs{}
+	var names []string
+	add := func(name string, x, y float64) {
+		if _, ok := pts[name]; !ok {
+			names = append(names, name)
+		}
+		pts[name] = append(pts[name], plotter.XY{X: x, Y: y})
+	}
+	for _, st := range all {
+		if st.Runs == st.Incomplete || st.AllKnown <= 0 || st.Block < 1 {
+			continue // nothing to place on the log axes
+		}
+		d := delta[st.Scenario]
+		add(mendingName(st.Probe), st.Block, st.AllKnown/d)
+		if st.Probe > 0 {
+			add(fmt.Sprintf("hb.BlockBound, W = %d", st.Probe), st.Block, st.Bound/d)
+		}
+	}
+	var series []any
+	for _, name := range names {
+		series = append(series, name, pts[name])
+	}
+	if err := saveScatterLog(o, "hostcrash.png", "Host crashes: time until every survivor knows every dead rank",
+		"largest dead block (ranks, mean of the runs)", "time after the crash (δ)", true, series...); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(o.out, "hostcrash.md"))
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	var out io.Writer = f
+	if !o.quiet {
+		out = io.MultiWriter(f, o.stdout)
+	}
+	hostCrashTable(out, all)
+	return f.Close()
+}
+
+func mendingName(probe int) string {
+	if probe == 0 {
+		return "Algorithm 1"
+	}
+	return fmt.Sprintf("block, W = %d", probe)
+}
+
+// hostCrashTable writes the markdown table of the host-crash study: per
+// row the time until every survivor knew every dead rank (mean, min–max
+// over the runs), how much faster than Algorithm 1 on the same crashes,
+// hb.BlockBound of the largest block and the runs within it, the mean
+// message counts per run, and the false reports and incomplete runs.
+func hostCrashTable(w io.Writer, all []sim.HostCrashStats) {
+	fmt.Fprint(w, "| network | n | crash | mending | runs | largest block | all know, s: mean (min–max) | Alg. 1 ÷ this | "+
+		"BlockBound, s | within bound | stable, s | broadcast | NEWOBSERVER | PROBE/ALIVE | SYNC | false reports | incomplete |\n"+
+		"|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	type key struct {
+		sc          string
+		n, size, hs int
+	}
+	alg1 := map[key]float64{}
+	for _, st := range all {
+		if st.Probe == 0 && st.Incomplete == 0 {
+			alg1[key{st.Scenario, st.N, st.HostSize, st.Hosts}] = st.AllKnown
+		}
+	}
+	secs := func(x float64) string {
+		switch {
+		case x >= 100:
+			return fmt.Sprintf("%.0f", x)
+		case x >= 10:
+			return fmt.Sprintf("%.1f", x)
+		}
+		return fmt.Sprintf("%.3f", x)
+	}
+	msgs := func(x float64) string {
+		if x < 1e4 {
+			return fmt.Sprintf("%.0f", x)
+		}
+		return fmt.Sprintf("%.3g", x)
+	}
+	for _, st := range all {
+		crash := fmt.Sprintf("%d × %d", st.Hosts, st.HostSize)
+		if st.Window > 0 {
+			crash += fmt.Sprintf(" within %v", time.Duration(st.Window))
+		}
+		block := fmt.Sprint(st.BlockMax)
+		if st.Block != float64(st.BlockMax) {
+			block = fmt.Sprintf("%.1f (max %d)", st.Block, st.BlockMax)
+		}
+		known, ratio, bound, within := "—", "—", "—", "—"
+		if st.Incomplete < st.Runs {
+			known = fmt.Sprintf("%s (%s–%s)", secs(st.AllKnown), secs(st.AllKnownMin), secs(st.AllKnownMax))
+			if a, ok := alg1[key{st.Scenario, st.N, st.HostSize, st.Hosts}]; ok && st.Probe > 0 && st.AllKnown > 0 {
+				ratio = fmt.Sprintf("%.1f", a/st.AllKnown)
+			}
+		}
+		if st.Probe > 0 {
+			bound, within = secs(st.Bound), fmt.Sprintf("%d of %d", st.WithinBound, st.Runs)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
+			st.Scenario, st.N, crash, mendingName(st.Probe), st.Runs, block, known, ratio, bound, within, secs(st.Stabilized),
+			msgs(st.BcastMsgs), msgs(st.NewObserverMsgs), msgs(st.ProbeMsgs), msgs(st.SyncMsgs), st.FalseSuspicions, st.Incomplete)
+	}
+}
+
 // --- output helpers ----------------------------------------------------------
 
 // csvOut writes one CSV file.
@@ -586,12 +789,23 @@ func savePlot(o *simOpts, file, title, xl, yl string, logX bool, series ...any) 
 
 // saveScatter draws named point sets.
 func saveScatter(o *simOpts, file, title, xl, yl string, series ...any) error {
+	return saveScatterLog(o, file, title, xl, yl, false, series...)
+}
+
+// saveScatterLog is saveScatter, with both axes logarithmic if logXY (every
+// coordinate must then be > 0) and the legend at the top left.
+func saveScatterLog(o *simOpts, file, title, xl, yl string, logXY bool, series ...any) error {
 	if len(nonEmpty(series)) == 0 {
 		return nil
 	}
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xl, yl
 	p.Legend.Top = true
+	if logXY {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+		p.Legend.Left = true
+	}
 	if err := plotutil.AddScatters(p, nonEmpty(series)...); err != nil {
 		return fmt.Errorf("sim: plot %s: %w", file, err)
 	}

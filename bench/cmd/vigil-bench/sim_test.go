@@ -21,7 +21,7 @@ func TestSimQuick(t *testing.T) {
 	}
 	for _, f := range []string{"stab_lownoise.png", "stab_lowlat.png", "probe_rounds.png", "probe_L.png", "era_steps.png",
 		"era_logp.png", "bcast_256_none.png", "bcast_256_expected.png", "bcast_scaling_none.png", "bcast_scaling_n64.png",
-		"tsweep_latency.png", "tsweep_work.png"} {
+		"tsweep_latency.png", "tsweep_work.png", "hostcrash.png"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("%s: not a PNG file (%v)", f, err)
@@ -125,6 +125,58 @@ func TestSimQuick(t *testing.T) {
 		fk, st := num(t, r, "first_known_s"), num(t, r, "stabilized_s")
 		if num(t, r, "unstable") != 0 || fk < delta-h || st < fk || num(t, r, "failures") < 1 {
 			t.Errorf("stab %v: first known %v s, stable %v s (δ = %v s)", r, fk, st, delta)
+		}
+	}
+}
+
+// TestSimHostCrash runs `vigil-bench sim hostcrash -quick` in process: every
+// row complete with no live rank reported, block mending within
+// hb.BlockBound in every run, faster than Algorithm 1 on the same crashes,
+// and the only one to send PROBE/ALIVE.
+func TestSimHostCrash(t *testing.T) {
+	dir := t.TempDir()
+	if err := simMain([]string{"hostcrash", "-quick", "-q", "-out", dir}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "hostcrash.png"))
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("hostcrash.png: not a PNG file (%v)", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "hostcrash.md"))
+	if err != nil || !bytes.Contains(md, []byte("| LOWLAT | 512 | 4 × 64 | block, W = 64 |")) {
+		t.Errorf("hostcrash.md: %v\n%s", err, md)
+	}
+	rows := readCSV(t, dir, "hostcrash.csv")
+	alg1 := map[string]float64{}
+	key := func(r map[string]string) string { return r["scenario"] + "/" + r["host_size"] + "/" + r["hosts"] }
+	for _, r := range rows {
+		if r["probe"] == "0" {
+			alg1[key(r)] = num(t, r, "all_known_s")
+		}
+	}
+	if len(rows) != 20 || len(alg1) != 8 {
+		t.Fatalf("%d rows, %d of them Algorithm 1", len(rows), len(alg1))
+	}
+	for _, r := range rows {
+		runs := num(t, r, "runs")
+		if num(t, r, "incomplete") != 0 || num(t, r, "unstable") != 0 || num(t, r, "false_suspicions") != 0 || num(t, r, "evicted") != 0 {
+			t.Errorf("%v: incomplete, unstable or false reports", r)
+		}
+		if num(t, r, "failures") != num(t, r, "host_size")*num(t, r, "hosts") {
+			t.Errorf("%v: wrong number of failures", r)
+		}
+		known, probes := num(t, r, "all_known_s"), num(t, r, "probe_msgs")
+		if r["probe"] == "0" {
+			if probes != 0 {
+				t.Errorf("%v: Algorithm 1 probed", r)
+			}
+			continue
+		}
+		if num(t, r, "within_bound") != runs || known > num(t, r, "block_bound_s") || probes == 0 {
+			t.Errorf("%v: beyond hb.BlockBound or no probes", r)
+		}
+		if a := alg1[key(r)]; known*4 > a {
+			t.Errorf("%v: all know after %v s, Algorithm 1 after %v s", r, known, a)
 		}
 	}
 }

@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// HostCrashStats aggregates the detector runs of one row of the host-crash
+// study (issue #13): one network scenario, n ranks, one HostCrash plan and
+// one mending window. Times are in seconds from the first failure,
+// message counts are means per run.
+type HostCrashStats struct {
+	Scenario           string
+	N, HostSize, Hosts int
+	Window             int64
+	// Probe is the block-mending window W (0: Algorithm 1).
+	Probe, Runs int
+	// Failures is the mean number of crashed ranks; Block the largest dead
+	// block of consecutive ranks (hosts drawn next to each other merge),
+	// its mean and maximum over the runs.
+	Failures   float64
+	Block      float64
+	BlockMax   int
+	Detections float64
+	// AllKnown is the time until every survivor knew every dead rank
+	// (DetectorResult.AllKnown): mean, standard error, min and max over the
+	// runs that got there.
+	AllKnown, AllKnownSE, AllKnownMin, AllKnownMax float64
+	// Stabilized is the mean time until the stable configuration (the
+	// ring reconnected too), StabilizedMax its maximum.
+	Stabilized, StabilizedMax float64
+	// Bound is the largest over the runs of hb.BlockBound of the run's
+	// largest dead block (plus Window), and WithinBound the number of runs
+	// whose AllKnown respected their own bound; both 0 for Algorithm 1,
+	// which BlockBound does not describe (see AlgBound).
+	Bound       float64
+	WithinBound int
+	// AlgBound is seed 000's Theorem 1 formula T(f) with f the largest
+	// block (hb.Bound; the theorem itself covers f ≤ ⌊log2 n⌋ − 1 only).
+	AlgBound float64
+	// Incomplete counts runs in which some survivor never knew some dead
+	// rank within the horizon; Unstable runs that never reached the stable
+	// configuration.
+	Incomplete, Unstable int
+	// FalseSuspicions and Evicted are totals over the runs: live ranks put
+	// in some D_i, and live ranks evicted as a consequence.
+	FalseSuspicions, Evicted int
+	// Message means: broadcast (all copies), NEWOBSERVER, PROBE and ALIVE,
+	// SYNC (dead-list repair), others (EVICTED).
+	BcastMsgs, NewObserverMsgs, ProbeMsgs, SyncMsgs, OtherMsgs float64
+	// Events is the total number of events processed.
+	Events uint64
+}
+
+// DeadBlocks returns the lengths of the maximal blocks of consecutive ranks
+// (on the ring of n ranks, wrapping around) among the sorted ranks dead.
+func DeadBlocks(n int, dead []ranks.Rank) []int {
+	if len(dead) == 0 {
+		return nil
+	}
+	if len(dead) == n {
+		return []int{n}
+	}
+	var out []int
+	run := 1
+	for i := 1; i < len(dead); i++ {
+		if dead[i] == dead[i-1]+1 {
+			run++
+			continue
+		}
+		out = append(out, run)
+		run = 1
+	}
+	out = append(out, run)
+	if len(out) > 1 && dead[0] == 0 && int(dead[len(dead)-1]) == n-1 {
+		out[0] += out[len(out)-1] // the block wraps around
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// HostCrashStudy runs runs detector simulations of scenario sc at n ranks
+// with host crashes plan and block-mending window probe (0: Algorithm 1),
+// run i seeded RunSeed(seed, i) so that every window sees the same hosts
+// crash at the same times, on workers goroutines, heartbeats skipped and
+// timers as in Algorithm 1, calling progress after each run.
+func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe, runs, workers int, seed uint64, progress func()) (HostCrashStats, error) {
+	cfg := DetectorConfig{N: n, H: sc.H, Delta: sc.Delta, Net: OnePort{T: sc.T}, Failures: plan, Probe: probe}
+	if err := cfg.Validate(); err != nil {
+		return HostCrashStats{}, err
+	}
+	if runs < 1 {
+		return HostCrashStats{}, fmt.Errorf("sim: host-crash study with %d runs", runs)
+	}
+	res := make([]DetectorResult, runs)
+	errs := make([]error, runs)
+	Parallel(runs, workers, func(i int) {
+		d, err := NewDetector(cfg, RunSeed(seed, i))
+		if err != nil {
+			errs[i] = err
+		} else {
+			res[i] = d.Run()
+		}
+		if progress != nil {
+			progress()
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return HostCrashStats{}, err
+		}
+	}
+	st := HostCrashStats{Scenario: sc.Name, N: n, HostSize: max(plan.HostSize, 1), Hosts: max(plan.Hosts, 1),
+		Window: plan.Window, Probe: probe, Runs: runs}
+	var known meanVar
+	var stab float64
+	stabRuns := 0
+	for _, r := range res {
+		st.Events += r.Events
+		st.Failures += float64(r.Failures)
+		st.Detections += float64(r.Detections)
+		st.FalseSuspicions += r.FalseSuspicions
+		st.Evicted += r.Evicted
+		st.BcastMsgs += float64(r.BcastMsgs)
+		st.NewObserverMsgs += float64(r.NewObserverMsgs)
+		st.ProbeMsgs += float64(r.ProbeMsgs)
+		st.SyncMsgs += float64(r.SyncMsgs)
+		st.OtherMsgs += float64(r.OtherMsgs)
+		b := 0
+		for _, x := range DeadBlocks(n, r.Dead) {
+			b = max(b, x)
+		}
+		st.Block += float64(b)
+		st.BlockMax = max(st.BlockMax, b)
+		st.AlgBound = max(st.AlgBound, float64(hb.Bound(b, n, sc.Delta, sc.T))/1e9)
+		var bound int64
+		if probe > 0 {
+			bound = hb.BlockBound(b, probe, n, sc.Delta, sc.T) + plan.Window
+			st.Bound = max(st.Bound, float64(bound)/1e9)
+		}
+		if r.Stabilized < 0 {
+			st.Unstable++
+		} else {
+			s := float64(r.Stabilized) / 1e9
+			stab += s
+			stabRuns++
+			st.StabilizedMax = max(st.StabilizedMax, s)
+		}
+		if r.AllKnown < 0 {
+			st.Incomplete++
+			continue
+		}
+		known.add(float64(r.AllKnown) / 1e9)
+		if probe > 0 && r.AllKnown <= bound {
+			st.WithinBound++
+		}
+	}
+	k := float64(runs)
+	st.Failures /= k
+	st.Detections /= k
+	st.Block /= k
+	st.BcastMsgs /= k
+	st.NewObserverMsgs /= k
+	st.ProbeMsgs /= k
+	st.SyncMsgs /= k
+	st.OtherMsgs /= k
+	if stabRuns > 0 {
+		st.Stabilized = stab / float64(stabRuns)
+	}
+	st.AllKnown, st.AllKnownSE, st.AllKnownMin, st.AllKnownMax = known.mean(), known.se(), known.lo, known.hi
+	return st, nil
+}
