@@ -94,23 +94,9 @@ func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe, runs, workers int
 	if runs < 1 {
 		return HostCrashStats{}, fmt.Errorf("sim: host-crash study with %d runs", runs)
 	}
-	res := make([]DetectorResult, runs)
-	errs := make([]error, runs)
-	Parallel(runs, workers, func(i int) {
-		d, err := NewDetector(cfg, RunSeed(seed, i))
-		if err != nil {
-			errs[i] = err
-		} else {
-			res[i] = d.Run()
-		}
-		if progress != nil {
-			progress()
-		}
-	})
-	for _, err := range errs {
-		if err != nil {
-			return HostCrashStats{}, err
-		}
+	res, err := runDetectors(cfg, runs, workers, seed, progress)
+	if err != nil {
+		return HostCrashStats{}, err
 	}
 	st := HostCrashStats{Scenario: sc.Name, N: n, HostSize: max(plan.HostSize, 1), Hosts: max(plan.Hosts, 1),
 		Window: plan.Window, Probe: probe, Runs: runs}

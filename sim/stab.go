@@ -51,23 +51,9 @@ func StabStudy(sc Scenario, n int, plan FailurePlan, runs, workers int, seed uin
 	if err := cfg.Validate(); err != nil {
 		return StabStats{}, err
 	}
-	res := make([]DetectorResult, runs)
-	errs := make([]error, runs)
-	Parallel(runs, workers, func(i int) {
-		d, err := NewDetector(cfg, RunSeed(seed, i))
-		if err != nil {
-			errs[i] = err
-		} else {
-			res[i] = d.Run()
-		}
-		if progress != nil {
-			progress()
-		}
-	})
-	for _, err := range errs {
-		if err != nil {
-			return StabStats{}, err
-		}
+	res, err := runDetectors(cfg, runs, workers, seed, progress)
+	if err != nil {
+		return StabStats{}, err
 	}
 	st := StabStats{N: n, Runs: runs}
 	var fk, stb meanVar
@@ -121,4 +107,29 @@ func (a *meanVar) se() float64 {
 		return 0
 	}
 	return math.Sqrt(a.s2/float64(a.n-1)) / math.Sqrt(float64(a.n))
+}
+
+// runDetectors runs runs simulations of cfg on workers goroutines, run i
+// seeded RunSeed(seed, i), calling progress after each; the first error
+// of any run is returned.
+func runDetectors(cfg DetectorConfig, runs, workers int, seed uint64, progress func()) ([]DetectorResult, error) {
+	res := make([]DetectorResult, runs)
+	errs := make([]error, runs)
+	Parallel(runs, workers, func(i int) {
+		d, err := NewDetector(cfg, RunSeed(seed, i))
+		if err != nil {
+			errs[i] = err
+		} else {
+			res[i] = d.Run()
+		}
+		if progress != nil {
+			progress()
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
