@@ -12,6 +12,10 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 )
 
+// ErrNoLauncher is returned by FromEnvironment when no launcher's
+// variables are set.
+var ErrNoLauncher = errors.New("no launcher found")
+
 // pmixTimeout bounds the PMIx start-up fence when ctx has no deadline.
 const pmixTimeout = 60 * time.Second
 
@@ -43,8 +47,8 @@ func FromEnvironment(ctx context.Context) (bootstrap.Bootstrap, error) {
 		}
 		return c, nil
 	}
-	return nil, fmt.Errorf("no launcher found: start with `vigil run -n N` (local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
-		bootstrap.EnvServer, pmix.EnvRank)
+	return nil, fmt.Errorf("%w: start with `vigil run -n N` (local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
+		ErrNoLauncher, bootstrap.EnvServer, pmix.EnvRank)
 }
 
 // LocalJob is a job of Size ranks in this process or its children, with

@@ -23,8 +23,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/bootstrap"
-	"github.com/vigil-hpc/vigil/bootstrap/local"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -217,26 +217,17 @@ func envSettings(inst *instance) error {
 	return nil
 }
 
-// joinFromEnv joins the launcher this process was started by (the same
-// choice as `vigil agent`: the local launcher's variables win over PMIx's).
+// joinFromEnv joins the launcher this process was started by, as `vigil
+// agent` does (vigil.FromEnvironment: the local launcher's variables win
+// over PMIx's; PMIx without PMIx support is VIGIL_ERR_NO_PMIX, see fail).
 func joinFromEnv() (bootstrap.Bootstrap, error) {
-	switch {
-	case os.Getenv(bootstrap.EnvServer) != "":
-		return local.Join()
-	case pmix.Detect():
-		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
-		defer cancel()
-		c, err := pmix.Join(ctx)
-		if err != nil {
-			if errors.Is(err, pmix.ErrNotBuilt) {
-				return nil, coded(eNoPMIx, fmt.Errorf("started by a PMIx launcher (%s/%s set), but lib%w", pmix.EnvRank, pmix.EnvNamespace, err))
-			}
-			return nil, err
-		}
-		return c, nil
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	bs, err := vigil.FromEnvironment(ctx)
+	if errors.Is(err, vigil.ErrNoLauncher) {
+		return nil, fmt.Errorf("%w, or initialize with vigil_init", err)
 	}
-	return nil, fmt.Errorf("no launcher found: run under a PMIx launcher such as mpirun (sets %s), under `vigil run` (sets %s), or use vigil_init",
-		pmix.EnvRank, bootstrap.EnvServer)
+	return bs, err
 }
 
 // finishInit validates the configuration and installs inst.
