@@ -151,24 +151,14 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 			}
 			return vt, nil
 		}
-		ifs, err := netaddr.Interfaces()
+		choice, err := netaddr.ChooseFor(cfg.Addresses, bootstrap.Nodes(bs))
 		if err != nil {
 			return nil, err
 		}
-		ac := cfg.Addresses
-		ac.SpansHosts = netaddr.SpansHosts(bootstrap.Nodes(bs))
-		choice, err := netaddr.Choose(ac, ifs)
-		if err != nil {
-			return nil, err
-		}
-		exchange := func(ctx context.Context, addr string) ([]string, error) {
-			pub, err := choice.Publish(addr)
-			if err != nil {
-				return nil, err
-			}
-			d.published, exchanged = pub, true
+		exchange := choice.Publishing(func(ctx context.Context, pub string) ([]string, error) {
+			exchanged = true
 			return bs.Exchange(ctx, pub)
-		}
+		}, &d.published)
 		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
 			ListenAddr: choice.Bind, Slots: slots, Handler: h, Logger: logger}, exchange)
 		if err != nil {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"flag"
 
-	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
-	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
 // addrFlags are the address settings of agent, run and daemon
@@ -36,34 +33,9 @@ func (a *addrFlags) args() []string {
 	return out
 }
 
-func (a *addrFlags) config(spans bool) netaddr.Config {
+func (a *addrFlags) config() netaddr.Config {
 	return netaddr.Config{Bind: a.bind, Advertise: a.advertise, Include: a.include, Exclude: a.exclude,
-		SpansHosts: spans, Names: addrFlagNames}
+		Names: addrFlagNames}
 }
 
-func (a *addrFlags) validate() error { return a.config(false).Validate() }
-
-// choose picks the addresses of this rank of bs's job: the job spans hosts
-// when the bootstrap says its ranks run on more than one.
-func (a *addrFlags) choose(bs bootstrap.Bootstrap) (netaddr.Choice, error) {
-	ifs, err := netaddr.Interfaces()
-	if err != nil {
-		return netaddr.Choice{}, err
-	}
-	return netaddr.Choose(a.config(netaddr.SpansHosts(bootstrap.Nodes(bs))), ifs)
-}
-
-// publishing wraps exchange to publish c's address for the listener's,
-// and stores what it published in *published (if not nil).
-func publishing(c netaddr.Choice, exchange tcp.Exchanger, published *string) tcp.Exchanger {
-	return func(ctx context.Context, addr string) ([]string, error) {
-		pub, err := c.Publish(addr)
-		if err != nil {
-			return nil, err
-		}
-		if published != nil {
-			*published = pub
-		}
-		return exchange(ctx, pub)
-	}
-}
+func (a *addrFlags) validate() error { return a.config().Validate() }

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil"
+	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
 
 // daemonLine is one JSON line of `vigil daemon`: ready, a failure event
@@ -112,11 +114,11 @@ func daemonMain(args []string) error {
 		}
 		defer bs.Close()
 		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = bs.Rank(), daemon.Layout{Nodes: bs.Size(), PPN: *ppn}, bs.JobID(), bs.Key()
-		addr, err := nf.choose(bs)
+		addr, err := netaddr.ChooseFor(nf.config(), bootstrap.Nodes(bs))
 		if err != nil {
 			return fmt.Errorf("daemon: %w", err)
 		}
-		publish := publishing(addr, bs.Exchange, nil)
+		publish := addr.Publishing(bs.Exchange, nil)
 		cfg.Listen, cfg.Exchange = addr.Bind, func(a string) ([]string, error) { return publish(ctx, a) }
 	}
 	cfg.Socket = strings.ReplaceAll(*sock, "{node}", strconv.Itoa(int(cfg.Node)))

@@ -1,6 +1,7 @@
 package netaddr
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -171,4 +172,32 @@ func describe(ifaces []Interface) string {
 		s[i] = ifc.String()
 	}
 	return strings.Join(s, "; ")
+}
+
+// ChooseFor is Choose on this machine's interfaces for a job whose ranks
+// run on nodes (the host of every rank, as bootstrap.Nodes gives it; nil
+// when unknown): cfg.SpansHosts is set from nodes.
+func ChooseFor(cfg Config, nodes []string) (Choice, error) {
+	ifs, err := Interfaces()
+	if err != nil {
+		return Choice{}, err
+	}
+	cfg.SpansHosts = SpansHosts(nodes)
+	return Choose(cfg, ifs)
+}
+
+// Publishing wraps exchange, a job's address exchange, so that it publishes
+// c's address for the listener's (Publish); what it published is stored in
+// *published when published is not nil.
+func (c Choice) Publishing(exchange func(context.Context, string) ([]string, error), published *string) func(context.Context, string) ([]string, error) {
+	return func(ctx context.Context, listenAddr string) ([]string, error) {
+		pub, err := c.Publish(listenAddr)
+		if err != nil {
+			return nil, err
+		}
+		if published != nil {
+			*published = pub
+		}
+		return exchange(ctx, pub)
+	}
 }

@@ -1,6 +1,7 @@
 package netaddr
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -172,4 +173,22 @@ func FuzzChoose(f *testing.F) {
 			t.Fatalf("published %s (spans hosts: %v)", pub, spans)
 		}
 	})
+}
+
+// Publishing publishes the chosen address with the listener's port, stores
+// it, and does not call the exchange when there is nothing to publish.
+func TestPublishing(t *testing.T) {
+	c := Choice{Advertise: netip.MustParseAddr("10.1.2.3")}
+	var got, published string
+	exchange := c.Publishing(func(_ context.Context, a string) ([]string, error) {
+		got = a
+		return []string{a}, nil
+	}, &published)
+	if addrs, err := exchange(context.Background(), "0.0.0.0:4242"); err != nil || got != "10.1.2.3:4242" || published != got || len(addrs) != 1 {
+		t.Fatalf("exchanged %q, published %q, %v, %v", got, published, addrs, err)
+	}
+	got = ""
+	if _, err := exchange(context.Background(), "no-port"); err == nil || got != "" {
+		t.Fatalf("a listener address without a port: %v, exchanged %q", err, got)
+	}
 }
