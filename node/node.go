@@ -353,10 +353,7 @@ func (n *Node) deliver(evs []detector.Event) {
 	nowMono, now := mono(), time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, e := range evs {
-		if _, dup := n.byRank[e.Rank]; dup {
-			continue
-		}
+	for _, e := range evs { // the Core delivers each rank once
 		ev := Event{Rank: e.Rank, Left: e.Left, Detector: e.Detector,
 			DetectedAt: time.Unix(0, e.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
 		n.byRank[e.Rank] = len(n.events)
