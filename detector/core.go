@@ -98,7 +98,7 @@ func (c *Core) Start(now, grace int64) {
 	c.ring.Start(now, grace)
 	c.watched = c.ring.Emitter()
 	c.rd.Watch, c.rd.Emitter = true, c.watched
-	c.rd.Retarget, c.rd.Observer, c.rd.Alone = true, c.ring.Observer(), c.ring.Alone()
+	c.retarget()
 }
 
 // Ready returns what the driver must do and clears it.
