@@ -98,6 +98,7 @@ func TestBlockMendingSeveralBlocks(t *testing.T) {
 	c.wantGone(dead...)
 
 	if testing.Short() {
+		t.Log("-short: the random blocks at n = 4,096 are not run")
 		return
 	}
 	rng := rand.New(rand.NewPCG(4096, 1))
