@@ -47,7 +47,7 @@ func agentMain(args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := vigil.Config{Config: df.config(), Bootstrap: bs, Transport: df.transport, Heartbeat: df.heartbeat,
-		Addresses: nf.config(false)}
+		Addresses: nf.config()}
 	cfg.Logger = logger
 	nd, err := vigil.Join(ctx, cfg)
 	cancel()
