@@ -177,6 +177,29 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	return d, nil
 }
 
+// VerbsTransport opens the verbs transport of bs's rank (on the device
+// named by VIGIL_VERBS_DEVICE, default the first, restricted to the GIDs of
+// VIGIL_VERBS_NETDEV if set) for a runtime that assembles its own detector,
+// such as a daemon (daemon.Config's Slots and Transport): it returns the
+// registered memory the heartbeats land in, and the node.OpenTransport that
+// exchanges addresses through bs (ctx bounds the exchange) and starts it.
+// The error says why verbs cannot be used (no device, a build without
+// verbs).
+func VerbsTransport(ctx context.Context, bs bootstrap.Bootstrap, logger *slog.Logger) (*transport.Slots, node.OpenTransport, error) {
+	vt, err := openVerbs(bs, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	open := func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
+		if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
+			vt.Close()
+			return nil, fmt.Errorf("verbs transport: %w", err)
+		}
+		return vt, nil
+	}
+	return vt.Slots(), open, nil
+}
+
 // Addr returns the TCP address this rank published ("" over verbs).
 func (d *Detector) Addr() string { return d.published }
 

@@ -13,7 +13,9 @@ var ErrInvalid = errors.New("bcast: invalid message")
 
 // Validate checks m against a job of n ranks and returns an error wrapping
 // ErrInvalid and naming the first bad field: Kind, ID.Source, ID.Seq,
-// Dead (empty) or Dead[i], Detector, or D (a rank >= n, or the source).
+// Dead (empty for Failed and Left, not empty for a Note) or Dead[i],
+// Detector, Payload (on a kind other than Note, or too long), or D (a rank
+// >= n, or the source).
 func (m *Message) Validate(n int) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
@@ -21,14 +23,20 @@ func (m *Message) Validate(n int) error {
 	switch {
 	case n <= 0:
 		return bad("n", "job size %d, want > 0", n)
-	case m.Kind != Failed && m.Kind != Left:
+	case m.Kind != Failed && m.Kind != Left && m.Kind != Note:
 		return bad("Kind", "unknown kind %d", m.Kind)
 	case int64(m.ID.Source) >= int64(n):
 		return bad("ID.Source", "rank %d, want < n = %d", m.ID.Source, n)
 	case m.ID.Seq == 0:
 		return bad("ID.Seq", "0, sequence numbers start at 1")
-	case len(m.Dead) == 0:
+	case len(m.Dead) == 0 && m.Kind != Note:
 		return bad("Dead", "empty, a broadcast announces at least one rank")
+	case len(m.Dead) > 0 && m.Kind == Note:
+		return bad("Dead", "%d ranks in a note, which announces none", len(m.Dead))
+	case len(m.Payload) > 0 && m.Kind != Note:
+		return bad("Payload", "%d bytes on a %v broadcast", len(m.Payload), m.Kind)
+	case len(m.Payload) > MaxPayload:
+		return bad("Payload", "%d bytes, at most %d", len(m.Payload), MaxPayload)
 	case int64(m.Detector) >= int64(n):
 		return bad("Detector", "rank %d, want < n = %d", m.Detector, n)
 	}

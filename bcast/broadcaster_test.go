@@ -72,6 +72,10 @@ func TestValidate(t *testing.T) {
 	if err := good.Validate(n); err != nil {
 		t.Fatalf("valid message rejected: %v", err)
 	}
+	note := Message{ID: ID{Source: 2, Seq: 1}, Kind: Note, D: ranks.Of(1), Detector: 2, Payload: []byte("x")}
+	if err := note.Validate(n); err != nil {
+		t.Fatalf("valid note rejected: %v", err)
+	}
 	cases := []struct {
 		field string
 		edit  func(*Message)
@@ -79,7 +83,10 @@ func TestValidate(t *testing.T) {
 	}{
 		{"n", func(m *Message) {}, 0},
 		{"Kind", func(m *Message) { m.Kind = 0 }, n},
-		{"Kind", func(m *Message) { m.Kind = 3 }, n},
+		{"Kind", func(m *Message) { m.Kind = 4 }, n},
+		{"Dead", func(m *Message) { m.Kind = Note }, n},
+		{"Payload", func(m *Message) { m.Payload = []byte{1} }, n},
+		{"Payload", func(m *Message) { m.Kind, m.Dead, m.Payload = Note, nil, make([]byte, MaxPayload+1) }, n},
 		{"ID.Source", func(m *Message) { m.ID.Source = n }, n},
 		{"ID.Seq", func(m *Message) { m.ID.Seq = 0 }, n},
 		{"Dead", func(m *Message) { m.Dead = nil }, n},

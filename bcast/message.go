@@ -10,6 +10,10 @@ const (
 	Failed Kind = 1
 	// Left announces ranks that departed cleanly (not a crash).
 	Left Kind = 2
+	// Note announces no rank: it carries the driver's Payload to every
+	// participant with the same overlay and tolerance (a daemon's report
+	// of its local processes' failures, say).
+	Note Kind = 3
 )
 
 func (k Kind) String() string {
@@ -18,6 +22,8 @@ func (k Kind) String() string {
 		return "failed"
 	case Left:
 		return "left"
+	case Note:
+		return "note"
 	}
 	return "unknown"
 }
@@ -45,4 +51,10 @@ type Message struct {
 	// DetectedAt is the detector's wall-clock time of detection in Unix
 	// nanoseconds. Reporting only: no protocol decision depends on it.
 	DetectedAt int64
+	// Payload is a Note's content (empty for Failed and Left), at most
+	// MaxPayload bytes.
+	Payload []byte
 }
+
+// MaxPayload bounds a Note's Payload.
+const MaxPayload = 1 << 16

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
@@ -29,10 +30,22 @@ type Config struct {
 	// JobID and Key authenticate the daemons' traffic (transport/tcp).
 	JobID uint64
 	Key   []byte
+	// Transport, if set, opens the daemons' transport instead of TCP at
+	// Peers, Listen and Exchange (which are then ignored): verbs, say. It is
+	// given the slots and handler of the daemons' detector.
+	Transport node.OpenTransport
+	// Slots, with Transport, are where that transport lands the heartbeats
+	// (an RDMA transport's registered memory; default: ordinary memory).
+	Slots *transport.Slots
 
 	// HeartbeatPeriod (h), SuspectTimeout (δ), CheckPeriod and StartGrace
 	// as in node.Config, for the daemons' ring.
 	HeartbeatPeriod, SuspectTimeout, CheckPeriod, StartGrace time.Duration
+	// MendProbe is the block-mending window of the daemons' ring
+	// (node.Config.MendProbe: default node.DefaultMendProbe; negative for
+	// seed 000's Algorithm 1), so that several nodes dying together are
+	// known in about 2δ.
+	MendProbe int
 	// HangTimeout: a local process whose heartbeat word does not move, or
 	// that the kernel shows stopped, for this long is hung (default δ).
 	HangTimeout time.Duration
@@ -103,7 +116,7 @@ func (c Config) Validate() error {
 	switch {
 	case int64(c.Node) >= int64(c.Layout.Nodes):
 		return fmt.Errorf("daemon: Config.Node = %d, want < %d nodes", c.Node, c.Layout.Nodes)
-	case c.Exchange == nil && len(c.Peers) != c.Layout.Nodes:
+	case c.Transport == nil && c.Exchange == nil && len(c.Peers) != c.Layout.Nodes:
 		return fmt.Errorf("daemon: %d peer addresses for %d nodes (and no Exchange)", len(c.Peers), c.Layout.Nodes)
 	case c.SuspectTimeout <= c.HeartbeatPeriod || c.HeartbeatPeriod < 0:
 		return fmt.Errorf("daemon: SuspectTimeout = %v, want > HeartbeatPeriod = %v > 0", c.SuspectTimeout, c.HeartbeatPeriod)

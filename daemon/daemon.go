@@ -1,18 +1,15 @@
 package daemon
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os/exec"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/vigil-hpc/vigil/hb"
-	"github.com/vigil-hpc/vigil/heartbeat"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -20,27 +17,30 @@ import (
 	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
-// Daemon is one node's daemon.
+// Daemon is one node's daemon: the detector of package node, run among the
+// daemons (one rank per node, binomial-graph broadcast), plus the
+// monitoring of the node's local processes and their reports.
 type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
-	tr    *tcp.Transport
-	slots *transport.Slots
-	em    *heartbeat.Emitter
+	n     *node.Node
+	addr  string // the default TCP transport's address
 	table *HeartbeatTable
 	ln    *net.UnixListener
 
 	// Owned by the loop.
-	ring   *hb.Ring
-	prop   *Propagation
-	locals map[ranks.Rank]*local
-	free   []int // free heartbeat slots
-	past   []Event
-	// Fail-stop of daemons: daemons in D whose slot word must not move.
-	zombies *hb.Zombies
-	evicted chan struct{}
+	reported *Reported
+	locals   map[ranks.Rank]*local
+	free     []int // free heartbeat slots
+	past     []Event
+	evicted  chan struct{}
 
-	inbox  chan inbound
+	// Notes from the detector (OnNote runs on the node's loop and must not
+	// block): queued here, signalled on noteSig.
+	notesMu sync.Mutex
+	notes   []detector.Note
+	noteSig chan struct{}
+
 	gone   chan localGone
 	attach chan attachReq
 	detach chan detachReq
@@ -53,37 +53,25 @@ type Daemon struct {
 	conns     map[*net.UnixConn]struct{} // local connections, closed by Close
 	subs      []chan Event
 	closing   bool
-	bad       atomic.Uint64
 	closeOnce sync.Once
 }
 
-type inbound struct {
-	from ranks.Rank
-	msg  wire.DaemonMessage
-}
-
-// Start validates cfg, starts the daemons' transport, the heartbeat thread,
-// the local socket and the hosted processes (cfg.Spawn), and the loop.
+// Start validates cfg, starts the daemons' detector (its transport and
+// heartbeat thread), the local socket and the hosted processes
+// (cfg.Spawn), and the loop.
 func Start(cfg Config) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	l := cfg.Layout
-	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Node, N: l.Nodes, Delta: int64(cfg.SuspectTimeout),
-		StallGuard: int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)), Confirm: 2})
-	if err != nil {
-		return nil, err
-	}
-	prop, err := NewPropagation(cfg.Node, l)
+	reported, err := NewReported(l)
 	if err != nil {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), slots: transport.NewSlots(l.Nodes),
-		ring: ring, prop: prop, locals: map[ranks.Rank]*local{},
-		zombies: hb.NewZombies(), evicted: make(chan struct{}),
-		inbox: make(chan inbound, 1024), gone: make(chan localGone, 64),
+		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), reported: reported, locals: map[ranks.Rank]*local{},
+		evicted: make(chan struct{}), noteSig: make(chan struct{}, 1), gone: make(chan localGone, 64),
 		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
 		quit: make(chan struct{}), done: make(chan struct{}), conns: map[*net.UnixConn]struct{}{},
 	}
@@ -97,31 +85,16 @@ func Start(cfg Config) (*Daemon, error) {
 		d.shutdown()
 		return nil, err
 	}
-	d.tr, err = tcp.Listen(tcp.Config{Self: cfg.Node, N: l.Nodes, JobID: cfg.JobID, Key: cfg.Key,
-		ListenAddr: cfg.Listen, Slots: d.slots, Handler: d.handle, Logger: d.log})
+	open := cfg.Transport
+	if open == nil {
+		open = d.openTCP
+	}
+	d.n, err = node.Start(node.Config{Rank: cfg.Node, Size: l.Nodes, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		SuspectTimeout: cfg.SuspectTimeout, CheckPeriod: cfg.CheckPeriod, StartGrace: cfg.StartGrace,
+		Broadcast: "bmg", MendProbe: cfg.MendProbe, PinEmitter: cfg.PinEmitter, EmitterCPU: cfg.EmitterCPU,
+		RealTime: cfg.RealTime, EmitterHoldsP: cfg.HoldP, Logger: d.log, OnNote: d.onNote, Slots: cfg.Slots}, open)
 	if err != nil {
-		return fail(err)
-	}
-	peers := cfg.Peers
-	if cfg.Exchange != nil {
-		if peers, err = cfg.Exchange(d.tr.Addr()); err != nil {
-			return fail(fmt.Errorf("daemon: address exchange: %w", err))
-		}
-		if len(peers) != l.Nodes {
-			return fail(fmt.Errorf("daemon: address exchange gave %d addresses for %d nodes", len(peers), l.Nodes))
-		}
-	}
-	if err := d.tr.SetPeers(peers); err != nil {
-		return fail(err)
-	}
-	cpu := -1
-	if cfg.PinEmitter {
-		cpu = cfg.EmitterCPU
-	}
-	d.em, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(cfg.HeartbeatPeriod), CPU: cpu, RealTime: cfg.RealTime,
-		HoldP: cfg.HoldP, Send: d.tr.SendHeartbeat})
-	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("daemon: %w", err))
 	}
 	if cfg.Socket != "" {
 		if d.ln, err = listenLocal(cfg.Socket); err != nil {
@@ -131,11 +104,17 @@ func Start(cfg Config) (*Daemon, error) {
 		go d.serveLocal(d.ln)
 	}
 	now := node.Mono()
+	var sp *spawner
 	for i, r := range l.Hosted(cfg.Node) {
 		if len(cfg.Spawn) == 0 || (cfg.SpawnRanks > 0 && i >= cfg.SpawnRanks) {
 			break
 		}
-		cmd, err := spawn(cfg.Spawn, r, cfg.Node, cfg.Socket, cfg.SpawnOut, cfg.SpawnOut)
+		if sp == nil {
+			sp = newSpawner()
+			d.wg.Add(1)
+			go func() { defer d.wg.Done(); <-d.quit; sp.close() }()
+		}
+		cmd, err := sp.spawn(cfg.Spawn, r, cfg.Node, cfg.Socket, cfg.SpawnOut, cfg.SpawnOut)
 		if err != nil {
 			return fail(err)
 		}
@@ -150,57 +129,93 @@ func Start(cfg Config) (*Daemon, error) {
 			}
 		}(r, cmd)
 	}
-	d.ring.Start(now, int64(cfg.StartGrace))
-	if !d.ring.Alone() {
-		d.em.SetObserver(d.ring.Observer())
-	}
-	if cfg.HoldP {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	}
-	d.em.Start()
 	go d.loop()
 	return d, nil
+}
+
+// openTCP is the default transport: TCP among the daemons, at cfg.Peers or
+// at the addresses cfg.Exchange returns.
+func (d *Daemon) openTCP(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
+	cfg := d.cfg
+	tr, err := tcp.Listen(tcp.Config{Self: cfg.Node, N: cfg.Layout.Nodes, JobID: cfg.JobID, Key: cfg.Key,
+		ListenAddr: cfg.Listen, Slots: slots, Handler: h, Logger: d.log})
+	if err != nil {
+		return nil, err
+	}
+	d.addr = tr.Addr()
+	peers := cfg.Peers
+	if cfg.Exchange != nil {
+		if peers, err = cfg.Exchange(tr.Addr()); err != nil {
+			err = fmt.Errorf("daemon: address exchange: %w", err)
+		} else if len(peers) != cfg.Layout.Nodes {
+			err = fmt.Errorf("daemon: address exchange gave %d addresses for %d nodes", len(peers), cfg.Layout.Nodes)
+		}
+	}
+	if err == nil {
+		err = tr.SetPeers(peers)
+	}
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	return tr, nil
 }
 
 // Node returns this daemon's node index.
 func (d *Daemon) Node() ranks.Rank { return d.cfg.Node }
 
-// Addr returns the daemons' transport address of this daemon.
-func (d *Daemon) Addr() string { return d.tr.Addr() }
+// Addr returns this daemon's address on the default TCP transport ("" with
+// Config.Transport).
+func (d *Daemon) Addr() string { return d.addr }
 
-// handle is the transport's Handler.
-func (d *Daemon) handle(from ranks.Rank, payload []byte) {
-	m, err := wire.DecodeDaemon(payload, d.cfg.Layout.Nodes, d.cfg.Layout.Procs())
-	if err != nil {
-		d.bad.Add(1)
-		d.log.Warn("dropping malformed message", "from", from, "err", err)
-		return
-	}
+// Stats returns the counters of the daemons' detector.
+func (d *Daemon) Stats() node.Stats { return d.n.Stats() }
+
+// onNote is the detector's Config.OnNote: a report published by another
+// daemon, handed to the loop.
+func (d *Daemon) onNote(n detector.Note) {
+	d.notesMu.Lock()
+	d.notes = append(d.notes, n)
+	d.notesMu.Unlock()
 	select {
-	case d.inbox <- inbound{from, m}:
-	case <-d.quit:
+	case d.noteSig <- struct{}{}:
+	default:
 	}
 }
 
 func (d *Daemon) loop() {
 	defer close(d.done)
-	tick := time.NewTicker(d.cfg.CheckPeriod)
+	// Hang checks only: the detector runs on its own loop and thread.
+	tick := time.NewTicker(max(d.cfg.CheckPeriod, d.cfg.HangTimeout/8))
 	defer tick.Stop()
+	nodes, evicted := d.n.Events(), d.n.Evicted()
 	for {
 		select {
 		case <-d.quit:
 			return
 		case <-tick.C:
-			if d.isEvicted() {
+			if !d.isEvicted() {
+				d.checkHangs(node.Mono())
+			}
+		case ev, ok := <-nodes:
+			if !ok {
+				nodes = nil
 				continue
 			}
-			d.tr.DrainHeartbeats() // the heartbeats waiting in the UDP socket
-			now := node.Mono()
-			d.apply(d.ring.Check(now, d.slots.Load(d.ring.Emitter())))
-			d.checkZombies(now)
-			d.checkHangs(now)
-		case in := <-d.inbox:
-			d.receive(in)
+			// A node's failure is its daemon's: it and every process it hosted.
+			d.deliver(events(d.reported.Node(ev.Rank), d.cfg.Layout, ev.Detector, ev.DetectedAt.UnixNano()))
+			d.log.Info("node failed", "dead", ev.Rank, "detector", ev.Detector)
+		case <-d.noteSig:
+			d.notesMu.Lock()
+			notes := d.notes
+			d.notes = nil
+			d.notesMu.Unlock()
+			for _, n := range notes {
+				d.received(n)
+			}
+		case <-evicted:
+			evicted = nil
+			d.stopEvicted()
 		case g := <-d.gone:
 			if lp := d.locals[g.rank]; lp != nil && lp.pid == g.pid {
 				cause := g.cause
@@ -221,85 +236,41 @@ func (d *Daemon) loop() {
 	}
 }
 
-// apply carries out what the ring core asked for.
-func (d *Daemon) apply(out hb.Output) {
-	if out.ObserverChanged {
-		d.retarget()
-	}
-	if out.SendNewObserver {
-		d.send(out.NewObserverTo, wire.AppendDaemon(nil, &wire.DaemonNewObserver{Observer: d.cfg.Node}))
-	}
-	if det := out.Detected; det != nil {
-		// StartPropagation(E_id) for a daemon: it and its hosted processes.
-		r, to, fresh := d.prop.StartNode(det.Dead, det.D, time.Now().UnixNano())
-		d.recordDead(fresh.Nodes)
-		d.log.Info("node failed", "dead", det.Dead, "next_emitter", d.ring.Emitter())
-		d.broadcast(&r, to, fresh)
-	}
-}
-
-func (d *Daemon) retarget() {
-	if d.ring.Alone() {
-		d.em.Pause()
-		return
-	}
-	d.em.SetObserver(d.ring.Observer())
-}
-
-func (d *Daemon) receive(in inbound) {
+// received handles another daemon's report of process failures.
+func (d *Daemon) received(n detector.Note) {
 	if d.isEvicted() {
 		return
 	}
-	if m, ok := in.msg.(*wire.DaemonEvicted); ok {
-		d.onEvicted(in.from, m)
+	r, err := wire.DecodeReport(n.Payload, d.cfg.Layout.Procs())
+	if err != nil {
+		d.log.Warn("dropping malformed report", "from", n.Source, "err", err)
 		return
 	}
-	if d.ring.Dead().Has(in.from) {
-		// A daemon we hold dead is talking: it was paused past δ and
-		// resumed. Its node was reported down; it must stop.
-		d.evict(in.from, node.Mono())
-		return
-	}
-	switch m := in.msg.(type) {
-	case *wire.DaemonNewObserver:
-		if m.Observer != in.from {
-			d.bad.Add(1)
-			return
-		}
-		out, err := d.ring.NewObserver(node.Mono(), m.Observer)
-		if err != nil {
-			d.bad.Add(1)
-			return
-		}
-		d.apply(out)
-	case *Report:
-		to, fresh, err := d.prop.Forward(*m, d.ring.Dead())
-		if err != nil {
-			d.bad.Add(1)
-			return
-		}
-		if fresh.Empty() {
-			return
-		}
-		if _, changed := d.ring.Learn(fresh.Nodes); changed { // seed 000 task T5
-			d.retarget()
-		}
-		d.recordDead(fresh.Nodes)
-		d.broadcast(m, to, fresh)
-	}
+	d.deliver(events(d.reported.Procs(r.Procs), d.cfg.Layout, n.Source, n.At))
 }
 
-// broadcast is ReliableBroadcast: the report to the daemons in to, then
-// the fresh failures to every local process (the outer star) and to the
-// daemon's own subscribers.
-func (d *Daemon) broadcast(r *Report, to []ranks.Rank, fresh Fresh) {
-	if len(to) > 0 {
-		payload := wire.AppendDaemon(nil, r)
-		for _, t := range to {
-			d.send(t, payload)
-		}
+// publish is StartPropagation for failures of local processes: the report
+// to every other daemon, and the failures to this node's processes.
+func (d *Daemon) publish(procs []ProcFailure) {
+	fresh := d.reported.Procs(procs)
+	if fresh.Empty() {
+		return
 	}
-	evs := events(fresh, d.cfg.Layout, r)
+	at := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := d.n.Publish(ctx, wire.AppendReport(nil, &Report{Procs: fresh.Procs})); err != nil {
+		d.log.Warn("publishing a report failed", "err", err)
+	}
+	d.deliver(events(fresh, d.cfg.Layout, d.cfg.Node, at))
+}
+
+// deliver is the outer star of the two-level broadcast: the events to
+// every local process and to the daemon's own subscribers.
+func (d *Daemon) deliver(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
 	now := node.Mono()
 	for i := range evs {
 		evs[i].DeliveredMono = now
@@ -324,11 +295,36 @@ func (d *Daemon) broadcast(r *Report, to []ranks.Rank, fresh Fresh) {
 	d.mu.Unlock()
 }
 
-func (d *Daemon) send(to ranks.Rank, payload []byte) {
-	if err := d.tr.Send(to, payload); err != nil && !errors.Is(err, transport.ErrClosed) {
-		d.log.Warn("send failed", "to", to, "err", err)
+// stopEvicted obeys the detector's eviction: the other daemons declared
+// this node dead with all its processes (it was paused or cut off past δ).
+// The heartbeat thread is already stopped; the children are killed and
+// Evicted() is closed, so that a node reported down stays down.
+func (d *Daemon) stopEvicted() {
+	d.log.Error("this node was declared dead by the other daemons; stopping (fail-stop)")
+	for _, lp := range d.locals {
+		if lp.child != nil && !lp.gone {
+			lp.child.Process.Kill()
+		}
+		if lp.cc != nil {
+			lp.cc.close()
+		}
+	}
+	close(d.evicted)
+}
+
+func (d *Daemon) isEvicted() bool {
+	select {
+	case <-d.evicted:
+		return true
+	default:
+		return false
 	}
 }
+
+// Evicted is closed when this daemon learns that the others declared its
+// node dead (it was paused or cut off for longer than δ). Its children are
+// killed then and it takes no further part: close it and exit.
+func (d *Daemon) Evicted() <-chan struct{} { return d.evicted }
 
 // Events returns a channel receiving every failure this daemon learns
 // from now on. Its buffer holds one event per node and per rank, so it
@@ -366,8 +362,8 @@ func (d *Daemon) Locals() map[ranks.Rank]int {
 	}
 }
 
-// Close stops the loop, the heartbeat thread, the transport and the local
-// socket. Spawned processes are killed (they die with their node).
+// Close stops the loop, the detector and the local socket. Spawned
+// processes are killed (they die with their node).
 func (d *Daemon) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
@@ -381,12 +377,6 @@ func (d *Daemon) Close() error {
 // shutdown releases what Start acquired.
 func (d *Daemon) shutdown() error {
 	var err error
-	if d.em != nil {
-		d.em.Close()
-		if d.cfg.HoldP {
-			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-1))
-		}
-	}
 	if d.ln != nil {
 		d.ln.Close()
 	}
@@ -402,8 +392,8 @@ func (d *Daemon) shutdown() error {
 		}
 		d.release(lp)
 	}
-	if d.tr != nil {
-		err = d.tr.Close()
+	if d.n != nil {
+		err = d.n.Close()
 	}
 	select {
 	case <-d.quit:

@@ -28,16 +28,17 @@ type Event struct {
 	DeliveredMono int64 `json:"-"`
 }
 
-// events turns what a report taught a daemon into events, nodes first.
-func events(f Fresh, l Layout, r *Report) []Event {
+// events turns what a daemon learned into events, nodes first: detector is
+// the daemon that observed the failures, at its wall clock then (Unix ns).
+func events(f Fresh, l Layout, detector ranks.Rank, at int64) []Event {
 	var out []Event
 	for _, d := range f.Nodes {
-		out = append(out, Event{Kind: KindNode, Node: d, Detector: r.Detector, DetectedUnix: r.DetectedAt})
+		out = append(out, Event{Kind: KindNode, Node: d, Detector: detector, DetectedUnix: at})
 	}
 	for _, p := range f.Procs {
 		nd, _ := l.NodeOf(p.Rank)
 		out = append(out, Event{Kind: KindProc, Rank: p.Rank, Node: nd, Cause: p.Cause.String(),
-			Detector: r.Detector, DetectedUnix: r.DetectedAt})
+			Detector: detector, DetectedUnix: at})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -102,6 +103,43 @@ func exitCause(err error, ps *os.ProcessState) Cause {
 		return Exited
 	}
 	return Crashed
+}
+
+// spawner starts the local processes from one OS thread of its own, locked
+// for the daemon's life: a child's parent-death signal fires when the
+// thread that forked it ends, and Go ends any thread whose locked goroutine
+// returns (the heartbeat thread of a daemon closed in the same process, say).
+// A thread no other goroutine can take ends only with the spawner.
+type spawner struct {
+	reqs chan func()
+	done chan struct{}
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan func()), done: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the spawner
+		defer close(s.done)
+		for f := range s.reqs {
+			f()
+		}
+	}()
+	return s
+}
+
+// spawn is the package's spawn, run on the spawner's thread.
+func (s *spawner) spawn(argv []string, rank, node uint32, sock string, stdout, stderr *os.File) (cmd *exec.Cmd, err error) {
+	ran := make(chan struct{})
+	s.reqs <- func() { cmd, err = spawn(argv, rank, node, sock, stdout, stderr); close(ran) }
+	<-ran
+	return cmd, err
+}
+
+// close ends the spawner's thread (its children get their parent-death
+// signal).
+func (s *spawner) close() {
+	close(s.reqs)
+	<-s.done
 }
 
 // spawn starts one local process with the daemon's environment plus

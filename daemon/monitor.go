@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"os/exec"
-	"time"
 
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -43,11 +42,8 @@ func (d *Daemon) localFailed(lp *local, cause Cause) {
 	}
 	lp.gone = true
 	d.release(lp)
-	r, to, fresh := d.prop.StartProc(lp.rank, cause, *d.ring.Dead(), time.Now().UnixNano())
 	d.log.Info("local process gone", "rank", lp.rank, "pid", lp.pid, "cause", cause)
-	if !fresh.Empty() {
-		d.broadcast(&r, to, fresh)
-	}
+	d.publish([]ProcFailure{{Rank: lp.rank, Cause: cause}})
 }
 
 // release frees lp's watch, connection and heartbeat word.
@@ -78,7 +74,7 @@ func (d *Daemon) attachLocal(a attachReq) welcome {
 		return no("rank %d is not a rank of this job (%d nodes × %d)", a.rank, l.Nodes, l.PPN)
 	case nd != d.cfg.Node:
 		return no("rank %d is hosted by node %d, not by this daemon (node %d)", a.rank, nd, d.cfg.Node)
-	case d.prop.ProcReported(a.rank):
+	case d.reported.ProcReported(a.rank):
 		return no("rank %d was already reported gone", a.rank)
 	}
 	lp := d.locals[a.rank]

@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"errors"
-	"math/rand/v2"
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/vigil-hpc/vigil/ranks"
@@ -35,192 +33,53 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// flood runs seed 003's Algorithm 1 among n daemons of layout l: start is
-// called at daemon src, then every report is delivered (in random order)
-// to its destination unless that daemon is in dead. It returns what each
-// daemon learned and the number of messages sent.
-func flood(t *testing.T, l Layout, dead ranks.Set, rng *rand.Rand, start func(p *Propagation) (Report, []ranks.Rank, Fresh), src ranks.Rank) (map[ranks.Rank]Fresh, int) {
-	t.Helper()
-	props := make([]*Propagation, l.Nodes)
-	for i := range props {
-		var err error
-		if props[i], err = NewPropagation(ranks.Rank(i), l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	type msg struct {
-		to ranks.Rank
-		r  Report
-	}
-	learned := map[ranks.Rank]Fresh{}
-	r, to, fresh := start(props[src])
-	learned[src] = fresh
-	var q []msg
-	for _, d := range to {
-		q = append(q, msg{d, r})
-	}
-	sent := len(to)
-	for len(q) > 0 {
-		i := rng.IntN(len(q))
-		m := q[i]
-		q = slices.Delete(q, i, i+1)
-		if dead.Has(m.to) {
-			continue
-		}
-		fwd, f, err := props[m.to].Forward(m.r, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !f.Empty() {
-			if _, dup := learned[m.to]; dup {
-				t.Fatalf("daemon %d learned twice", m.to)
-			}
-			learned[m.to] = f
-		}
-		for _, d := range fwd {
-			q = append(q, msg{d, m.r})
-		}
-		sent += len(fwd)
-	}
-	return learned, sent
-}
-
-// TestPropagationNodeFailure: a node's failure reaches every live daemon
-// with every process it hosted, once, even when other daemons die during
-// the broadcast (fewer than ⌊log2 m⌋ of them, the BMG's guarantee).
-func TestPropagationNodeFailure(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{2, 3, 5, 8, 13, 32, 64} {
-		l := Layout{Nodes: n, PPN: 3}
-		for trial := 0; trial < 50; trial++ {
-			failed := ranks.Rank(rng.IntN(n))
-			src := (failed + 1) % ranks.Rank(n) // its observer
-			if src == failed {
-				continue
-			}
-			var crashed ranks.Set // daemons dying during the broadcast
-			k := 0
-			for m := n - 1; m > 1; m >>= 1 {
-				k++
-			}
-			for i := 0; i < k-1; i++ {
-				if c := ranks.Rank(rng.IntN(n)); c != src && c != failed {
-					crashed.Add(c)
-				}
-			}
-			D := ranks.Of(failed)
-			learned, _ := flood(t, l, crashed, rng, func(p *Propagation) (Report, []ranks.Rank, Fresh) {
-				return p.StartNode(failed, D, 1)
-			}, src)
-			for d := ranks.Rank(0); d < ranks.Rank(n); d++ {
-				if d == failed || crashed.Has(d) {
-					continue
-				}
-				f, ok := learned[d]
-				if !ok {
-					t.Fatalf("n=%d: daemon %d never learned of node %d (crashed during the broadcast: %v)", n, d, failed, crashed)
-				}
-				if !slices.Equal(f.Nodes, []ranks.Rank{failed}) || len(f.Procs) != 3 {
-					t.Fatalf("daemon %d learned %+v", d, f)
-				}
-				for i, p := range f.Procs {
-					if p.Rank != l.Hosted(failed)[i] || p.Cause != NodeDown {
-						t.Fatalf("daemon %d: Procs[%d] = %+v", d, i, p)
-					}
-				}
-			}
-		}
-	}
-}
-
-// TestPropagationMessages: without failures, every daemon forwards a
-// process failure once, so the messages are exactly the BMG's edges
-// (seed 003: "all edges of the BMG will carry exactly one message").
-func TestPropagationMessages(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{4, 8, 16, 12} {
-		l := Layout{Nodes: n, PPN: 2}
-		learned, sent := flood(t, l, ranks.Set{}, rng, func(p *Propagation) (Report, []ranks.Rank, Fresh) {
-			return p.StartProc(5, Crashed, ranks.Set{}, 1)
-		}, 2)
-		if len(learned) != n {
-			t.Fatalf("n=%d: %d daemons learned", n, len(learned))
-		}
-		var bmg int
-		for i := 0; i < n; i++ {
-			nb := NewPropagationMust(t, ranks.Rank(i), l).neighbours(2, &ranks.Set{}, nil)
-			bmg += len(nb)
-		}
-		if sent != bmg {
-			t.Errorf("n=%d: %d messages, want %d (one per directed BMG edge)", n, sent, bmg)
-		}
-	}
-}
-
-func NewPropagationMust(t *testing.T, self ranks.Rank, l Layout) *Propagation {
-	p, err := NewPropagation(self, l)
+// TestReported: a node's failure brings every process it hosted (cause
+// NodeDown) except those already reported; a process is reported once,
+// whatever report brings it again; out-of-range nodes are ignored.
+func TestReported(t *testing.T) {
+	l := Layout{Nodes: 4, PPN: 3}
+	p, err := NewReported(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
-}
-
-// TestPropagationContained: a report whose failures are all known is
-// dropped (msg ⊆ Reported_j), and a second StartProc of the same rank does
-// nothing.
-func TestPropagationContained(t *testing.T) {
-	l := Layout{Nodes: 4, PPN: 2}
-	p := NewPropagationMust(t, 1, l)
-	r, to, f := p.StartNode(2, ranks.Of(2), 7)
-	if len(to) == 0 || len(f.Procs) != 2 || !p.NodeReported(2) || !p.ProcReported(4) || !p.ProcReported(5) {
-		t.Fatalf("StartNode: to %v fresh %+v", to, f)
+	f := p.Procs([]ProcFailure{pf(4, Crashed), pf(9, Hung)})
+	if len(f.Procs) != 2 || len(f.Nodes) != 0 {
+		t.Fatalf("first report: %+v", f)
 	}
-	if _, to, f := p.StartProc(4, Crashed, ranks.Of(2), 8); to != nil || !f.Empty() {
-		t.Errorf("StartProc of a reported rank sent %v, fresh %+v", to, f)
+	if f := p.Procs([]ProcFailure{pf(4, Left)}); !f.Empty() {
+		t.Errorf("a process reported twice: %+v", f)
 	}
-	q := NewPropagationMust(t, 3, l)
-	if _, f, _ := q.Forward(r, nil); f.Empty() {
-		t.Fatal("first reception taught nothing")
+	f = p.Node(1)
+	want := Fresh{Nodes: []ranks.Rank{1}, Procs: []ProcFailure{pf(3, NodeDown), pf(5, NodeDown)}}
+	if !slices.Equal(f.Nodes, want.Nodes) || !slices.Equal(f.Procs, want.Procs) {
+		t.Errorf("Node(1) = %+v, want %+v (rank 4 was reported before)", f, want)
 	}
-	if to, f, err := q.Forward(r, nil); err != nil || to != nil || !f.Empty() {
-		t.Errorf("second reception: %v %+v %v", to, f, err)
+	if f := p.Node(1); !f.Empty() {
+		t.Errorf("a node reported twice: %+v", f)
 	}
-	if started, _ := p.Counters(); started != 1 {
-		t.Errorf("started = %d", started)
+	if f := p.Node(4); !f.Empty() {
+		t.Errorf("node 4 of 4: %+v", f)
+	}
+	if !p.NodeReported(1) || p.NodeReported(2) || !p.ProcReported(5) || p.ProcReported(6) {
+		t.Error("NodeReported/ProcReported disagree with what was added")
+	}
+	if _, err := NewReported(Layout{}); err == nil {
+		t.Error("an empty layout was accepted")
 	}
 }
 
-// TestReportValidate: Forward checks a report against the layout (the
-// checks themselves are wire.Report.Validate's, tested in internal/wire);
-// the error wraps ErrInvalidReport and names the field.
-func TestReportValidate(t *testing.T) {
-	l := Layout{Nodes: 4, PPN: 2}
-	good := Report{Source: 1, D: ranks.Of(2), Nodes: []ranks.Rank{2}, Procs: []ProcFailure{{Rank: 4, Cause: NodeDown}}, Detector: 1}
-	if err := validateReport(&good, l); err != nil {
-		t.Fatal(err)
-	}
-	cases := map[string]func(r *Report){
-		"report.source":         func(r *Report) { r.Source = 4 },
-		"report.detector":       func(r *Report) { r.Detector = 9 },
-		"report":                func(r *Report) { r.Nodes, r.Procs = nil, nil },
-		"report.d":              func(r *Report) { r.D = ranks.Of(1) },
-		"report.nodes[0]":       func(r *Report) { r.Nodes = []ranks.Rank{4} },
-		"report.procs[0].rank":  func(r *Report) { r.Procs = []ProcFailure{{Rank: 8, Cause: Crashed}} },
-		"report.procs[0].cause": func(r *Report) { r.Procs = []ProcFailure{{Rank: 4, Cause: 9}} },
-	}
-	for field, mutate := range cases {
-		r := good
-		mutate(&r)
-		p, err := NewPropagation(0, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to, f, err := p.Forward(r, nil)
-		if !errors.Is(err, ErrInvalidReport) || to != nil || !f.Empty() {
-			t.Errorf("%s: %v %v %+v", field, err, to, f)
-		} else if !strings.Contains(err.Error(), field) {
-			t.Errorf("%s: error %q does not name the field", field, err)
-		}
+func pf(r ranks.Rank, c Cause) ProcFailure { return ProcFailure{Rank: r, Cause: c} }
+
+// TestEvents: nodes first, then processes, each with its node, cause and
+// detector.
+func TestEvents(t *testing.T) {
+	l := Layout{Nodes: 3, PPN: 2}
+	evs := events(Fresh{Nodes: []ranks.Rank{2}, Procs: []ProcFailure{pf(4, NodeDown), pf(1, Hung)}}, l, 1, 77)
+	want := []Event{{Kind: KindNode, Node: 2, Detector: 1, DetectedUnix: 77},
+		{Kind: KindProc, Rank: 4, Node: 2, Cause: "node_down", Detector: 1, DetectedUnix: 77},
+		{Kind: KindProc, Rank: 1, Node: 0, Cause: "hung", Detector: 1, DetectedUnix: 77}}
+	if !slices.Equal(evs, want) {
+		t.Errorf("events %+v\nwant %+v", evs, want)
 	}
 }
 

@@ -234,6 +234,12 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 		if !first {
 			return
 		}
+		if m.Kind == bcast.Note {
+			c.rd.Notes = append(c.rd.Notes, Note{Source: m.ID.Source, At: m.DetectedAt, Payload: m.Payload})
+			c.stats.BcastsForwarded += uint64(len(fwd))
+			c.send(fwd, m)
+			return
+		}
 		fresh, observerChanged := c.ring.Learn(m.Dead)
 		if observerChanged {
 			c.retarget()
@@ -253,6 +259,23 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 	default:
 		c.bad("dropping a message of unexpected type", "from", from, "type", m.Type())
 	}
+}
+
+// Publish broadcasts payload (at most bcast.MaxPayload bytes) to every
+// rank not known dead, over the same overlay and with the same tolerance
+// as a failure: each live rank's Ready carries it once as a Note (not this
+// rank's). It reports false when there is no one to tell (this rank is
+// alone or evicted) or the payload is too long.
+func (c *Core) Publish(now Time, payload []byte) bool {
+	if c.evicted || c.ring.Alone() || len(payload) > bcast.MaxPayload {
+		return false
+	}
+	msg, to := c.bc.Start(bcast.Note, nil, *c.ring.Dead(), now.Wall)
+	msg.Payload = append([]byte(nil), payload...)
+	c.stats.BcastsStarted++
+	c.stats.NotesPublished++
+	c.send(to, &wire.Bcast{Message: msg})
+	return true
 }
 
 // Leave departs cleanly: the ring stops, and the LEAVE message to the

@@ -10,7 +10,7 @@
 // Ready batch: messages to send, where the heartbeat thread must point,
 // events to deliver, agreement decisions, and what to log. The Core reads
 // no clock, starts no goroutine, opens no socket and logs nothing: every
-// environment (the node runtime, the simulator, tests) drives the same
+// environment (the node runtime, the daemons, the simulator, tests) drives the same
 // Core, so the simulated detector is the shipped one.
 //
 // Side by side with seed 000:
@@ -21,5 +21,8 @@
 //	StartPropagation                       Core.detected → bcast.Broadcaster.Start
 //
 // Outside the paper: the dead-list repair (repair.go), the eviction of
-// zombies (zombies.go) and the agreements' glue (agree.go).
+// zombies (zombies.go), the agreements' glue (agree.go), and notes: a
+// driver's payload broadcast over the same overlay as a failure
+// (Core.Publish, Ready.Notes), which the node-level daemons use for their
+// reports of local process failures (seed 003).
 package detector

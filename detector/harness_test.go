@@ -44,6 +44,7 @@ type cluster struct {
 	events  [][]detector.Event
 	learned []map[ranks.Rank]int64 // when each rank learned each death
 	decided [][]detector.Decision
+	notes   [][]detector.Note
 	logs    []detector.Log
 }
 
@@ -51,7 +52,7 @@ func newCluster(t *testing.T, n int, tweak func(*detector.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cores: make([]*detector.Core, n), words: make([]words, n), target: make([]ranks.Rank, n),
 		beating: make([]bool, n), crashed: make([]bool, n), evicted: make([]bool, n), seq: make([]uint64, n),
-		events: make([][]detector.Event, n), decided: make([][]detector.Decision, n), learned: make([]map[ranks.Rank]int64, n)}
+		events: make([][]detector.Event, n), decided: make([][]detector.Decision, n), notes: make([][]detector.Note, n), learned: make([]map[ranks.Rank]int64, n)}
 	for i := range n {
 		c.words[i] = make(words, n)
 		cfg := detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: delta, Words: c.words[i], AgreeResend: delta}
@@ -90,6 +91,7 @@ func (c *cluster) flush(r ranks.Rank) {
 		c.learned[r][ev.Rank] = c.now
 	}
 	c.decided[r] = append(c.decided[r], rd.Decisions...)
+	c.notes[r] = append(c.notes[r], rd.Notes...)
 	c.logs = append(c.logs, rd.Logs...)
 	if rd.Evicted {
 		c.evicted[r], c.beating[r] = true, false
@@ -101,8 +103,12 @@ func (c *cluster) running(r ranks.Rank) bool { return !c.crashed[r] && !c.evicte
 
 // deliver hands every queued message to its destination, until none is
 // left; messages to crashed ranks are lost.
-func (c *cluster) deliver() {
-	for len(c.queue) > 0 {
+func (c *cluster) deliver() { c.deliverSome(-1) }
+
+// deliverSome hands at most k queued messages (all when k < 0) to their
+// destinations.
+func (c *cluster) deliverSome(k int) {
+	for ; len(c.queue) > 0 && k != 0; k-- {
 		e := c.queue[0]
 		c.queue = c.queue[1:]
 		if c.crashed[e.to] {

@@ -39,6 +39,16 @@ type Decision struct {
 	era.Decision
 }
 
+// Note is a driver's payload broadcast by another rank (Core.Publish),
+// delivered once.
+type Note struct {
+	// Source is the rank that published it, At its wall clock then (Unix ns).
+	Source ranks.Rank
+	At     int64
+	// Payload is the published content; the driver may keep it.
+	Payload []byte
+}
+
 // Log is a line the caller should log.
 type Log struct {
 	Level slog.Level
@@ -65,6 +75,8 @@ type Ready struct {
 	Events []Event
 	// Decisions are the agreements decided.
 	Decisions []Decision
+	// Notes are the other ranks' published payloads, each delivered once.
+	Notes []Note
 	// Evicted: the job declared this rank dead. The heartbeat thread must
 	// stop and the process should exit, as a crashed one would have; the
 	// Core takes no input any more.
@@ -76,7 +88,7 @@ type Ready struct {
 // Empty reports whether r asks for nothing.
 func (r *Ready) Empty() bool {
 	return !r.Retarget && !r.Watch && !r.Evicted && len(r.Sends) == 0 && len(r.Events) == 0 &&
-		len(r.Decisions) == 0 && len(r.Logs) == 0
+		len(r.Decisions) == 0 && len(r.Notes) == 0 && len(r.Logs) == 0
 }
 
 // Stats counts the Core's activity.
@@ -84,6 +96,9 @@ type Stats struct {
 	// BcastsStarted, BcastsForwarded count the broadcasts this rank started
 	// and the broadcast messages it sent on behalf of others.
 	BcastsStarted, BcastsForwarded uint64
+	// NotesPublished counts the notes this rank published (Publish); their
+	// messages count in BcastsStarted and BcastsForwarded too.
+	NotesPublished uint64
 	// SyncsSent counts the dead-list repair's requests and answers.
 	SyncsSent uint64
 	// BadMessages counts messages that made no sense.

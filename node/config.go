@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/era"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -90,6 +91,10 @@ type Config struct {
 	// AgreeOps are extra agreement operations, selected by OpCustom+i;
 	// every rank must configure the same list.
 	AgreeOps []era.Op
+
+	// OnNote, if set, receives each note another rank published
+	// (Node.Publish), once, on the event loop: it must not block.
+	OnNote func(detector.Note)
 
 	// Slots, if set, is the heartbeat slot array the node's observer
 	// checks (at least Size words): an RDMA transport's registered

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -302,6 +303,11 @@ func (n *Node) flush() {
 	for _, d := range rd.Decisions {
 		n.decided(d) // agree.go
 	}
+	if n.cfg.OnNote != nil {
+		for _, note := range rd.Notes {
+			n.cfg.OnNote(note)
+		}
+	}
 	for _, l := range rd.Logs {
 		n.log.Log(context.Background(), l.Level, l.Msg, l.Args...)
 	}
@@ -443,6 +449,21 @@ func (n *Node) Stats() Stats {
 		ProcessRT:       n.processRT,
 		LoopWakes:       n.wakes.Load(),
 	}
+}
+
+// Publish broadcasts payload (at most bcast.MaxPayload bytes) to every
+// rank not known dead, with the same overlay and tolerance as a failure;
+// each receives it once through Config.OnNote. It reports false when no
+// one is left to tell (this node is alone or evicted).
+func (n *Node) Publish(ctx context.Context, payload []byte) (bool, error) {
+	if len(payload) > bcast.MaxPayload {
+		return false, fmt.Errorf("node: a note of %d bytes, at most %d", len(payload), bcast.MaxPayload)
+	}
+	var ok bool
+	err := n.do(ctx, func() {
+		ok = n.core.Publish(detector.Time{Mono: mono(), Wall: time.Now().UnixNano()}, payload)
+	})
+	return ok, err
 }
 
 // Leave departs cleanly: heartbeats stop and the observer is told, so that

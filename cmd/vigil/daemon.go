@@ -55,6 +55,7 @@ func daemonMain(args []string) error {
 	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
 	verbose := fs.Bool("v", false, "log at info level on stderr")
 	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
+	tport := fs.String("transport", "tcp", "the daemons' transport: tcp, or verbs (RDMA; launcher bootstrap only; falls back to tcp with a warning when no RDMA device is there)")
 	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
@@ -93,7 +94,13 @@ func daemonMain(args []string) error {
 		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
 		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
 	}
+	if *tport != "tcp" && *tport != "verbs" {
+		return fmt.Errorf("daemon: -transport %q, want tcp or verbs", *tport)
+	}
 	if *peers != "" {
+		if *tport == "verbs" {
+			return errors.New("daemon: -transport verbs needs the launcher's bootstrap (mpirun, srun or vigil run) to exchange RDMA addresses, not -peers")
+		}
 		key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
 		if err != nil || len(key) < 16 {
 			return errors.New("daemon: $VIGIL_DAEMON_KEY must hold a hex key of at least 16 bytes")
@@ -114,6 +121,14 @@ func daemonMain(args []string) error {
 		}
 		defer bs.Close()
 		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = bs.Rank(), daemon.Layout{Nodes: bs.Size(), PPN: *ppn}, bs.JobID(), bs.Key()
+		if *tport == "verbs" {
+			slots, open, err := vigil.VerbsTransport(ctx, bs, logger)
+			if err == nil {
+				cfg.Slots, cfg.Transport = slots, open
+			} else {
+				logger.Warn("verbs transport unavailable, using tcp", "reason", err.Error())
+			}
+		}
 		addr, err := netaddr.ChooseFor(nf.config(), bootstrap.Nodes(bs))
 		if err != nil {
 			return fmt.Errorf("daemon: %w", err)

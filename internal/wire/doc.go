@@ -60,15 +60,14 @@
 // in the high nibble of the first byte. Agree carries them and requires
 // the canonical encoding.
 //
-// # Daemon messages
+// # Daemon reports
 //
-// The messages between the daemons of package daemon (daemon.go), payloads
-// of the daemons' authenticated transport: DaemonNewObserver, DaemonEvicted
-// and Report (seed 003's propagation message, made of ProcFailure and
-// Cause). They start with a type byte (DaemonType: 'O', 'E', 'R') and use
-// fixed-size little-endian fields; see AppendDaemon and DecodeDaemon, which
-// checks them against the job's numbers of daemons and processes
-// (Report.Validate).
+// The daemons of package daemon run the same detector as ranks do (the
+// messages above); a daemon's report of its local processes' failures,
+// Report (made of ProcFailure and Cause), is the payload of a note
+// (bcast.Note). It starts with a type byte ('R') and uses fixed-size
+// little-endian fields; see AppendReport and DecodeReport, which checks it
+// against the job's number of processes (Report.Validate).
 //
 // # Errors
 //
@@ -90,7 +89,7 @@
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeHello$' -fuzztime 30s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeHeartbeat$' -fuzztime 30s
 //	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeEraMsg$' -fuzztime 30s
-//	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeDaemon$' -fuzztime 30s
+//	go test ./internal/wire -run '^$' -fuzz '^FuzzDecodeReport$' -fuzztime 30s
 //
 // (-fuzz accepts one target per run; scripts/fuzz.sh runs every target of
 // the module.) Crashers land in testdata/fuzz and become regression seeds

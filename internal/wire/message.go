@@ -88,7 +88,8 @@ func (m *Leave) AppendTo(dst []byte) []byte {
 // AppendTo encodes: type, source, seq, kind byte, detector, detected-at
 // (8 bytes little-endian, two's complement), the dead count and ranks
 // (uvarints, in the order given), then D's count, first rank and the
-// strictly positive deltas between successive ranks (uvarints).
+// strictly positive deltas between successive ranks (uvarints); a Note
+// ends with its payload's length (uvarint) and bytes.
 func (m *Bcast) AppendTo(dst []byte) []byte {
 	dst = append(dst, byte(TypeBcast))
 	dst = binary.AppendUvarint(dst, uint64(m.ID.Source))
@@ -110,6 +111,10 @@ func (m *Bcast) AppendTo(dst []byte) []byte {
 			dst = binary.AppendUvarint(dst, uint64(r-prev))
 		}
 		prev = r
+	}
+	if m.Kind == bcast.Note {
+		dst = binary.AppendUvarint(dst, uint64(len(m.Payload)))
+		dst = append(dst, m.Payload...)
 	}
 	return dst
 }
@@ -277,7 +282,7 @@ func (d *decoder) bcast() *Bcast {
 	m.ID.Source = d.rank("bcast.source")
 	m.ID.Seq = d.uvarint("bcast.seq")
 	m.Kind = bcast.Kind(d.byte1("bcast.kind"))
-	if d.err == nil && m.Kind != bcast.Failed && m.Kind != bcast.Left {
+	if d.err == nil && m.Kind != bcast.Failed && m.Kind != bcast.Left && m.Kind != bcast.Note {
 		d.fail(ReasonBadType, "bcast.kind", "unknown kind %d", m.Kind)
 	}
 	m.Detector = d.rank("bcast.detector")
@@ -315,6 +320,15 @@ func (d *decoder) bcast() *Bcast {
 				d.fail(ReasonBadPayload, "bcast.d", "%v", err)
 			}
 			m.D = s
+		}
+	}
+	if m.Kind == bcast.Note {
+		c := d.count("bcast.payload")
+		if c > bcast.MaxPayload {
+			d.fail(ReasonBadPayload, "bcast.payload", "%d bytes, at most %d", c, bcast.MaxPayload)
+		}
+		if p := d.fixed("bcast.payload", c); len(p) > 0 {
+			m.Payload = append([]byte(nil), p...)
 		}
 	}
 	return m

@@ -26,9 +26,12 @@ func randRank(rng *rand.Rand, n int) ranks.Rank {
 func randBcast(rng *rand.Rand, n int) *Bcast {
 	m := &Bcast{}
 	m.ID = bcast.ID{Source: randRank(rng, n), Seq: rng.Uint64() >> rng.IntN(64)}
-	m.Kind = bcast.Failed
-	if rng.IntN(2) == 0 {
-		m.Kind = bcast.Left
+	m.Kind = []bcast.Kind{bcast.Failed, bcast.Left, bcast.Note}[rng.IntN(3)]
+	if m.Kind == bcast.Note && rng.IntN(4) > 0 {
+		m.Payload = make([]byte, 1+rng.IntN(300))
+		for i := range m.Payload {
+			m.Payload[i] = byte(rng.Uint32())
+		}
 	}
 	m.Detector = randRank(rng, n)
 	m.DetectedAt = int64(rng.Uint64())
@@ -139,6 +142,8 @@ func TestDecodeMessageErrors(t *testing.T) {
 		{"d unsorted (zero delta)", mod(17, 0), 0, "bcast.d"},
 		{"truncated detected_at", vb[:9], 0, "bcast.detected_at"},
 		{"trailing", append(bytes.Clone(vb), 0), 0, "message"},
+		{"note without payload length", mod(3, byte(bcast.Note)), 0, "bcast.payload"},
+		{"note payload count too big", append(mod(3, byte(bcast.Note)), 5, 1), 0, "bcast.payload"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
