@@ -64,32 +64,40 @@ func SetProcessRealTime(priority int) (int, error) {
 	if priority < 1 || priority > 99 {
 		return 0, fmt.Errorf("heartbeat: SetProcessRealTime(%d): want a priority of 1–99", priority)
 	}
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return 0, fmt.Errorf("heartbeat: SetProcessRealTime: %w", err)
-	}
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedRR, Priority: uint32(priority)}
-	n := 0
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
+	// A thread being created while the threads are walked inherits the
+	// policy of its creator, which may not be switched yet: walk again
+	// until a walk finds no thread not seen before.
+	done := map[int]bool{}
+	for pass := 0; pass < 16; pass++ {
+		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			continue
+			return 0, fmt.Errorf("heartbeat: SetProcessRealTime: %w", err)
 		}
-		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
-			if err == unix.ESRCH { // the thread exited meanwhile
+		fresh := false
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
 				continue
 			}
-			if n > 0 { // leave no process half real-time
-				normal := unix.SchedAttr{Size: unix.SizeofSchedAttr}
-				for _, e := range ents {
-					if t, err := strconv.Atoi(e.Name()); err == nil {
-						unix.SchedSetAttr(t, &normal, 0)
-					}
+			fresh = true
+			if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+				if err == unix.ESRCH { // the thread exited meanwhile
+					continue
 				}
+				// Leave no process half real-time.
+				normal := unix.SchedAttr{Size: unix.SizeofSchedAttr}
+				for t := range done {
+					unix.SchedSetAttr(t, &normal, 0)
+				}
+				return 0, fmt.Errorf("heartbeat: SetProcessRealTime: sched_setattr(thread %d, SCHED_RR %d): %w", tid, priority, err)
 			}
-			return 0, fmt.Errorf("heartbeat: SetProcessRealTime: sched_setattr(thread %d, SCHED_RR %d): %w", tid, priority, err)
+			done[tid] = true
 		}
-		n++
+		if !fresh {
+			break
+		}
 	}
+	n := len(done)
 	return n, nil
 }
