@@ -338,7 +338,9 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 	if len(to) == 0 {
 		return
 	}
-	payload := wire.AppendMessage(nil, m)
+	// One buffer sized for a broadcast's usual encoding, not grown field by
+	// field; the transports share it between the destinations.
+	payload := wire.AppendMessage(make([]byte, 0, 64), m)
 	for _, r := range to {
 		if err := n.tr.Send(r, payload); err != nil && !errors.Is(err, transport.ErrClosed) {
 			n.log.Warn("send failed", "to", r, "err", err)
