@@ -137,26 +137,24 @@ func Start(cfg Config) (*Daemon, error) {
 // at the addresses cfg.Exchange returns.
 func (d *Daemon) openTCP(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
 	cfg := d.cfg
-	tr, err := tcp.Listen(tcp.Config{Self: cfg.Node, N: cfg.Layout.Nodes, JobID: cfg.JobID, Key: cfg.Key,
-		ListenAddr: cfg.Listen, Slots: slots, Handler: h, Logger: d.log})
-	if err != nil {
-		return nil, err
-	}
-	d.addr = tr.Addr()
-	peers := cfg.Peers
-	if cfg.Exchange != nil {
-		if peers, err = cfg.Exchange(tr.Addr()); err != nil {
-			err = fmt.Errorf("daemon: address exchange: %w", err)
-		} else if len(peers) != cfg.Layout.Nodes {
-			err = fmt.Errorf("daemon: address exchange gave %d addresses for %d nodes", len(peers), cfg.Layout.Nodes)
+	exchange := func(_ context.Context, addr string) ([]string, error) {
+		d.addr = addr
+		if cfg.Exchange == nil {
+			return cfg.Peers, nil
 		}
+		peers, err := cfg.Exchange(addr)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: address exchange: %w", err)
+		}
+		if len(peers) != cfg.Layout.Nodes {
+			return nil, fmt.Errorf("daemon: address exchange gave %d addresses for %d nodes", len(peers), cfg.Layout.Nodes)
+		}
+		return peers, nil
 	}
-	if err == nil {
-		err = tr.SetPeers(peers)
-	}
+	tr, err := tcp.Join(context.Background(), tcp.Config{Self: cfg.Node, N: cfg.Layout.Nodes, JobID: cfg.JobID,
+		Key: cfg.Key, ListenAddr: cfg.Listen, Slots: slots, Handler: h, Logger: d.log}, exchange)
 	if err != nil {
-		tr.Close()
-		return nil, err
+		return nil, err // not a typed nil in the interface
 	}
 	return tr, nil
 }
