@@ -60,6 +60,42 @@ func DefaultConfig() Config {
 	}
 }
 
+// ErrBootstrap and ErrTransport classify Join's failures (errors.Is):
+// joining the bootstrap or the address exchange failed (ErrBootstrap), or
+// the transport could not be set up: an unusable address setting, no
+// address, listening, shared memory, verbs (ErrTransport). Other failures
+// are invalid settings.
+var (
+	ErrBootstrap = errors.New("vigil: bootstrap or address exchange failed")
+	ErrTransport = errors.New("vigil: transport set-up failed")
+)
+
+// classed is err classified under class, with err's message.
+type classed struct{ err, class error }
+
+func (e *classed) Error() string   { return e.err.Error() }
+func (e *classed) Unwrap() []error { return []error{e.err, e.class} }
+
+// classify marks err with class unless it already carries a class.
+func classify(class, err error) error {
+	if errors.Is(err, ErrBootstrap) || errors.Is(err, ErrTransport) {
+		return err
+	}
+	return &classed{err, class}
+}
+
+// exchange publishes addr through bs and returns every rank's address.
+func exchange(ctx context.Context, bs bootstrap.Bootstrap, addr string) ([]string, error) {
+	addrs, err := bs.Exchange(ctx, addr)
+	if err != nil {
+		return nil, classify(ErrBootstrap, fmt.Errorf("address exchange: %w", err))
+	}
+	if len(addrs) != bs.Size() {
+		return nil, classify(ErrBootstrap, fmt.Errorf("address exchange gave %d addresses for %d ranks", len(addrs), bs.Size()))
+	}
+	return addrs, nil
+}
+
 // Detector is a running failure detector: a *node.Node (Events, Dead,
 // Known, Agree, Shrink, Leave, Stats…) with what Join set up for it.
 type Detector struct {
@@ -77,6 +113,7 @@ type Detector struct {
 // call it. A rank that fails after joining the bootstrap (a bad address
 // setting, a port in use…) still takes part in the exchange, publishing no
 // address, so the others do not hang: they start and report it dead.
+// Failures are classified by ErrBootstrap and ErrTransport.
 func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = "tcp"
@@ -91,13 +128,13 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		return nil, fmt.Errorf("vigil: Config.Heartbeat = %q, want \"shm\" or \"udp\"", cfg.Heartbeat)
 	}
 	if err := cfg.Addresses.Validate(); err != nil {
-		return nil, err
+		return nil, classify(ErrTransport, err)
 	}
 	d := &Detector{bs: cfg.Bootstrap, transport: cfg.Transport}
 	if d.bs == nil {
 		bs, err := FromEnvironment(ctx)
 		if err != nil {
-			return nil, err
+			return nil, classify(ErrBootstrap, err)
 		}
 		d.bs, d.ownBS = bs, true
 	}
@@ -139,30 +176,36 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	if vt == nil && cfg.Heartbeat == "shm" {
 		var err error
 		if d.region, err = shm.NewRegion(params, logger); err != nil {
-			return fail(err)
+			return fail(classify(ErrTransport, err))
 		}
 		nc.Slots = d.region.Slots()
 	}
 	open := func(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
 		if vt != nil {
-			if err := startVerbs(vt, func(a string) ([]string, error) { exchanged = true; return bs.Exchange(ctx, a) }, h); err != nil {
+			if err := startVerbs(vt, func(a string) ([]string, error) { exchanged = true; return exchange(ctx, bs, a) }, h); err != nil {
 				vt.Close()
-				return nil, fmt.Errorf("verbs transport: %w", err)
+				return nil, classify(ErrTransport, fmt.Errorf("verbs transport: %w", err))
 			}
 			return vt, nil
 		}
 		choice, err := netaddr.ChooseFor(cfg.Addresses, bootstrap.Nodes(bs))
 		if err != nil {
-			return nil, err
+			return nil, classify(ErrTransport, err)
 		}
-		exchange := choice.Publishing(func(ctx context.Context, pub string) ([]string, error) {
+		var table []string // every rank's address, once exchanged
+		publish := choice.Publishing(func(ctx context.Context, pub string) ([]string, error) {
 			exchanged = true
-			return bs.Exchange(ctx, pub)
+			addrs, err := exchange(ctx, bs, pub)
+			table = addrs
+			return addrs, err
 		}, &d.published)
 		tr, err := tcp.Join(ctx, tcp.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
-			ListenAddr: choice.Bind, Slots: slots, Handler: h, Logger: logger}, exchange)
+			ListenAddr: choice.Bind, Slots: slots, Handler: h, Logger: logger}, publish)
 		if err != nil {
-			return nil, err // not a typed nil in the interface
+			if table != nil { // the transport refused the exchanged table
+				return nil, classify(ErrBootstrap, err)
+			}
+			return nil, classify(ErrTransport, err)
 		}
 		if d.region != nil {
 			return shm.Wrap(tr, params, logger), nil

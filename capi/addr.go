@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
@@ -27,4 +29,14 @@ func (inst *instance) chooseAddr() error {
 	}
 	inst.listen, inst.publish = c.Bind, c.Publish
 	return nil
+}
+
+// staticAddresses are vigil.Join's address settings with vigil_config.peers:
+// listen on listen (without a host: on every interface), named name in
+// errors. The published address is not used.
+func staticAddresses(listen, name string) netaddr.Config {
+	if host, port, err := net.SplitHostPort(listen); err == nil && host == "" {
+		listen = net.JoinHostPort("::", port)
+	}
+	return netaddr.Config{Bind: listen, Names: netaddr.Names{Bind: name}}
 }

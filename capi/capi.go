@@ -27,14 +27,11 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 	"github.com/vigil-hpc/vigil/daemon"
-	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/sporadic"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
-	"github.com/vigil-hpc/vigil/transport/shm"
-	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
 // Status codes (vigil.h).
@@ -67,7 +64,6 @@ type instance struct {
 	bs           bootstrap.Bootstrap
 	cfg          node.Config
 	udpOnly      bool                                // VIGIL_HEARTBEAT=udp: no shared-memory heartbeats
-	region       *shm.Region                         // this rank's shared-memory slot array (ring mode)
 	addr         netaddr.Config                      // address settings (addr.go)
 	listen       string                              // the address to listen on
 	publish      func(listen string) (string, error) // the address to publish for the listener's
@@ -79,7 +75,8 @@ type instance struct {
 
 	// Set by vigil_start before started is stored.
 	started atomic.Bool
-	nd      *node.Node       // ring mode
+	det     *vigil.Detector  // ring mode
+	nd      *node.Node       // ring mode: det.Node
 	pr      *sporadic.Prober // sporadic mode
 	dc      *daemon.Client   // daemon mode (daemon.go)
 	// graceEnd: until then (CLOCK_MONOTONIC ns), a probe that reaches
@@ -358,6 +355,7 @@ func vigil_init(c *C.vigil_config) C.int {
 		}
 		if inst.listen == "" {
 			inst.listen = sb.peers[id.rank]
+			inst.addr.Names.Bind = fmt.Sprintf("vigil_config.peers[%d]", id.rank)
 		}
 		inst.bs = sb
 	} else {
@@ -445,44 +443,12 @@ func vigil_start() C.int {
 	}
 	switch inst.mode {
 	case modeRing:
-		// Heartbeats between the ranks of this host: stores into shared
-		// memory (transport/shm); UDP to the other hosts.
-		shmParams := wire.Params{JobID: inst.bs.JobID(), Key: inst.bs.Key(), Rank: inst.rank, N: inst.size}
-		if !inst.udpOnly {
-			r, err := shm.NewRegion(shmParams, inst.log)
-			if err != nil {
-				inst.exchangeAnyway(ctx)
-				return fail(eTransport, err)
-			}
-			inst.region, inst.cfg.Slots = r, r.Slots()
-		}
-		open := func(slots *transport.Slots, h transport.Handler) (transport.Transport, error) {
-			tr, err := tcp.Listen(tcp.Config{Self: inst.rank, N: inst.size, JobID: inst.bs.JobID(), Key: inst.bs.Key(),
-				ListenAddr: inst.listen, Slots: slots, Handler: h, Logger: inst.log})
-			if err != nil {
-				inst.exchangeAnyway(ctx)
-				return nil, coded(eTransport, err)
-			}
-			addrs, err := exchange(tr.Addr())
-			if err == nil {
-				if err = tr.SetPeers(addrs); err != nil {
-					err = coded(eBootstrap, err)
-				}
-			}
-			if err != nil {
-				tr.Close()
-				return nil, err
-			}
-			if inst.region != nil {
-				return shm.Wrap(tr, shmParams, inst.log), nil
-			}
-			return tr, nil
-		}
-		nd, err := node.Start(inst.cfg, open)
+		det, err := vigil.Join(ctx, inst.joinConfig())
 		if err != nil {
-			return fail(eInternal, err)
+			code := joinCode(err)
+			return fail(code, coded(code, err)) // coded: a time-out of the exchange stays eBootstrap
 		}
-		inst.nd = nd
+		inst.det, inst.nd = det, det.Node
 		inst.wg.Add(1)
 		go inst.pump()
 	case modeSporadic:
@@ -519,6 +485,33 @@ func vigil_start() C.int {
 	go inst.dispatch()
 	inst.started.Store(true)
 	return vOK
+}
+
+// joinConfig is the ring mode's vigil.Join configuration: TCP, with
+// shared-memory heartbeats unless VIGIL_HEARTBEAT=udp, through inst.bs
+// (which inst keeps and closes). With vigil_config.peers the rank listens
+// on listen_addr or its own entry, and the environment's address settings
+// do not apply.
+func (inst *instance) joinConfig() vigil.Config {
+	cfg := vigil.Config{Config: inst.cfg, Bootstrap: inst.bs, Transport: "tcp", Heartbeat: "shm", Addresses: inst.addr}
+	if inst.udpOnly {
+		cfg.Heartbeat = "udp"
+	}
+	if _, static := inst.bs.(*staticBootstrap); static {
+		cfg.Addresses = staticAddresses(inst.listen, inst.addr.Names.Bind)
+	}
+	return cfg
+}
+
+// joinCode is the status code of a vigil.Join failure.
+func joinCode(err error) C.int {
+	switch {
+	case errors.Is(err, vigil.ErrBootstrap):
+		return eBootstrap
+	case errors.Is(err, vigil.ErrTransport):
+		return eTransport
+	}
+	return eInternal
 }
 
 // exchangeAnyway takes part in a collective exchange (an allgather) with
@@ -743,11 +736,8 @@ func vigil_finalize() C.int {
 	}
 	close(inst.quit)
 	if inst.started.Load() {
-		if inst.nd != nil {
-			inst.nd.Close()
-		}
-		if inst.region != nil {
-			inst.region.Close()
+		if inst.det != nil {
+			inst.det.Close()
 		}
 		if inst.pr != nil {
 			inst.pr.Close()
