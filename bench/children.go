@@ -81,6 +81,7 @@ func VigilChild(args []string, stdout io.Writer) error {
 	h := fs.Duration("h", 200*time.Millisecond, "heartbeat period")
 	delta := fs.Duration("delta", time.Second, "suspicion time-out")
 	rt := fs.Bool("realtime", true, "SCHED_FIFO for the emitter")
+	early := fs.Duration("mend-early", 0, "block mending's early probes (node.Config.MendEarly: default δ/2, negative: at the suspicion)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func VigilChild(args []string, stdout io.Writer) error {
 	defer cancel()
 	cfg := vigil.DefaultConfig() // bootstrap from the local launcher's environment
 	cfg.HeartbeatPeriod, cfg.SuspectTimeout, cfg.StartGrace = *h, *delta, time.Second+*delta
-	cfg.RealTime, cfg.EmitterHoldsP = *rt, true
+	cfg.RealTime, cfg.EmitterHoldsP, cfg.MendEarly = *rt, true, *early
 	cfg.Heartbeat = "udp" // one datagram per heartbeat, counted below, as memberlist's packets are
 	nd, err := vigil.Join(ctx, cfg)
 	if err != nil {

@@ -23,6 +23,10 @@ type System string
 const (
 	Vigil      System = "vigil"
 	Memberlist System = "memberlist"
+	// VigilLate is Vigil whose block mending probes a dead emitter's
+	// predecessors only at its suspicion (-mend-early < 0), not once it
+	// has been silent for δ/2: the comparison for the early probes.
+	VigilLate System = "vigil-late"
 )
 
 // H2HConfig configures the head-to-head.
@@ -39,6 +43,9 @@ type H2HConfig struct {
 	Window time.Duration
 	// Several is how many ranks the second kill takes at once.
 	Several int
+	// Systems are the systems run at each size, in order (default Vigil,
+	// Memberlist).
+	Systems []System
 	// BurnFor is how long the false-suspicion run keeps every CPU busy.
 	BurnFor time.Duration
 	// Wait bounds how long survivors may take to learn of a kill.
@@ -102,16 +109,19 @@ func (c *children) start(bin string, env []string, args ...string) (*exec.Cmd, e
 func startChildren(cfg H2HConfig, sys System, n int) (*children, error) {
 	c := &children{sys: sys, lines: make(chan ChildLine, 256*n)}
 	switch sys {
-	case Vigil:
+	case Vigil, VigilLate:
 		srv, err := local.NewServer(n)
 		if err != nil {
 			return nil, err
 		}
 		c.srv = srv
 		delta := time.Duration(max(cfg.DeltaFactor, 2)) * cfg.Period
+		args := []string{"child", "vigil", "-h", cfg.Period.String(), "-delta", delta.String()}
+		if sys == VigilLate {
+			args = append(args, "-mend-early", "-1ns")
+		}
 		for r := range n {
-			if _, err := c.start(cfg.BenchBin, append(environ(), srv.Identity(uint32(r)).Env()...),
-				"child", "vigil", "-h", cfg.Period.String(), "-delta", delta.String()); err != nil {
+			if _, err := c.start(cfg.BenchBin, append(environ(), srv.Identity(uint32(r)).Env()...), args...); err != nil {
 				c.stop()
 				return nil, err
 			}
@@ -205,8 +215,12 @@ func (c *children) stop() {
 // HeadToHead runs both systems at every size.
 func HeadToHead(ctx context.Context, cfg H2HConfig) ([]H2HRow, error) {
 	var rows []H2HRow
+	systems := cfg.Systems
+	if len(systems) == 0 {
+		systems = []System{Vigil, Memberlist}
+	}
 	for _, n := range cfg.Sizes {
-		for _, sys := range []System{Vigil, Memberlist} {
+		for _, sys := range systems {
 			if err := ctx.Err(); err != nil {
 				return rows, err
 			}

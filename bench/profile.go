@@ -49,7 +49,10 @@ type Profile struct {
 	SchedHs       []time.Duration
 	SchedDuration time.Duration
 	// Head-to-head.
-	H2HSizes   []int
+	H2HSizes []int
+	// H2HSystems are the systems of the head-to-head (default Vigil,
+	// Memberlist).
+	H2HSystems []System
 	H2HPeriod  time.Duration
 	H2HWindow  time.Duration
 	H2HSeveral int

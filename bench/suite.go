@@ -146,7 +146,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 				HostCrashTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, hc, s.HostCrash)
 			}
 		case "h2h":
-			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Period: pr.H2HPeriod, DeltaFactor: 5,
+			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Systems: pr.H2HSystems, Period: pr.H2HPeriod, DeltaFactor: 5,
 				Window: pr.H2HWindow, Several: pr.H2HSeveral, BurnFor: pr.H2HBurn, Wait: pr.H2HWait, Log: s.Log})
 		}
 		s.Durations[p] = time.Since(t0)

@@ -33,6 +33,10 @@ type Config struct {
 	// rank. 0 is Algorithm 1's mending.
 	Probe        int
 	ProbeTimeout int64
+	// ProbeAfter probes the emitter's predecessors once it has been
+	// silent that long, before its suspicion (hb.RingConfig.ProbeAfter; 0:
+	// at the suspicion).
+	ProbeAfter int64
 	// Overlay is the broadcast overlay (default bcast.HBA).
 	Overlay bcast.Overlay
 	// Words, if set, are the heartbeat words: a rank held dead whose word
@@ -72,7 +76,7 @@ func NewCore(cfg Config) (*Core, error) {
 		cfg.Overlay = bcast.HBA{}
 	}
 	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Self, N: cfg.Size, Delta: cfg.SuspectTimeout,
-		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm, Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout})
+		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm, Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout, ProbeAfter: cfg.ProbeAfter})
 	if err != nil {
 		return nil, fmt.Errorf("detector: %w", err)
 	}

@@ -36,9 +36,23 @@ import (
 // probe more than once each: a single failure costs W PROBE and W ALIVE
 // messages.
 
+// Early probes (RingConfig.ProbeAfter = a > 0). The observer need not wait
+// for its emitter's suspicion to start probing: once the emitter has been
+// silent for a, it probes c1 … cW, the emitter's W first predecessors not
+// in D_i, in an early round. A heartbeat from the emitter ends the round
+// (its answers are ignored). If the emitter is suspected (T3, at δ), the
+// early round becomes the round of that mending: its candidates are
+// exactly the ones T3 would probe, they have been waiting since a, and the
+// round ends at a + ProbeTimeout; if c1 already answered, it ends at once.
+// An early round that ends before T3 is dropped: it reports no one. Every
+// rank reported is still one that missed its own ProbeTimeout, and a block
+// of b ≤ W is known within max(δ, a + ProbeTimeout) + B(n) of the crash:
+// 1.5δ + B(n) with a = δ/2 and ProbeTimeout = δ.
+
 // mendState is one probe round.
 type mendState struct {
 	active   bool
+	early    bool         // started before the emitter's suspicion (ProbeAfter)
 	round    uint64       // the round's number, repeated by ALIVE
 	window   int          // W of this round
 	cands    []ranks.Rank // c1 … cW, c1 being the emitter when the round began
@@ -58,12 +72,72 @@ func (r *Ring) probeTimeout() int64 {
 }
 
 // crashed is T3's reconnection after a crash, with block mending when
-// configured: out gets the probes of a first round.
+// configured: out gets the probes of a first round, unless an early round
+// already probed the same candidates.
 func (r *Ring) crashed(now int64, det *Detection) Output {
+	early := r.mend
 	out := r.reconnect(now, det)
-	if r.cfg.Probe > 0 && !r.Alone() {
-		r.probeRound(now, r.cfg.Probe, &out)
+	if r.cfg.Probe == 0 || r.Alone() {
+		return out
+	}
+	if early.active && early.early && len(early.cands) > 0 && early.cands[0] == r.emitter {
+		r.mend.early = false
 		r.mend.reported = []ranks.Rank{det.Dead}
+		if early.answered.Has(r.emitter) {
+			r.mend.active = false // c1 is alive: Algorithm 1's reconnection
+		}
+		return out
+	}
+	r.probeRound(now, r.cfg.Probe, &out)
+	r.mend.reported = []ranks.Rank{det.Dead}
+	return out
+}
+
+// earlyAt is when the emitter's current silence reaches ProbeAfter.
+func (r *Ring) earlyAt() int64 { return r.deadline - r.cfg.Delta + r.cfg.ProbeAfter }
+
+// earlyPending reports whether an early probe is still to come for the
+// emitter's current silence.
+func (r *Ring) earlyPending() bool {
+	return r.cfg.Probe > 0 && r.cfg.ProbeAfter > 0 && !r.probedEarly && !r.mend.active &&
+		r.started && !r.left && !r.Alone()
+}
+
+// earlyDue reports whether an early probe is due at now.
+func (r *Ring) earlyDue(now int64) bool { return r.earlyPending() && now >= r.earlyAt() }
+
+// probeEarly starts an early round: the emitter's W first predecessors
+// not in D_i.
+func (r *Ring) probeEarly(now int64) Output {
+	r.probedEarly = true
+	n := ranks.Rank(r.cfg.N)
+	var cands []ranks.Rank
+	for k := (r.emitter + n - 1) % n; len(cands) < r.cfg.Probe && k != r.cfg.Self && k != r.emitter; k = (k + n - 1) % n {
+		if !r.D.Has(k) {
+			cands = append(cands, k)
+		}
+	}
+	if len(cands) == 0 {
+		return Output{}
+	}
+	r.mend = mendState{active: true, early: true, round: r.mend.round + 1, window: r.cfg.Probe, cands: cands,
+		deadline: now + r.probeTimeout()}
+	return Output{Probe: cands, ProbeRound: r.mend.round}
+}
+
+// dropExpiredEarly ends an early round whose time ran out before the
+// emitter's suspicion: it reports no one.
+func (r *Ring) dropExpiredEarly(now int64) {
+	if r.mend.active && r.mend.early && now >= r.mend.deadline {
+		r.mend.active = false
+	}
+}
+
+// withEarly adds the probes of an early round started by this call to out
+// (unless out starts a round of its own).
+func withEarly(early, out Output) Output {
+	if early.Probe != nil && out.Probe == nil {
+		out.Probe, out.ProbeRound = early.Probe, early.ProbeRound
 	}
 	return out
 }
@@ -82,6 +156,9 @@ func (r *Ring) probeRound(now int64, w int, out *Output) {
 		deadline: now + r.probeTimeout(), reported: r.mend.reported}
 	out.Probe, out.ProbeRound = cands, r.mend.round
 }
+
+// Round returns the number of probe rounds this ring started.
+func (r *Ring) Round() uint64 { return r.mend.round }
 
 // Probing reports whether a probe round is open.
 func (r *Ring) Probing() bool { return r.mend.active }
@@ -102,7 +179,7 @@ func (r *Ring) Alive(j ranks.Rank, round uint64) {
 }
 
 // heard ends a round: the emitter heartbeated, so it is alive (T2).
-func (r *Ring) heard() { r.mend.active = false }
+func (r *Ring) heard() { r.mend.active, r.probedEarly = false, false }
 
 // resolve closes the round at its deadline (see the package comment above).
 func (r *Ring) resolve(now int64) Output {

@@ -34,6 +34,12 @@ type RingConfig struct {
 	Probe int
 	// ProbeTimeout is how long a probed rank has to answer (default δ).
 	ProbeTimeout int64
+	// ProbeAfter, with Probe, probes the emitter's predecessors early: once
+	// the emitter has been silent for ProbeAfter (< Delta), before it is
+	// suspected, so that a dead block is known about ProbeAfter +
+	// ProbeTimeout after the crash rather than Delta + ProbeTimeout. 0
+	// probes at the suspicion.
+	ProbeAfter int64
 }
 
 // Validate reports the first bad field.
@@ -49,6 +55,8 @@ func (c RingConfig) Validate() error {
 		return fmt.Errorf("hb: RingConfig.Probe = %d, want ≥ 0", c.Probe)
 	case c.ProbeTimeout < 0:
 		return fmt.Errorf("hb: RingConfig.ProbeTimeout = %d, want ≥ 0", c.ProbeTimeout)
+	case c.ProbeAfter < 0 || c.ProbeAfter >= c.Delta && c.ProbeAfter > 0:
+		return fmt.Errorf("hb: RingConfig.ProbeAfter = %d, want 0 or below Delta = %d", c.ProbeAfter, c.Delta)
 	}
 	return nil
 }
@@ -108,6 +116,9 @@ type Ring struct {
 	left      bool
 
 	mend mendState // block mending (mend.go)
+	// probedEarly: this silence of the emitter was probed early
+	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
+	probedEarly bool
 }
 
 // NewRing returns the initial state of task Initialization:
@@ -147,12 +158,18 @@ func (r *Ring) Observer() ranks.Rank { return r.observer }
 // Dead returns D_i. Callers must not modify it.
 func (r *Ring) Dead() *ranks.Set { return &r.D }
 
-// Deadline returns the absolute time at which SUSP-TIMEOUT expires.
+// Deadline returns the next time the ring has something to decide:
+// SUSP-TIMEOUT's expiry, an open probe round's end, or when an early probe
+// is due (RingConfig.ProbeAfter).
 func (r *Ring) Deadline() int64 {
-	if r.mend.active && r.mend.deadline < r.deadline {
-		return r.mend.deadline
+	d := r.deadline
+	if r.mend.active && !r.mend.early && r.mend.deadline < d {
+		d = r.mend.deadline
 	}
-	return r.deadline
+	if r.earlyPending() {
+		d = min(d, r.earlyAt())
+	}
+	return d
 }
 
 // Alone reports whether every other rank is known dead.
@@ -188,7 +205,18 @@ func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Ra
 		r.heard()
 		return Output{}, false
 	}
-	if r.mend.active { // block mending: the probe round decides (mend.go)
+	var early Output
+	if r.earlyDue(now) { // block mending: probe before suspecting (mend.go)
+		early = r.probeEarly(now)
+	}
+	out, held = r.checkExpired(now, backlog)
+	return withEarly(early, out), held
+}
+
+// checkExpired is CheckGuarded once the word did not grow.
+func (r *Ring) checkExpired(now int64, backlog func(emitter ranks.Rank) bool) (out Output, held bool) {
+	r.dropExpiredEarly(now)
+	if r.mend.active && !r.mend.early { // block mending: the probe round decides (mend.go)
 		r.lastCheck = now
 		if now < r.mend.deadline {
 			return Output{}, false
@@ -254,7 +282,17 @@ func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 	} else if d := rec.GrewAt + r.cfg.Delta; d > r.deadline {
 		r.deadline = d
 	}
-	if r.mend.active { // block mending: the probe round decides (mend.go)
+	var early Output
+	if r.earlyDue(now) && rec.CheckedAt >= r.earlyAt() { // block mending: probe before suspecting (mend.go)
+		early = r.probeEarly(now)
+	}
+	return withEarly(early, r.observeExpired(now, rec))
+}
+
+// observeExpired is Observe once the record was taken into account.
+func (r *Ring) observeExpired(now int64, rec WatchRecord) Output {
+	r.dropExpiredEarly(now)
+	if r.mend.active && !r.mend.early { // block mending: the probe round decides (mend.go)
 		if now < r.mend.deadline || rec.CheckedAt < r.mend.deadline {
 			return Output{}
 		}
@@ -276,6 +314,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
 	r.expired = 0
+	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {
 		out.NewObserverTo, out.SendNewObserver = r.emitter, true

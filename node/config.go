@@ -46,6 +46,12 @@ type Config struct {
 	// ranks (a host) is known in about 2δ rather than 2δ per rank
 	// (default 16; negative: Algorithm 1's one-at-a-time mending).
 	MendProbe int
+	// MendEarly, with block mending, probes the emitter's predecessors once
+	// the emitter has been silent this long, before it is suspected
+	// (hb.RingConfig.ProbeAfter): a dead block is then known about
+	// MendEarly + δ after the crash instead of 2δ. Default δ/2; negative:
+	// probe at the suspicion.
+	MendEarly time.Duration
 
 	// PinEmitter pins the heartbeat thread to CPU EmitterCPU with
 	// sched_setaffinity (default: not pinned).
@@ -130,6 +136,9 @@ func (c Config) withDefaults() Config {
 	if c.MendProbe == 0 {
 		c.MendProbe = DefaultMendProbe
 	}
+	if c.MendEarly == 0 {
+		c.MendEarly = c.SuspectTimeout / 2
+	}
 	if c.Broadcast == "" {
 		c.Broadcast = "hba"
 	}
@@ -166,6 +175,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: Config.CheckPeriod = %v, want in (0, SuspectTimeout]", c.CheckPeriod)
 	case c.StartGrace < 0:
 		return fmt.Errorf("node: Config.StartGrace = %v, want ≥ 0", c.StartGrace)
+	case c.MendEarly >= c.SuspectTimeout:
+		return fmt.Errorf("node: Config.MendEarly = %v, want below SuspectTimeout = %v (or negative: none)", c.MendEarly, c.SuspectTimeout)
 	case c.Slots != nil && c.Slots.Len() < c.Size:
 		return fmt.Errorf("node: Config.Slots has %d words, want ≥ Size = %d", c.Slots.Len(), c.Size)
 	case c.PinEmitter && c.EmitterCPU < 0:

@@ -38,7 +38,9 @@ func BenchmarkForwardHop(b *testing.B) {
 	}
 	nd, err := node.Start(node.Config{Rank: 1, Size: n, HeartbeatPeriod: 10 * time.Millisecond,
 		SuspectTimeout: 10 * time.Second, StartGrace: time.Hour},
-		func(s *transport.Slots, h transport.Handler) (transport.Transport, error) { return net.Endpoint(1, s, h), nil })
+		func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
+			return net.Endpoint(1, s, h), nil
+		})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	var err error
 	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
-		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Words: n.slots, Probe: max(cfg.MendProbe, 0),
+		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Words: n.slots, Probe: max(cfg.MendProbe, 0), ProbeAfter: int64(max(cfg.MendEarly, 0)),
 		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
 		AgreeResend: int64(cfg.AgreeResend)})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // detectorFlags are the node.Config flags shared by run, agent and demo.
 type detectorFlags struct {
 	h, delta, check, grace time.Duration
+	mendEarly              time.Duration
 	broadcast, transport   string
 	heartbeat              string
 	pin, mendProbe         int
@@ -29,6 +30,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
 	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
+	fs.DurationVar(&d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default δ/2; negative: at the suspicion)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
@@ -41,6 +43,7 @@ func (d *detectorFlags) args() []string {
 		"-h", d.h.String(), "-delta", d.delta.String(), "-broadcast", d.broadcast,
 		"-transport", d.transport, "-heartbeat", d.heartbeat, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(), "-mend-probe", strconv.Itoa(d.mendProbe),
+		"-mend-early", d.mendEarly.String(),
 	}
 	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
 	if d.verbose {
@@ -57,6 +60,7 @@ func (d *detectorFlags) config() node.Config {
 		StartGrace:      d.grace,
 		Broadcast:       d.broadcast,
 		MendProbe:       d.mendProbe,
+		MendEarly:       d.mendEarly,
 		RealTime:        d.realtime,
 		RealTimeProcess: d.realtimeProcess,
 		EmitterHoldsP:   true, // one node per process

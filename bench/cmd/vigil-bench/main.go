@@ -108,6 +108,7 @@ func benchMain(args []string) error {
 	costRounds := fs.Int("cost-rounds", 0, "cost part: rounds per configuration, each one run of every side (default: the profile's)")
 	costHeartbeat := fs.String("cost-heartbeat", bench.CostHeartbeatMatch, "cost part: pass -heartbeat VALUE to the agents; \""+
 		bench.CostHeartbeatMatch+"\" passes each configuration's transport (udp or shm); empty: not passed")
+	h2hSystems := fs.String("h2h-systems", "", "h2h part: comma-separated systems among vigil, vigil-late (block mending probing at the suspicion, not δ/2 earlier) and memberlist (default vigil,memberlist)")
 	costInProcess := fs.Bool("cost-in-process", false, "cost part: also run libvigil's detector in a host process (default: the profile's; full: on)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -159,6 +160,16 @@ func benchMain(args []string) error {
 			pr.CostInProcess = *costInProcess
 		}
 	})
+	if *h2hSystems != "" {
+		pr.H2HSystems = nil
+		for _, f := range strings.Split(*h2hSystems, ",") {
+			sys := bench.System(strings.TrimSpace(f))
+			if sys != bench.Vigil && sys != bench.VigilLate && sys != bench.Memberlist {
+				return fmt.Errorf("bench: -h2h-systems %q: want vigil, vigil-late and/or memberlist", *h2hSystems)
+			}
+			pr.H2HSystems = append(pr.H2HSystems, sys)
+		}
+	}
 	if *costRounds < 0 {
 		return fmt.Errorf("bench: -cost-rounds %d: want a positive count", *costRounds)
 	} else if *costRounds > 0 {
