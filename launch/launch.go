@@ -18,7 +18,10 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap/local"
 )
 
-// Line is one JSON line an agent prints on its standard output.
+// Line is one JSON line an agent prints on its standard output (the
+// schema is in the README, "Agent output"). Fields that do not apply to a
+// line's Ev are left out; a "dead" line always carries dead and detector,
+// rank 0 included.
 type Line struct {
 	// Ev is "ready", "dead", "stats" or "bye".
 	Ev string `json:"ev"`
@@ -49,6 +52,20 @@ type Line struct {
 	Held uint64 `json:"held,omitempty"`
 	// ProcessRT: the whole agent runs real-time (-realtime-process).
 	ProcessRT bool `json:"process_rt,omitempty"`
+}
+
+// MarshalJSON writes l, with dead and detector on every "dead" line even
+// when they are rank 0.
+func (l Line) MarshalJSON() ([]byte, error) {
+	type plain Line // without this method
+	if l.Ev != "dead" {
+		return json.Marshal(plain(l))
+	}
+	return json.Marshal(struct {
+		plain
+		Dead     uint32 `json:"dead"`
+		Detector uint32 `json:"detector"`
+	}{plain(l), l.Dead, l.Detector})
 }
 
 // Proc is one agent process.
