@@ -43,7 +43,7 @@ type kill struct {
 func demoMain(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	n := fs.Int("n", 16, "number of ranks")
-	settle := fs.Duration("settle", time.Second, "time to let the ring settle before the first kill")
+	settle := duration(fs, "settle", time.Second, "time to let the ring settle before the first kill")
 	var df detectorFlags
 	df.register(fs, 10*time.Millisecond, 50*time.Millisecond)
 	if err := fs.Parse(args); err != nil {

@@ -419,12 +419,30 @@ func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 		{[]string{"frobnicate"}, nil, "unknown command"},
 		{[]string{"bench", "quick"}, nil, "vigil-bench quick|full"},
 		{[]string{"sim", "all"}, nil, "vigil-bench sim"},
+		{[]string{"run", "-n", "2", "-h", "10"}, nil, "with a unit"},
 	} {
 		cmd := exec.Command(vigilBin, tc.args...)
 		cmd.Env = append(os.Environ(), tc.env...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("vigil %v: err %v, output %q; want a failure mentioning %q", tc.args, err, out, tc.want)
+		}
+	}
+}
+
+// TestE2EHelpAndVersion: a bare -h (the heartbeat period's flag), -help
+// and --help print a command's flags and succeed; -version names the build.
+func TestE2EHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"run", "-h"}, {"agent", "-help"}, {"daemon", "--help"}, {"demo", "-n", "3", "-h"}} {
+		out, err := exec.Command(vigilBin, args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "-delta") {
+			t.Errorf("vigil %v: err %v, output %q; want the flags and success", args, err, out)
+		}
+	}
+	for _, v := range []string{"-version", "--version", "version"} {
+		out, err := exec.Command(vigilBin, v).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "vigil ") || !strings.Contains(string(out), "go1.") {
+			t.Errorf("vigil %s: err %v, output %q", v, err, out)
 		}
 	}
 }

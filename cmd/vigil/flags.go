@@ -22,15 +22,15 @@ type detectorFlags struct {
 }
 
 func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
-	fs.DurationVar(&d.h, "h", h, "heartbeat period h")
-	fs.DurationVar(&d.delta, "delta", delta, "suspicion time-out δ (must exceed h)")
-	fs.DurationVar(&d.check, "check", 0, "observer check period, run on the heartbeat thread (default max(δ/8, h))")
-	fs.DurationVar(&d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
+	durationVar(fs, &d.h, "h", h, "heartbeat period h")
+	durationVar(fs, &d.delta, "delta", delta, "suspicion time-out δ (must exceed h)")
+	durationVar(fs, &d.check, "check", 0, "observer check period, run on the heartbeat thread (default max(δ/8, h))")
+	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
 	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
-	fs.DurationVar(&d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default δ/2; negative: at the suspicion)")
+	durationVar(fs, &d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default δ/2; negative: at the suspicion)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
@@ -87,4 +87,37 @@ func (d *detectorFlags) validate(size int) error {
 	c := d.config()
 	c.Size = size
 	return c.Validate()
+}
+
+// durationValue is a time.Duration flag whose error says that a unit is
+// needed ("-h 10" is not 10 ms).
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration with a unit, such as 10ms, 500us or 2s")
+	}
+	*v.d = d
+	return nil
+}
+
+// durationVar defines a duration flag with durationValue's error.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(durationValue{p}, name, usage+"; a `duration` with a unit")
+}
+
+// duration is durationVar returning the variable.
+func duration(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	durationVar(fs, p, name, def, usage)
+	return p
 }

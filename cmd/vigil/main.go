@@ -4,12 +4,16 @@
 //	vigil run -n N         launch N agents on this machine (the local launcher)
 //	vigil agent            one detector process (started by run, or a launcher)
 //
-// Run `vigil <command> -help` for a command's flags.
+// Run `vigil <command> -help` (or a bare -h) for a command's flags, and
+// `vigil -version` for the build.
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 )
 
 func main() {
@@ -18,7 +22,11 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	cmd, args := os.Args[1], os.Args[2:]
+	if wantsHelp(args) {
+		args = []string{"-help"} // the command's flag set prints its usage
+	}
+	switch cmd {
 	case "demo":
 		err = demoMain(args)
 	case "run":
@@ -39,15 +47,60 @@ func main() {
 	case "help", "-h", "-help", "--help":
 		usage()
 		return
+	case "version", "-version", "--version":
+		fmt.Println(version())
+		return
 	default:
 		fmt.Fprintf(os.Stderr, "vigil: unknown command %q\n", cmd)
 		usage()
 		os.Exit(2)
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // usage asked for and printed
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil:", err)
 		os.Exit(1)
 	}
+}
+
+// wantsHelp reports whether a command's arguments ask for its usage:
+// -help or --help anywhere, or -h (which is also the heartbeat period)
+// with no value after it.
+func wantsHelp(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "-help" || a == "--help":
+			return true
+		case (a == "-h" || a == "--h") && i == len(args)-1:
+			return true
+		}
+	}
+	return false
+}
+
+// version describes this build: module version, VCS revision and time, Go.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "vigil (no build information)"
+	}
+	v := "vigil " + bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value[:min(12, len(s.Value))]
+		case "vcs.time":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v + " " + bi.GoVersion
 }
 
 func usage() {
@@ -59,6 +112,9 @@ commands:
   run      launch N detector agents on this machine (-n N) and print events
   agent    one detector process, bootstrapped from its environment
   daemon   one node's daemon (node-level mode, seed 003), or -attach a local process
+  version  this build (also -version)
+
+vigil <command> -help (or a bare -h) lists a command's flags.
 
 Benchmarks and the papers' simulations are in the bench module's own command:
 vigil-bench quick|full|<part> and vigil-bench sim ... (make vigil-bench).

@@ -16,7 +16,7 @@ import (
 func runMain(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	n := fs.Int("n", 4, "number of ranks")
-	dur := fs.Duration("t", 0, "stop the job after this long (0: until interrupted)")
+	dur := duration(fs, "t", 0, "stop the job after this long (0: until interrupted)")
 	var df detectorFlags
 	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
 	var nf addrFlags
