@@ -271,7 +271,9 @@ type Kill struct {
 
 // h2hKills runs one system at size n twice: (a) traffic, then a kill of
 // one rank, then of Several ranks spread over the ring (no two adjacent
-// among the survivors); (b) a kill of Several adjacent ranks (1, 2, …).
+// among the survivors); (b) after the same settling time, a kill of Several
+// adjacent ranks (1, 2, …). Both kills come in the steady state, past
+// Vigil's start-up grace.
 func h2hKills(cfg H2HConfig, sys System, n int) (H2HRow, error) {
 	row := H2HRow{System: sys, N: n, Period: cfg.Period}
 	err := h2hRun(cfg, sys, n, func(c *children, stats map[int]ChildLine, kill func([]int) Kill) {
@@ -297,6 +299,8 @@ func h2hKills(cfg H2HConfig, sys System, n int) (H2HRow, error) {
 		return row, err
 	}
 	err = h2hRun(cfg, sys, n, func(c *children, stats map[int]ChildLine, kill func([]int) Kill) {
+		var other []ChildLine
+		c.collect(time.Second+cfg.Window, stats, &other, nil) // settle, as in (a)
 		var adj []int
 		for v := 1; v < n-1 && len(adj) < cfg.Several; v++ {
 			adj = append(adj, v)

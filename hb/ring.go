@@ -283,7 +283,7 @@ func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 		r.deadline = d
 	}
 	var early Output
-	if r.earlyDue(now) && rec.CheckedAt >= r.earlyAt() { // block mending: probe before suspecting (mend.go)
+	if r.earlyDue(now) { // block mending: probe before suspecting (mend.go); a probe reports no one by itself
 		early = r.probeEarly(now)
 	}
 	return withEarly(early, r.observeExpired(now, rec))
@@ -293,7 +293,10 @@ func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 func (r *Ring) observeExpired(now int64, rec WatchRecord) Output {
 	r.dropExpiredEarly(now)
 	if r.mend.active && !r.mend.early { // block mending: the probe round decides (mend.go)
-		if now < r.mend.deadline || rec.CheckedAt < r.mend.deadline {
+		// On its deadline, with no check after it needed: a live c1 answers
+		// the PROBE, which it handles no later than the NEWOBSERVER that
+		// would start its heartbeats to us.
+		if now < r.mend.deadline {
 			return Output{}
 		}
 		return r.resolve(now)
