@@ -49,8 +49,8 @@ func demoMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *n < 8 {
-		return fmt.Errorf("-n %d: the demo needs at least 8 ranks", *n)
+	if *n < 8 || *n > maxLocalRanks {
+		return fmt.Errorf("-n %d: the demo needs 8 to %d ranks", *n, maxLocalRanks)
 	}
 	if err := df.validate(*n); err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -83,6 +84,23 @@ func (d *detectorFlags) validate(size int) error {
 	}
 	if d.mendProbe < 0 {
 		return fmt.Errorf("-mend-probe %d: want ≥ 0 (0: Algorithm 1's one-at-a-time mending)", d.mendProbe)
+	}
+	// The flags' own names first; Config.Validate stays the backstop.
+	switch {
+	case d.h <= 0:
+		return fmt.Errorf("-h %v: want a heartbeat period > 0, such as 10ms", d.h)
+	case d.delta <= d.h:
+		return fmt.Errorf("-delta %v: want a suspicion time-out above -h %v (the default is 5h)", d.delta, d.h)
+	case d.check < 0 || d.check > d.delta:
+		return fmt.Errorf("-check %v: want 0 (default max(δ/8, h)) or a period up to -delta %v", d.check, d.delta)
+	case d.grace < 0:
+		return fmt.Errorf("-grace %v: want ≥ 0 (0: 2s + δ)", d.grace)
+	case d.mendEarly >= d.delta:
+		return fmt.Errorf("-mend-early %v: want below -delta %v (0: δ/2; negative: probe at the suspicion)", d.mendEarly, d.delta)
+	case d.pin >= runtime.NumCPU():
+		return fmt.Errorf("-pin %d: this machine has CPUs 0–%d (-1: not pinned)", d.pin, runtime.NumCPU()-1)
+	case d.pin < -1:
+		return fmt.Errorf("-pin %d: want a CPU number, or -1 for not pinned", d.pin)
 	}
 	c := d.config()
 	c.Size = size

@@ -13,6 +13,10 @@ import (
 	"github.com/vigil-hpc/vigil/node"
 )
 
+// maxLocalRanks bounds vigil run's job: every rank is an agent process on
+// this machine.
+const maxLocalRanks = 4096
+
 func runMain(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	n := fs.Int("n", 4, "number of ranks")
@@ -27,8 +31,8 @@ func runMain(args []string) error {
 	if err := nf.validate(); err != nil {
 		return err
 	}
-	if *n < 1 {
-		return fmt.Errorf("-n %d: want ≥ 1", *n)
+	if *n < 1 || *n > maxLocalRanks {
+		return fmt.Errorf("-n %d: want 1 to %d (every rank is a process on this machine; launch larger jobs with mpirun or srun)", *n, maxLocalRanks)
 	}
 	if err := df.validate(*n); err != nil {
 		return err
