@@ -52,6 +52,17 @@ type Line struct {
 	Held uint64 `json:"held,omitempty"`
 	// ProcessRT: the whole agent runs real-time (-realtime-process).
 	ProcessRT bool `json:"process_rt,omitempty"`
+	// Counters since the start (node.Stats): heartbeats sent, messages
+	// sent and received, messages the transport dropped, broadcasts started
+	// and forwarded, messages that made no sense, event-loop wake-ups.
+	HeartbeatsSent  uint64 `json:"hb_sent,omitempty"`
+	MsgsSent        uint64 `json:"msgs_sent,omitempty"`
+	MsgsRecv        uint64 `json:"msgs_recv,omitempty"`
+	MsgsDropped     uint64 `json:"msgs_dropped,omitempty"`
+	BcastsStarted   uint64 `json:"bcasts_started,omitempty"`
+	BcastsForwarded uint64 `json:"bcasts_forwarded,omitempty"`
+	Bad             uint64 `json:"bad,omitempty"`
+	LoopWakes       uint64 `json:"loop_wakes,omitempty"`
 }
 
 // MarshalJSON writes l, with dead and detector on every "dead" line even

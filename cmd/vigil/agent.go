@@ -24,6 +24,7 @@ func agentMain(args []string) error {
 	af.register(fs)
 	var nf addrFlags // addrflags.go
 	nf.register(fs)
+	statsEvery := duration(fs, "stats-every", 0, "print a stats line this often (0: only at SIGUSR1 and at the end)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +60,11 @@ func agentMain(args []string) error {
 		l.Rank, l.Mono = uint32(nd.Rank()), node.Mono()
 		out.Encode(l)
 	}
+	// Before "ready": a launcher may signal as soon as it reads it.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	emit(launch.Line{Ev: "ready", Addr: nd.Addr()})
 	if err := af.start(nd.Node, logger); err != nil {
 		nd.Close()
@@ -68,11 +74,31 @@ func agentMain(args []string) error {
 		logger.Info("SCHED_FIFO refused for the heartbeat thread; running at normal priority")
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	stats := func() {
+		st := nd.Stats()
+		var rejected uint64
+		for _, v := range st.Transport.Rejected {
+			rejected += v
+		}
+		emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected,
+			RealTime: st.Emitter.RealTime, ProcessRT: st.ProcessRT,
+			HeartbeatsSent: st.Transport.HeartbeatsSent, MsgsSent: st.Transport.MsgsSent, MsgsRecv: st.Transport.MsgsRecv,
+			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
+			Bad: st.BadMessages, LoopWakes: st.LoopWakes})
+	}
+	var tick <-chan time.Time
+	if *statsEvery > 0 {
+		t := time.NewTicker(*statsEvery)
+		defer t.Stop()
+		tick = t.C
+	}
 	events := nd.Events()
 	for {
 		select {
+		case <-tick:
+			stats()
+		case <-usr1:
+			stats()
 		case ev, ok := <-events:
 			if !ok {
 				return nil
@@ -87,13 +113,7 @@ func agentMain(args []string) error {
 			leaveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			err := nd.Leave(leaveCtx, 100*time.Millisecond)
 			cancel()
-			st := nd.Stats()
-			var rejected uint64
-			for _, v := range st.Transport.Rejected {
-				rejected += v
-			}
-			emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected, RealTime: st.Emitter.RealTime,
-				ProcessRT: st.ProcessRT})
+			stats()
 			nd.Close()
 			emit(launch.Line{Ev: "bye"})
 			if err != nil {

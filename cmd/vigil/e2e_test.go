@@ -451,6 +451,42 @@ func TestE2EHelpAndVersion(t *testing.T) {
 	}
 }
 
+// TestE2EStatsWhileRunning: an agent prints its counters while it runs,
+// every -stats-every and at SIGUSR1, without leaving the job.
+func TestE2EStatsWhileRunning(t *testing.T) {
+	j := startJob(t, 3, "-h", "10ms", "-delta", "100ms", "-stats-every", "300ms")
+	if err := j.job.Signal(1, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j.mu.Lock()
+		n := map[uint32]int{}
+		var last launch.Line
+		for _, l := range j.lines {
+			if l.Ev == "stats" {
+				n[l.Rank]++
+				last = l
+			}
+			if l.Ev == "dead" || l.Ev == "bye" {
+				j.mu.Unlock()
+				t.Fatalf("unexpected %+v while running", l)
+			}
+		}
+		j.mu.Unlock()
+		if n[0] >= 2 && n[1] >= 3 && n[2] >= 2 {
+			if last.HeartbeatsSent == 0 || last.LoopWakes == 0 {
+				t.Fatalf("stats line without counters: %+v", last)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats lines per rank %v after 10 s, want ≥ 2 each (rank 1: ≥ 3 with SIGUSR1)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // threads lists pid's thread ids from /proc.
 func threads(pid int) ([]int, error) {
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
