@@ -630,6 +630,39 @@ func vigil_dead_set(buf *C.uint32_t, n C.size_t) C.long {
 	return C.long(len(d))
 }
 
+// vigil_stats_get fills the counters since vigil_start (vigil.h).
+//
+//export vigil_stats_get
+func vigil_stats_get(st *C.vigil_stats) C.int {
+	inst, rc := get("vigil_stats_get", false)
+	if inst == nil {
+		return rc
+	}
+	if st == nil || st.struct_size != C.sizeof_vigil_stats {
+		return failf(eInvalid, "vigil_stats_get: NULL or struct_size not sizeof(vigil_stats) (%d)", C.sizeof_vigil_stats)
+	}
+	*st = C.vigil_stats{struct_size: C.sizeof_vigil_stats, dead: C.uint32_t(len(inst.evl.dead()))}
+	if !inst.started.Load() || inst.nd == nil {
+		return vOK
+	}
+	ns := inst.nd.Stats()
+	var rejected uint64
+	for _, v := range ns.Transport.Rejected {
+		rejected += v
+	}
+	st.heartbeats_sent = C.uint64_t(ns.Emitter.Sent)
+	st.heartbeats_missed = C.uint64_t(ns.Emitter.Missed)
+	st.max_late_ns = C.int64_t(ns.Emitter.MaxLateNs)
+	st.msgs_sent, st.msgs_recv = C.uint64_t(ns.Transport.MsgsSent), C.uint64_t(ns.Transport.MsgsRecv)
+	st.msgs_dropped, st.rejected = C.uint64_t(ns.Transport.MsgsDropped), C.uint64_t(rejected)
+	st.bcasts_started, st.bcasts_forwarded = C.uint64_t(ns.BcastsStarted), C.uint64_t(ns.BcastsForwarded)
+	st.bad_messages, st.loop_wakes = C.uint64_t(ns.BadMessages), C.uint64_t(ns.LoopWakes)
+	if ns.Emitter.RealTime {
+		st.realtime = 1
+	}
+	return vOK
+}
+
 // vigil_is_dead reports whether a rank is known gone (vigil.h).
 //
 //export vigil_is_dead

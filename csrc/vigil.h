@@ -160,6 +160,23 @@ typedef struct vigil_agreement {
 	size_t ndead;  /* size of the agreed dead set (may exceed dead_len) */
 } vigil_agreement;
 
+/* Counters since vigil_start (vigil_stats). In sporadic and daemon mode
+ * only dead is counted. */
+typedef struct vigil_stats {
+	size_t struct_size;          /* sizeof(vigil_stats): set by the caller */
+	uint64_t heartbeats_sent;
+	uint64_t heartbeats_missed;  /* periods the heartbeat thread woke late by more than h */
+	int64_t max_late_ns;         /* its worst lateness */
+	uint64_t msgs_sent, msgs_recv;
+	uint64_t msgs_dropped;       /* given up by the transport (dead or unreachable peer) */
+	uint64_t rejected;           /* frames refused on receipt (bad tag, wrong job, ...) */
+	uint64_t bcasts_started, bcasts_forwarded;
+	uint64_t bad_messages;       /* messages that made no sense */
+	uint64_t loop_wakes;         /* the detector's event-loop wake-ups */
+	uint32_t dead;               /* ranks known gone */
+	int realtime;                /* 1: the heartbeat thread runs SCHED_FIFO */
+} vigil_stats;
+
 /* vigil_config_init zeroes cfg and sets struct_size and pin_cpu = -1. */
 static inline void vigil_config_init(vigil_config *cfg)
 {
@@ -287,6 +304,12 @@ int vigil_finalize(void);
 
 /* vigil_strerror returns a static description of a status code. */
 const char *vigil_strerror(int code);
+
+/* vigil_stats fills st (st->struct_size = sizeof *st) with the counters
+ * since vigil_start; callable from any thread, at any time after
+ * vigil_init. VIGIL_ERR_INVALID for NULL or a struct_size this library
+ * does not know. */
+int vigil_stats_get(vigil_stats *st);
 
 /* vigil_last_error copies the detailed message of the latest failure in
  * this process (any thread) into buf (NUL-terminated, truncated to len) and

@@ -123,6 +123,10 @@ int main(void)
 	EQ(vigil_poll(&ev), VIGIL_ERR_STATE);
 	EQ(vigil_dead_set(dead, 8), VIGIL_ERR_STATE);
 	EQ(vigil_is_dead(0), VIGIL_ERR_STATE);
+	{
+		vigil_stats st0 = {.struct_size = sizeof st0};
+		EQ(vigil_stats_get(&st0), VIGIL_ERR_STATE); /* not initialized */
+	}
 	EQ(vigil_probe(0, 1000000), VIGIL_ERR_STATE);
 	EQ(vigil_leave(0), VIGIL_ERR_STATE);
 	EQ(vigil_set_failure_callback(on_failure, NULL), VIGIL_ERR_STATE);
@@ -221,6 +225,19 @@ int main(void)
 	EQ(vigil_dead_set(dead, 8), 1);
 	EQ(dead[0], 1);
 	EQ(vigil_is_dead(1), 1);
+	{
+		vigil_stats st;
+		memset(&st, 0, sizeof st);
+		EQ(vigil_stats_get(NULL), VIGIL_ERR_INVALID);
+		EQ(vigil_stats_get(&st), VIGIL_ERR_INVALID); /* struct_size unset */
+		st.struct_size = sizeof st;
+		EQ(vigil_stats_get(&st), VIGIL_OK);
+		EQ(st.struct_size, sizeof st);
+		EQ(st.dead, 1);
+		EQ(st.bcasts_started, 1);
+		CHECK(st.loop_wakes > 0 && st.heartbeats_sent > 0, "counters %llu wakes, %llu heartbeats",
+		      (unsigned long long)st.loop_wakes, (unsigned long long)st.heartbeats_sent);
+	}
 	EQ(vigil_leave(200), VIGIL_OK); /* alone now: departs at once */
 	EQ(vigil_finalize(), VIGIL_OK);
 
