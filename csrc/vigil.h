@@ -160,7 +160,7 @@ typedef struct vigil_agreement {
 	size_t ndead;  /* size of the agreed dead set (may exceed dead_len) */
 } vigil_agreement;
 
-/* Counters since vigil_start (vigil_stats). In sporadic and daemon mode
+/* Counters since vigil_start (vigil_stats_get). In sporadic and daemon mode
  * only dead is counted. */
 typedef struct vigil_stats {
 	size_t struct_size;          /* sizeof(vigil_stats): set by the caller */
@@ -305,7 +305,7 @@ int vigil_finalize(void);
 /* vigil_strerror returns a static description of a status code. */
 const char *vigil_strerror(int code);
 
-/* vigil_stats fills st (st->struct_size = sizeof *st) with the counters
+/* vigil_stats_get fills st (st->struct_size = sizeof *st) with the counters
  * since vigil_start; callable from any thread, at any time after
  * vigil_init. VIGIL_ERR_INVALID for NULL or a struct_size this library
  * does not know. */
