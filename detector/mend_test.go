@@ -64,26 +64,16 @@ func (c *cluster) allKnow(dead []ranks.Rank) bool {
 // positions at n = 64): no live rank reported, every dead rank known by
 // all, within 2δ plus the check and message granularity when b ≤ the
 // window, and in fewer rounds than Algorithm 1 beyond it.
-func TestBlockMendingExhaustive(t *testing.T) {
-	const probe = 8
-	for _, n := range []int{2, 3, 5, 8, 16, 64} {
-		for b := 1; b < n; b++ {
-			for first := 0; first < n; first++ {
-				if n == 64 && first%9 != 0 {
-					continue
-				}
-				got := blockCrash(t, n, first, b, probe)
-				if b <= probe && got > 2*delta+2*h {
-					t.Fatalf("n=%d block of %d at %d: known after %v ms, want ≤ 2δ + 2h", n, b, first, float64(got)/1e6)
-				}
-			}
-		}
-	}
-}
+func TestBlockMendingExhaustive(t *testing.T) { exhaustiveBlocks(t, 0, 2*delta+2*h) }
 
 // Early probes (ProbeAfter = δ/2): the same exhaustive blocks, known within
 // 1.5δ plus the granularity when b ≤ the window; never a live rank.
-func TestEarlyProbingExhaustive(t *testing.T) {
+func TestEarlyProbingExhaustive(t *testing.T) { exhaustiveBlocks(t, delta/2, 3*delta/2+2*h) }
+
+// exhaustiveBlocks crashes every block of every size at every position
+// (sampled at n = 64) with window 8 and early probes after after (0: none),
+// and wants blocks of at most 8 known by all within bound.
+func exhaustiveBlocks(t *testing.T, after, bound int64) {
 	const probe = 8
 	for _, n := range []int{2, 3, 5, 8, 16, 64} {
 		for b := 1; b < n; b++ {
@@ -91,9 +81,9 @@ func TestEarlyProbingExhaustive(t *testing.T) {
 				if n == 64 && first%9 != 0 {
 					continue
 				}
-				got := blockCrashAfter(t, n, first, b, probe, delta/2)
-				if b <= probe && got > 3*delta/2+2*h {
-					t.Fatalf("n=%d block of %d at %d: known after %v ms, want ≤ 1.5δ + 2h", n, b, first, float64(got)/1e6)
+				got := blockCrashAfter(t, n, first, b, probe, after)
+				if b <= probe && got > bound {
+					t.Fatalf("n=%d block of %d at %d: known after %v ms, want ≤ %v ms", n, b, first, float64(got)/1e6, float64(bound)/1e6)
 				}
 			}
 		}
