@@ -74,6 +74,10 @@ type DetectorConfig struct {
 	// known in about 2δ instead of 2δ per rank. 0 (the default) is
 	// Algorithm 1's one-at-a-time mending.
 	Probe int
+	// ProbeAfter, with Probe, probes the emitter's predecessors once it has
+	// been silent that long, before its suspicion (detector.Config.
+	// ProbeAfter; the node runtime's default is δ/2). 0: at the suspicion.
+	ProbeAfter int64
 	// Start is the time of the failure phase, after the ring reached its
 	// steady state (default 2h + Check + the heartbeat delay bound).
 	Start int64
@@ -130,6 +134,8 @@ func (c *DetectorConfig) Validate() error {
 		return errors.New("sim: DetectorConfig.Failures is nil")
 	case d.Probe < 0:
 		return fmt.Errorf("sim: DetectorConfig.Probe = %d, want ≥ 0", d.Probe)
+	case d.ProbeAfter < 0 || d.ProbeAfter >= d.Delta:
+		return fmt.Errorf("sim: DetectorConfig.ProbeAfter = %d, want 0 or below Delta = %d", d.ProbeAfter, d.Delta)
 	case d.Start < d.H+d.HeartbeatDelay+d.Check:
 		return fmt.Errorf("sim: DetectorConfig.Start = %d, want ≥ h + heartbeat delay + check period", d.Start)
 	case d.Heartbeats == HeartbeatsSkip && d.HeartbeatPorts:
@@ -313,7 +319,7 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	d.alive = n
 	for i := range d.nodes {
 		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay,
-			Probe: c.Probe})
+			Probe: c.Probe, ProbeAfter: c.ProbeAfter})
 		if err != nil {
 			return nil, err
 		}

@@ -175,6 +175,33 @@ func TestHostCrashBlockBound(t *testing.T) {
 	}
 }
 
+// TestHostCrashEarlyProbes: the same host crashes with early probes
+// (ProbeAfter = δ/2): accurate, complete, within BlockBound, and sooner
+// than with the probes at the suspicion.
+func TestHostCrashEarlyProbes(t *testing.T) {
+	const n = 256
+	for seed := uint64(1); seed <= 4; seed++ {
+		var known [2]int64
+		for i := range known {
+			cfg := smallCfg(n, HostCrash{HostSize: 16, Hosts: 1})
+			cfg.Probe = 16
+			after := int64(i) * cfg.Delta / 2 // 0, then δ/2
+			cfg.ProbeAfter = after
+			r, _, _ := runTraced(t, cfg, seed)
+			if r.AllKnown < 0 || r.FalseSuspicions != 0 || r.Evicted != 0 || r.Failures != 16 {
+				t.Fatalf("seed %d, ProbeAfter %d: %+v", seed, after, r)
+			}
+			if bound := hb.BlockBound(16, 16, n, cfg.Delta, ms); r.AllKnown > bound {
+				t.Fatalf("seed %d: known after %v > BlockBound %v", seed, time.Duration(r.AllKnown), time.Duration(bound))
+			}
+			known[i] = r.AllKnown
+		}
+		if known[1] >= known[0] {
+			t.Errorf("seed %d: early probes %v, at the suspicion %v: not sooner", seed, time.Duration(known[1]), time.Duration(known[0]))
+		}
+	}
+}
+
 // TestHostCrashStudy runs a small instance of the study.
 func TestHostCrashStudy(t *testing.T) {
 	sc := Scenario{Name: "small", H: 10 * ms, Delta: 50 * ms, T: ms}
