@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -105,6 +107,17 @@ func exitCause(err error, ps *os.ProcessState) Cause {
 	return Crashed
 }
 
+// secretEnv are the variables holding job keys (the daemons' and the local
+// launcher's): the daemon's children, applications, get none of them.
+var secretEnv = []string{"VIGIL_DAEMON_KEY=", "VIGIL_KEY="}
+
+// withoutSecrets returns env without the secretEnv variables.
+func withoutSecrets(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return slices.ContainsFunc(secretEnv, func(p string) bool { return strings.HasPrefix(kv, p) })
+	})
+}
+
 // spawner starts the local processes from one OS thread of its own, locked
 // for the daemon's life: a child's parent-death signal fires when the
 // thread that forked it ends, and Go ends any thread whose locked goroutine
@@ -148,7 +161,7 @@ func (s *spawner) close() {
 // with one kill of the group), with SIGKILL as its parent-death signal.
 func spawn(argv []string, rank, node uint32, sock string, stdout, stderr *os.File) (*exec.Cmd, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(withoutSecrets(os.Environ()),
 		"VIGIL_RANK="+strconv.FormatUint(uint64(rank), 10),
 		"VIGIL_NODE="+strconv.FormatUint(uint64(node), 10))
 	if sock != "" {

@@ -198,7 +198,7 @@ static void fd_start(void)
 {
 	const char *m = getenv("VIGIL_PMPI_MODE");
 	int want = MODE_RING, size, rc;
-	uint8_t secret[40]; /* job ID (8) and key (32), from rank 0 */
+	uint8_t secret[41]; /* job ID (8), key (32) and 1 if rank 0 had the entropy for them */
 	vigil_config cfg;
 
 	if (m != NULL && strcmp(m, "off") == 0)
@@ -228,20 +228,24 @@ static void fd_start(void)
 	PMPI_Comm_set_name(fd_comm, "vigil_fd_comm");
 	if (world_rank == 0) {
 		size_t got = 0;
-		while (got < sizeof secret) {
-			ssize_t n = getrandom(secret + got, sizeof secret - got, 0);
+		while (got < 40) {
+			ssize_t n = getrandom(secret + got, 40 - got, 0);
 			if (n < 0 && errno != EINTR)
 				break;
 			if (n > 0)
 				got += (size_t)n;
 		}
-		if (got < sizeof secret) /* no entropy: fall back on a weak key */
-			for (size_t i = 0; i < sizeof secret; i++)
-				secret[i] = (uint8_t)(rand() ^ (int)time(NULL) ^ getpid());
+		secret[40] = got >= 40; /* no weak fallback key */
 		if (secret[0] == 0)
 			secret[0] = 1; /* a non-zero job ID */
 	}
 	PMPI_Bcast(secret, sizeof secret, MPI_BYTE, 0, fd_comm);
+	if (!secret[40]) {
+		if (world_rank == 0)
+			fprintf(stderr, "vigil-pmpi: getrandom gave no entropy for the job key; running without failure detection\n");
+		PMPI_Comm_free(&fd_comm);
+		return;
+	}
 
 	vigil_config_init(&cfg);
 	cfg.rank = (uint32_t)world_rank;
