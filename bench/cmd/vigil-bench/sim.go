@@ -831,17 +831,26 @@ func save(o *simOpts, p *plot.Plot, file string) error {
 	return nil
 }
 
-// bar is a progress bar on stderr, redrawn at most 5 times a second.
+// bar is a progress bar on stderr, redrawn in place at most 5 times a
+// second on a terminal; elsewhere (a file, a pipe) one line per tenth done,
+// with no carriage returns.
 type bar struct {
 	mu          sync.Mutex
 	w           io.Writer
+	tty         bool
 	label       string
 	total, done int
+	tenths      int // lines printed, off a terminal
 	start, last time.Time
 }
 
 func newBar(o *simOpts, label string, total int) *bar {
 	b := &bar{w: o.stderr, label: label, total: max(total, 1), start: time.Now()}
+	if f, ok := o.stderr.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			b.tty = true
+		}
+	}
 	if o.quiet {
 		b.w = nil
 	}
@@ -852,7 +861,17 @@ func (b *bar) add(k int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.done += k
-	if b.w == nil || time.Since(b.last) < 200*time.Millisecond {
+	if b.w == nil {
+		return
+	}
+	if !b.tty {
+		if t := 10 * b.done / b.total; t > b.tenths && b.done < b.total {
+			b.tenths = t
+			b.draw()
+		}
+		return
+	}
+	if time.Since(b.last) < 200*time.Millisecond {
 		return
 	}
 	b.last = time.Now()
@@ -868,8 +887,13 @@ func (b *bar) draw() {
 	if frac > 0 {
 		eta = (time.Duration(float64(el)/frac) - el).Round(time.Second).String()
 	}
-	fmt.Fprintf(b.w, "\r%-6s [%s%s] %3.0f%%  %v elapsed, eta %s   ", b.label, strings.Repeat("#", fill),
+	line := fmt.Sprintf("%-6s [%s%s] %3.0f%%  %v elapsed, eta %s", b.label, strings.Repeat("#", fill),
 		strings.Repeat(".", width-fill), 100*frac, el.Round(time.Second), eta)
+	if b.tty {
+		fmt.Fprintf(b.w, "\r%s   ", line)
+	} else {
+		fmt.Fprintln(b.w, line)
+	}
 }
 
 func (b *bar) finish() {
@@ -880,5 +904,7 @@ func (b *bar) finish() {
 	}
 	b.done = b.total
 	b.draw()
-	fmt.Fprintln(b.w)
+	if b.tty {
+		fmt.Fprintln(b.w)
+	}
 }

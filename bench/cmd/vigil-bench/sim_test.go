@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -220,4 +221,23 @@ func num(t *testing.T, r map[string]string, k string) float64 {
 		t.Fatalf("column %s: %v", k, err)
 	}
 	return v
+}
+
+// TestBarOffTerminal: off a terminal the progress bar prints one line per
+// tenth, without carriage returns, and a last line at 100 %.
+func TestBarOffTerminal(t *testing.T) {
+	var buf strings.Builder
+	b := newBar(&simOpts{stderr: &buf}, "stab", 100)
+	for range 100 {
+		b.add(1)
+	}
+	b.finish()
+	out := buf.String()
+	if strings.Contains(out, "\r") {
+		t.Fatalf("carriage return in %q", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 10 || !strings.Contains(lines[9], "100%") || !strings.Contains(lines[0], " 10%") {
+		t.Fatalf("%d lines:\n%s", len(lines), out)
+	}
 }
