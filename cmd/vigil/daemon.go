@@ -61,7 +61,7 @@ func daemonMain(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
 			"       mpirun --map-by ppr:1:node vigil daemon [-ppn K -sock path] [-- command args]\n"+
 			"       vigil daemon -attach path -rank r\n"+
-			"With -peers the job key is read from $VIGIL_DAEMON_KEY (hex, ≥ 16 bytes). With a command, the daemon starts it\n"+
+			"With -peers the job key is read from $VIGIL_DAEMON_KEY (hex, ≥ 16 bytes; vigil keygen makes one). With a command, the daemon starts it\n"+
 			"once per hosted rank with VIGIL_RANK, VIGIL_NODE and %s set.\n", daemon.EnvSocket)
 		fs.PrintDefaults()
 	}

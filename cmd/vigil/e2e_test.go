@@ -443,6 +443,11 @@ func TestE2EHelpAndVersion(t *testing.T) {
 			t.Errorf("vigil %v: err %v, output %q; want the flags and success", args, err, out)
 		}
 	}
+	k1, err1 := exec.Command(vigilBin, "keygen").Output()
+	k2, err2 := exec.Command(vigilBin, "keygen").Output()
+	if err1 != nil || err2 != nil || len(k1) != 65 || string(k1) == string(k2) {
+		t.Errorf("vigil keygen: %q %v, %q %v; want two different 64-digit keys", k1, err1, k2, err2)
+	}
 	for _, v := range []string{"-version", "--version", "version"} {
 		out, err := exec.Command(vigilBin, v).CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), "vigil ") || !strings.Contains(string(out), "go1.") {

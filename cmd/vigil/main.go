@@ -9,9 +9,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 )
@@ -50,6 +53,8 @@ func main() {
 	case "version", "-version", "--version":
 		fmt.Println(version())
 		return
+	case "keygen":
+		err = keygen(os.Stdout)
 	default:
 		fmt.Fprintf(os.Stderr, "vigil: unknown command %q\n", cmd)
 		usage()
@@ -62,6 +67,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vigil:", err)
 		os.Exit(1)
 	}
+}
+
+// keygen prints a new job key: 32 random bytes, in hex.
+func keygen(w io.Writer) error {
+	var k [32]byte
+	if _, err := rand.Read(k[:]); err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	_, err := fmt.Fprintln(w, hex.EncodeToString(k[:]))
+	return err
 }
 
 // wantsHelp reports whether a command's arguments ask for its usage:
@@ -112,6 +127,7 @@ commands:
   run      launch N detector agents on this machine (-n N) and print events
   agent    one detector process, bootstrapped from its environment
   daemon   one node's daemon (node-level mode, seed 003), or -attach a local process
+  keygen   print a new random job key (hex), e.g. for $VIGIL_DAEMON_KEY
   version  this build (also -version)
 
 vigil <command> -help (or a bare -h) lists a command's flags.
