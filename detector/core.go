@@ -134,6 +134,11 @@ func (c *Core) Probing() bool { return c.ring.Probing() }
 // Deadline returns the ring's suspicion deadline (monotonic ns).
 func (c *Core) Deadline() int64 { return c.ring.Deadline() }
 
+// SuspectDeadline is Deadline without the early probes (hb.Ring): for a
+// driver whose checks raise an alarm when the emitter's silence reaches
+// Config.ProbeAfter.
+func (c *Core) SuspectDeadline() int64 { return c.ring.SuspectDeadline() }
+
 // Dead returns D_i, the ranks known gone. The caller must not modify it.
 func (c *Core) Dead() *ranks.Set { return c.ring.Dead() }
 

@@ -162,14 +162,21 @@ func (r *Ring) Dead() *ranks.Set { return &r.D }
 // SUSP-TIMEOUT's expiry, an open probe round's end, or when an early probe
 // is due (RingConfig.ProbeAfter).
 func (r *Ring) Deadline() int64 {
-	d := r.deadline
-	if r.mend.active && !r.mend.early && r.mend.deadline < d {
-		d = r.mend.deadline
-	}
+	d := r.SuspectDeadline()
 	if r.earlyPending() {
 		d = min(d, r.earlyAt())
 	}
 	return d
+}
+
+// SuspectDeadline is Deadline without the early probes: for a driver whose
+// checks tell it when the emitter's silence reaches ProbeAfter (so that a
+// quiet job costs no wake-up at ProbeAfter).
+func (r *Ring) SuspectDeadline() int64 {
+	if r.mend.active && !r.mend.early && r.mend.deadline < r.deadline {
+		return r.mend.deadline
+	}
+	return r.deadline
 }
 
 // Alone reports whether every other rank is known dead.

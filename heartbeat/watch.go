@@ -44,6 +44,11 @@ type Watch struct {
 	recSeq                  uint64 // thread-only copies of the record
 	recGrewAt, recCheckedAt int64
 	recEmitter              ranks.Rank
+
+	// The silence alarm (SetAlarm): set before the checks start.
+	silence   int64
+	alarm     func()
+	alarmedAt int64 // thread only
 }
 
 // NewWatch returns a Watch over slots with the given stall guard
@@ -55,6 +60,13 @@ func NewWatch(slots *transport.Slots, stallGuard int64) *Watch {
 }
 
 const noEmitter = ranks.Rank(^uint32(0))
+
+// SetAlarm makes the checks call alarm when the watched word has not grown
+// for silence (nanoseconds), and again every silence while it stays so:
+// the event loop then needs no wake-up of its own to act on a silence
+// shorter than δ (block mending's early probes). alarm runs on the
+// heartbeat thread and must not block. Call it before the checks start.
+func (w *Watch) SetAlarm(silence int64, alarm func()) { w.silence, w.alarm = silence, alarm }
 
 // Set asks the checks to watch emitter from now on: from the next check,
 // the record is about emitter, with SUSP-TIMEOUT running from now and its
@@ -93,6 +105,10 @@ func (w *Watch) Check(now int64) {
 	w.grewAt.Store(w.recGrewAt)
 	w.checkedAt.Store(w.recCheckedAt)
 	w.ver.Add(1)
+	if w.alarm != nil && now-w.recGrewAt >= w.silence && now-w.alarmedAt >= w.silence {
+		w.alarmedAt = now // after the record: the alarmed loop reads this check
+		w.alarm()
+	}
 }
 
 // Record returns what the checks saw. It never blocks for long: it retries

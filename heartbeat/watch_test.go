@@ -1,6 +1,7 @@
 package heartbeat_test
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -199,5 +200,50 @@ func TestWatchConcurrent(t *testing.T) {
 		if r.CheckedAt < r.GrewAt || (r.Emitter != 1 && r.Emitter != 2 && r.Emitter != 3 && r.CheckedAt != 0) {
 			t.Fatalf("torn record %+v", r)
 		}
+	}
+}
+
+// TestWatchAlarm: the silence alarm never rings while the word grows at
+// every check, rings at the first check that finds it silent for the
+// alarm's silence, then again every silence while it stays silent, and
+// starts over after a growth or a new emitter.
+func TestWatchAlarm(t *testing.T) {
+	slots := transport.NewSlots(4)
+	w := heartbeat.NewWatch(slots, 0)
+	var rang []int64
+	now := int64(0)
+	w.SetAlarm(50, func() { rang = append(rang, now) })
+	w.Set(0, 0)
+	seq := uint64(0)
+	for now = 10; now <= 200; now += 10 { // heartbeats at every check
+		seq++
+		slots.Store(0, seq)
+		w.Check(now)
+	}
+	if len(rang) != 0 {
+		t.Fatalf("alarm while the word grew: %v", rang)
+	}
+	for now = 210; now <= 400; now += 10 { // silent from 200
+		w.Check(now)
+	}
+	if want := []int64{250, 300, 350, 400}; !slices.Equal(rang, want) {
+		t.Fatalf("alarms %v, want %v", rang, want)
+	}
+	rang = nil
+	seq++
+	slots.Store(0, seq)
+	for now = 410; now <= 470; now += 10 { // grew at 410, silent again
+		w.Check(now)
+	}
+	if want := []int64{460}; !slices.Equal(rang, want) {
+		t.Fatalf("after a growth: alarms %v, want %v", rang, want)
+	}
+	rang = nil
+	w.Set(2, 470)
+	for now = 480; now <= 520; now += 10 {
+		w.Check(now)
+	}
+	if want := []int64{520}; !slices.Equal(rang, want) {
+		t.Fatalf("after a new emitter: alarms %v, want %v", rang, want)
 	}
 }

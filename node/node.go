@@ -88,6 +88,7 @@ type Node struct {
 	isEvicted atomic.Bool
 
 	inbox chan inbound
+	alarm chan struct{} // the checks saw the emitter silent for MendEarly
 	reqs  chan func()
 	quit  chan struct{}
 	done  chan struct{}
@@ -122,6 +123,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		slots:   transport.NewSlots(cfg.Size),
 		waiters: map[agreeKey]chan Agreement{},
 		inbox:   make(chan inbound, 1024),
+		alarm:   make(chan struct{}, 1),
 		reqs:    make(chan func()),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -158,6 +160,16 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		n.drain = d.DrainHeartbeats
 	}
 	n.watch = heartbeat.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
+	if cfg.MendProbe > 0 && cfg.MendEarly > 0 {
+		// Block mending's early probes: the checks wake the loop when the
+		// emitter's silence reaches MendEarly; a quiet job never does.
+		n.watch.SetAlarm(int64(cfg.MendEarly), func() {
+			select {
+			case n.alarm <- struct{}{}:
+			default:
+			}
+		})
+	}
 	cpu := -1
 	if cfg.PinEmitter {
 		cpu = cfg.EmitterCPU
@@ -243,6 +255,7 @@ func (n *Node) loop() {
 		case <-n.quit:
 			return
 		case <-timer.C:
+		case <-n.alarm:
 		case in := <-n.inbox:
 			n.receive(in)
 		case req := <-n.reqs:
@@ -270,7 +283,7 @@ func (n *Node) observeAt(now int64) int64 {
 	if n.core.Alone() || n.core.Evicted() {
 		return now + int64(time.Hour)
 	}
-	if d := n.core.Deadline(); d > now {
+	if d := n.core.SuspectDeadline(); d > now { // the early probes come by alarm
 		// At most δ away: a long deadline (the start-up grace, 2δ after a
 		// reconnection) must not hide the heartbeats that reset it (T2).
 		return min(d, now+int64(n.cfg.SuspectTimeout))
