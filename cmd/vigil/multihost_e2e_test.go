@@ -100,17 +100,20 @@ func (m *mhJob) await(what string, timeout time.Duration, cond func() string) {
 }
 
 // check fails unless every survivor reported exactly the ranks in gone,
-// and nobody reported a rank outside gone, except a rank in exempt after
-// the time exempt gives it (CLOCK_MONOTONIC ns): a rank whose own link is
-// delayed beyond δ is cut off from the job; once the others hold it dead,
-// its emitter sends it no more heartbeats, and it may report that emitter
-// before it learns that it was evicted.
+// as failed (not left), and nobody reported a rank outside gone, except a
+// rank in exempt after the time exempt gives it (CLOCK_MONOTONIC ns): a
+// rank whose own link is delayed beyond δ is cut off from the job; once
+// the others hold it dead, its emitter sends it no more heartbeats, and it
+// may report that emitter before it learns that it was evicted.
 func (m *mhJob) check(what string, gone, survivors map[uint32]bool, exempt map[uint32]int64) {
 	m.t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for r, ds := range m.dead {
 		for d, ln := range ds {
+			if gone[d] && ln.Left {
+				m.t.Fatalf("%s: rank %d reported that rank %d left; it was killed", what, r, d)
+			}
 			if gone[d] {
 				continue
 			}
@@ -188,17 +191,49 @@ func TestMultiHost(t *testing.T) {
 		t.Skip("runs mpirun across network namespaces")
 	}
 	mpitest.NeedHosts(t)
+	const h, delta = 20 * time.Millisecond, 500 * time.Millisecond
+	multiHostScenarios(t, mhRun{
+		argv:  []string{pmixVigil(t), "agent", "-h", h.String(), "-delta", delta.String()},
+		delta: delta,
+		published: func(t *testing.T, m *mhJob, r uint32, _ int, _ netip.Addr) netip.AddrPort {
+			ap, err := netip.ParseAddrPort(m.ready[r].Addr)
+			if err != nil {
+				t.Fatalf("rank %d published %q: %v", r, m.ready[r].Addr, err)
+			}
+			return ap
+		},
+		addrs: "published addresses",
+	})
+}
+
+// mhRun is a job for multiHostScenarios: 16 ranks that print the lines
+// of `vigil agent` (launch.Line).
+type mhRun struct {
+	argv       []string      // the ranks' command
+	env, extra []string      // added to mpirun's environment and options
+	delta      time.Duration // the ranks' δ
+	// published returns the address rank r (process pid, on the host at
+	// hostAddr) published to the others.
+	published func(t *testing.T, m *mhJob, r uint32, pid int, hostAddr netip.Addr) netip.AddrPort
+	addrs     string // what published returns, for the log
+}
+
+// multiHostScenarios runs run.argv as 16 ranks across four simulated
+// hosts, four per host placed round-robin (--map-by node), checks that
+// each published its own host's address, and runs TestMultiHost's four
+// steps (a delay below δ − h, kill -9 of a rank, a host killed, a delay
+// above δ).
+func multiHostScenarios(t *testing.T, run mhRun) {
 	const (
 		nh, ppn, n         = 4, 4, 16
-		h, delta           = 20 * time.Millisecond, 500 * time.Millisecond
-		below, above       = 200 * time.Millisecond, 3 * delta // delays of h4's link
-		victim             = 5                                 // one rank, on h2
-		killHost, slowHost = 2, 3                              // host indexes: h3 and h4
+		victim             = 5    // one rank, on h2
+		killHost, slowHost = 2, 3 // host indexes: h3 and h4
 	)
-	bin := pmixVigil(t)
+	delta := run.delta
+	below, above := 200*time.Millisecond, 3*delta // delays of h4's link
 	hosts := mpitest.NewHosts(t, nh, slowHost)
 	start := time.Now()
-	j := hosts.Start(t, n, ppn, nil, []string{"--map-by", "node"}, bin, "agent", "-h", h.String(), "-delta", delta.String())
+	j := hosts.Start(t, n, ppn, run.env, append([]string{"--map-by", "node"}, run.extra...), run.argv...)
 	m := newMHJob(t, j)
 	m.await("start", 60*time.Second, func() string {
 		if len(m.ready) < n {
@@ -212,18 +247,18 @@ func TestMultiHost(t *testing.T) {
 
 	// Every rank published its own host's address.
 	onHost := map[int]map[uint32]bool{}
+	var addrs []string
 	for r := uint32(0); r < n; r++ {
-		ap, err := netip.ParseAddrPort(m.ready[r].Addr)
-		if err != nil {
-			t.Fatalf("rank %d published %q: %v", r, m.ready[r].Addr, err)
+		hi := hostOf[int(r)]
+		ap := run.published(t, m, r, pids[int(r)], hosts.Addr(hi))
+		if a := ap.Addr(); a.IsLoopback() || a.IsUnspecified() || a != hosts.Addr(hi) {
+			t.Fatalf("rank %d on host %s (%s) published %s", r, hosts.Name(hi), hosts.Addr(hi), ap)
 		}
-		if a := ap.Addr(); a.IsLoopback() || a.IsUnspecified() || a != hosts.Addr(hostOf[int(r)]) {
-			t.Fatalf("rank %d on host %s (%s) published %s", r, hosts.Name(hostOf[int(r)]), hosts.Addr(hostOf[int(r)]), ap)
+		addrs = append(addrs, ap.String())
+		if onHost[hi] == nil {
+			onHost[hi] = map[uint32]bool{}
 		}
-		if onHost[hostOf[int(r)]] == nil {
-			onHost[hostOf[int(r)]] = map[uint32]bool{}
-		}
-		onHost[hostOf[int(r)]][r] = true
+		onHost[hi][r] = true
 	}
 	for i := range nh {
 		if len(onHost[i]) != ppn {
@@ -233,11 +268,7 @@ func TestMultiHost(t *testing.T) {
 	if hostOf[victim] == killHost || hostOf[victim] == slowHost {
 		t.Fatalf("rank %d runs on host %d: the test wants it elsewhere", victim, hostOf[victim])
 	}
-	var addrs []string
-	for r := uint32(0); r < n; r++ {
-		addrs = append(addrs, m.ready[r].Addr)
-	}
-	t.Logf("published addresses by rank: %s", strings.Join(addrs, " "))
+	t.Logf("%s by rank: %s", run.addrs, strings.Join(addrs, " "))
 
 	gone, survivors := map[uint32]bool{}, map[uint32]bool{}
 	for r := uint32(0); r < n; r++ {
