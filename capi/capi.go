@@ -425,6 +425,19 @@ func vigil_start() C.int {
 	if inst.started.Load() {
 		return failf(eState, "vigil_start: already started")
 	}
+	if ag, ok := inst.bs.(*allgatherBootstrap); ok && ag.nodes == nil {
+		// Every rank's host first, through the application's allgather, so
+		// that a job spanning hosts never publishes loopback.
+		if err := ag.gatherNodes(); err != nil {
+			return fail(eBootstrap, fmt.Errorf("vigil_start: learning the ranks' hosts: %w", err))
+		}
+		if inst.mode == modeSporadic { // its address was chosen at vigil_init, without the hosts
+			if err := inst.chooseAddr(); err != nil {
+				inst.exchangeAnyway(context.Background())
+				return fail(eTransport, err)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), inst.startTimeout)
 	defer cancel()
 	exchange := func(listen string) ([]string, error) {

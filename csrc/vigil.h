@@ -23,8 +23,9 @@
  *     internally where needed. vigil_poll, vigil_dead_set, vigil_is_dead,
  *     vigil_rank, vigil_size and vigil_strerror never block on the network.
  *   - vigil_start, when the configuration has an allgather function, calls
- *     it exactly once, on the thread that called vigil_start, before
- *     returning (so an MPI_Allgather is legal there even under
+ *     it exactly twice (every rank's host, so that a job spanning hosts
+ *     never publishes loopback, then every rank's address), on the thread
+ *     that called vigil_start, before returning (so an MPI_Allgather is legal there even under
  *     MPI_THREAD_SINGLE or MPI_THREAD_FUNNELED if vigil_start runs on the
  *     main thread).
  *   - The library creates its own threads (it contains the Go runtime): the
@@ -106,8 +107,8 @@ typedef void (*vigil_failure_fn)(const vigil_event *ev, void *user);
  *   MPI_Allgather(send, len, MPI_BYTE, recv, len, MPI_BYTE, comm). */
 typedef int (*vigil_allgather_fn)(const void *send, void *recv, size_t len, void *user);
 
-/* Bytes each rank contributes to an allgather exchange: its address,
- * NUL-padded. */
+/* Bytes each rank contributes to an allgather exchange: its host or its
+ * address, NUL-padded. */
 #define VIGIL_ADDR_MAX 256
 
 /* Explicit configuration. Initialize with vigil_config_init, then set the
