@@ -24,6 +24,9 @@ type HostCrashConfig struct {
 	H, Delta time.Duration
 	// Probes are the -mend-probe values compared (0: Algorithm 1).
 	Probes []int
+	// Late also runs each block-mending value with its probes at the
+	// suspicion (-mend-early < 0) rather than δ/2 earlier (the default).
+	Late bool
 	// Runs per value.
 	Runs int
 	Log  io.Writer
@@ -32,6 +35,8 @@ type HostCrashConfig struct {
 // HostCrashRow is one run.
 type HostCrashRow struct {
 	Probe, Run int
+	// Late: the probes went out at the suspicion, not δ/2 before it.
+	Late bool
 	// KnownAfter is the time from the kill until the last survivor knew
 	// the last rank of the block (0 when incomplete).
 	KnownAfter time.Duration
@@ -45,29 +50,55 @@ type HostCrashRow struct {
 func HostCrash(ctx context.Context, cfg HostCrashConfig) ([]HostCrashRow, error) {
 	var rows []HostCrashRow
 	for run := range cfg.Runs {
-		for _, probe := range cfg.Probes {
+		for _, v := range hostCrashVariants(cfg) {
 			if ctx.Err() != nil {
 				return rows, ctx.Err()
 			}
-			row, err := hostCrashRun(cfg, probe)
+			row, err := hostCrashRun(cfg, v.Probe, v.Late)
 			if err != nil {
-				return rows, fmt.Errorf("hostcrash -mend-probe %d run %d: %w", probe, run, err)
+				return rows, fmt.Errorf("hostcrash %s run %d: %w", hostCrashName(v.Probe, v.Late), run, err)
 			}
 			row.Run = run
 			rows = append(rows, row)
 			if cfg.Log != nil {
-				fmt.Fprintf(cfg.Log, "hostcrash probe=%d run=%d known after %v complete=%v false=%d\n",
-					probe, run, row.KnownAfter.Round(time.Millisecond), row.Complete, row.False)
+				fmt.Fprintf(cfg.Log, "hostcrash %s run=%d known after %v complete=%v false=%d\n",
+					hostCrashName(v.Probe, v.Late), run, row.KnownAfter.Round(time.Millisecond), row.Complete, row.False)
 			}
 		}
 	}
 	return rows, nil
 }
 
-func hostCrashRun(cfg HostCrashConfig, probe int) (HostCrashRow, error) {
-	row := HostCrashRow{Probe: probe}
+// hostCrashVariants are the compared mendings, in run order.
+func hostCrashVariants(cfg HostCrashConfig) []HostCrashRow {
+	var vs []HostCrashRow
+	for _, probe := range cfg.Probes {
+		vs = append(vs, HostCrashRow{Probe: probe})
+		if probe > 0 && cfg.Late {
+			vs = append(vs, HostCrashRow{Probe: probe, Late: true})
+		}
+	}
+	return vs
+}
+
+// hostCrashName names a mending in the logs and the table.
+func hostCrashName(probe int, late bool) string {
+	switch {
+	case probe == 0:
+		return "Algorithm 1"
+	case late:
+		return fmt.Sprintf("block, W=%d, probes at the suspicion", probe)
+	}
+	return fmt.Sprintf("block, W=%d, probes after δ/2", probe)
+}
+
+func hostCrashRun(cfg HostCrashConfig, probe int, late bool) (HostCrashRow, error) {
+	row := HostCrashRow{Probe: probe, Late: late}
 	argv := []string{cfg.VigilBin, "agent", "-h", cfg.H.String(), "-delta", cfg.Delta.String(),
 		"-grace", (2 * cfg.Delta).String(), fmt.Sprintf("-mend-probe=%d", probe)}
+	if late {
+		argv = append(argv, "-mend-early=-1ns")
+	}
 	a, err := startJob(cfg.N, argv, launch.Options{})
 	if err != nil {
 		return row, err
@@ -126,12 +157,13 @@ func HostCrashTable(p func(string, ...any), cfg HostCrashConfig, rows []HostCras
 	p("Host crash: %d agents, ranks %d–%d killed at once, h=%v δ=%v, %d runs per row, interleaved\n\n",
 		cfg.N, cfg.First, cfg.First+cfg.Block-1, cfg.H, cfg.Delta, cfg.Runs)
 	p("| mending | complete | false reports | min | median | p90 | max |\n|---|---|---|---|---|---|---|\n")
-	medians := map[int]time.Duration{}
-	for _, probe := range cfg.Probes {
+	medians := map[string]time.Duration{}
+	for _, v := range hostCrashVariants(cfg) {
+		name := hostCrashName(v.Probe, v.Late)
 		var ts []time.Duration
 		complete, falses := 0, 0
 		for _, r := range rows {
-			if r.Probe != probe {
+			if r.Probe != v.Probe || r.Late != v.Late {
 				continue
 			}
 			falses += r.False
@@ -139,10 +171,6 @@ func HostCrashTable(p func(string, ...any), cfg HostCrashConfig, rows []HostCras
 				complete++
 				ts = append(ts, r.KnownAfter)
 			}
-		}
-		name := fmt.Sprintf("block, W=%d", probe)
-		if probe == 0 {
-			name = "Algorithm 1"
 		}
 		if len(ts) == 0 {
 			p("| %s | 0 | %d | | | | |\n", name, falses)
@@ -152,14 +180,16 @@ func HostCrashTable(p func(string, ...any), cfg HostCrashConfig, rows []HostCras
 		q := func(f float64) time.Duration {
 			return ts[min(len(ts)-1, int(f*float64(len(ts))))].Round(time.Millisecond)
 		}
-		medians[probe] = q(0.5)
+		medians[name] = q(0.5)
 		p("| %s | %d of %d | %d | %v | %v | %v | %v |\n", name, complete, cfg.Runs, falses, ts[0].Round(time.Millisecond), q(0.5), q(0.9), ts[len(ts)-1].Round(time.Millisecond))
 	}
-	if a, ok := medians[0]; ok {
-		for probe, m := range medians {
-			if probe != 0 && m > 0 {
-				p("\nmedian ratio Algorithm 1 / block mending (W=%d): %.2f; bound 2δ + 50 ms = %v\n", probe, float64(a)/float64(m), 2*cfg.Delta+50*time.Millisecond)
+	if a, ok := medians["Algorithm 1"]; ok {
+		for _, v := range hostCrashVariants(cfg) {
+			name := hostCrashName(v.Probe, v.Late)
+			if m := medians[name]; v.Probe != 0 && m > 0 {
+				p("\nmedian ratio Algorithm 1 / %s: %.2f", name, float64(a)/float64(m))
 			}
 		}
+		p("\nbound 2δ + 50 ms = %v\n", 2*cfg.Delta+50*time.Millisecond)
 	}
 }

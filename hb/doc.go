@@ -28,7 +28,9 @@
 // predecessors at once (PROBE / ALIVE, Ring.Alive) and, after one probe
 // time-out, reports every one that did not answer and reconnects to the
 // first that did. A dead block of b consecutive ranks (a host) is then
-// known in about 2δ (BlockBound) instead of about 2bδ.
+// known in about 2δ (BlockBound) instead of about 2bδ. With
+// RingConfig.ProbeAfter = a the observer sends those probes once its
+// emitter has been silent for a, before suspecting it: about a + δ.
 //
 // The core never reads a clock: callers pass now, a monotonic time in
 // nanoseconds. Nor does it touch a thread, a system call or the heartbeat
