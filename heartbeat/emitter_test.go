@@ -1,7 +1,6 @@
 package heartbeat_test
 
 import (
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func (r *recorder) waitFor(t *testing.T, pred func() bool) {
 }
 
 func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 5*time.Second)
 	rec := &recorder{got: make(chan struct{}, 1)}
 	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(5 * time.Millisecond), CPU: -1, Send: rec.send})
 	if err != nil {
@@ -78,7 +77,7 @@ func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
 	if st := e.Stats(); st.Sent != uint64(len(rec.sent)) {
 		t.Fatalf("stats say %d sent, recorder saw %d", st.Sent, len(rec.sent))
 	}
-	testnet.WaitGoroutines(t, before, 5*time.Second)
+	leaks()
 }
 
 func TestEmitterConfigErrors(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -313,9 +312,9 @@ func TestMalformedMessagesAreCountedNotFatal(t *testing.T) {
 }
 
 func TestCloseJoinsEverything(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 5*time.Second)
 	c := startCluster(t, 8, node.Config{})
 	time.Sleep(100 * time.Millisecond)
 	c.close()
-	testnet.WaitGoroutines(t, before, 5*time.Second)
+	leaks()
 }

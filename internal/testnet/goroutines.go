@@ -1,24 +1,31 @@
 package testnet
 
 import (
-	"runtime"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
-// WaitGoroutines fails t unless the number of goroutines falls back to
-// before within timeout (a goroutine that closed its done channel in a
-// defer may still be exiting when Close returns). On failure it prints
-// every goroutine's stack.
-func WaitGoroutines(t testing.TB, before int, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines leaked: %d > %d after %v\n%s", runtime.NumGoroutine(), before, timeout,
-				buf[:runtime.Stack(buf, true)])
+// NoLeaks notes the goroutines running now and returns a check, to call
+// once everything the test started is closed: it fails t, naming each
+// leaked goroutine with its stack, if a goroutine started since is still
+// running after timeout (go.uber.org/goleak, which identifies goroutines
+// rather than counting them).
+func NoLeaks(t testing.TB, timeout time.Duration) func() {
+	ignore := goleak.IgnoreCurrent()
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			err := goleak.Find(ignore) // retries for a short while itself
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %v: %v", timeout, err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }

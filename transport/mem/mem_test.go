@@ -53,7 +53,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func testAllToAll(t *testing.T, n, per int, opts ...Option) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 10*time.Second)
 	nw := NewNetwork(n, opts...)
 	rec := newRecorder()
 	eps := make([]transport.Transport, n)
@@ -88,12 +88,7 @@ func testAllToAll(t *testing.T, n, per int, opts ...Option) {
 		t.Fatalf("stats: sent %d recv %d, want %d", sent, recv, want)
 	}
 	nw.Close()
-	checkGoroutines(t, before)
-}
-
-func checkGoroutines(t *testing.T, before int) {
-	t.Helper()
-	testnet.WaitGoroutines(t, before, 10*time.Second)
+	leaks()
 }
 
 func TestAllToAllOrdered(t *testing.T) { testAllToAll(t, 8, 50) }
@@ -103,6 +98,7 @@ func TestAllToAllDelayedOrdered(t *testing.T) {
 }
 
 func Test256Endpoints(t *testing.T) {
+	leaks := testnet.NoLeaks(t, 10*time.Second)
 	before := runtime.NumGoroutine()
 	const n = 256
 	nw := NewNetwork(n, WithDelay(time.Millisecond, 7))
@@ -132,7 +128,7 @@ func Test256Endpoints(t *testing.T) {
 		t.Fatal(rec.err)
 	}
 	nw.Close()
-	checkGoroutines(t, before)
+	leaks()
 }
 
 func TestHeartbeatLandsInSlot(t *testing.T) {
@@ -167,7 +163,7 @@ func TestHeartbeatLandsInSlot(t *testing.T) {
 }
 
 func TestKill(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 10*time.Second)
 	nw := NewNetwork(3)
 	var got [3]atomic.Int64
 	h := func(self int) transport.Handler {
@@ -220,7 +216,7 @@ func TestKill(t *testing.T) {
 	waitFor(t, "delivery to the restarted rank", func() bool { return got[1].Load() == 1 })
 	_ = e1b
 	nw.Close()
-	checkGoroutines(t, before)
+	leaks()
 }
 
 func TestErrors(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,13 +122,8 @@ func (cl *cluster) close() {
 	}
 }
 
-func checkGoroutines(t *testing.T, before int) {
-	t.Helper()
-	testnet.WaitGoroutines(t, before, 5*time.Second)
-}
-
 func TestRoundTripOrdered(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 5*time.Second)
 	const n, per = 4, 200
 	cl := newCluster(t, n, n, nil)
 	var wg sync.WaitGroup
@@ -165,7 +159,7 @@ func TestRoundTripOrdered(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	cl.close()
-	checkGoroutines(t, before)
+	leaks()
 }
 
 func TestLargeMessage(t *testing.T) {
@@ -279,7 +273,7 @@ func TestHeartbeatsWaitForTheCheck(t *testing.T) {
 }
 
 func TestDeadPeer(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 5*time.Second)
 	cl := newCluster(t, 3, 3, nil)
 	cl.ts[2].Close()
 	var dials atomic.Int64 // every connect attempt of rank 0 (set before it sends, so before it dials)
@@ -323,7 +317,7 @@ func TestDeadPeer(t *testing.T) {
 		t.Fatalf("SendHeartbeat on a closed transport: %v", err)
 	}
 	cl.close()
-	checkGoroutines(t, before)
+	leaks()
 }
 
 func TestPeerRestart(t *testing.T) {
@@ -423,7 +417,7 @@ func (f *forger) expectClosed(c net.Conn) {
 }
 
 func TestForgedFrames(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testnet.NoLeaks(t, 5*time.Second)
 	var logs strings.Builder
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
@@ -576,7 +570,7 @@ func TestForgedFrames(t *testing.T) {
 		t.Fatalf("bad_tag logged %d times (at most %d):\n%s", n, maxLines, out)
 	}
 	cl.close()
-	checkGoroutines(t, before)
+	leaks()
 }
 
 type writerFunc func([]byte) (int, error)
