@@ -1,6 +1,8 @@
 package verbs
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -36,8 +38,11 @@ func (t *Transport) drainAsync() {
 //     requested (evidence about the observer, never a suspicion);
 //   - a QP error on the observer's end of a link frees that end (the
 //     emitter's writes then fail and it reconnects);
-//   - a QP error on the UD QP, a CQ error or a fatal device error is
-//     logged as an error: this transport cannot carry messages any more;
+//   - a QP error on the UD QP, a CQ error or a fatal device error fails
+//     the transport for good (failStop): it cannot carry messages any
+//     more, so it stops the heartbeats too, and the rank is suspected by
+//     its observer and evicted like a crashed one instead of staying alive
+//     but mute;
 //   - a port going down or up is logged and counted: while this node's
 //     port is down nothing arrives, so an observer here may suspect its
 //     emitter after δ (the detector's perfection assumes a working local
@@ -47,7 +52,7 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 	switch ev.Type {
 	case ibv.EventQPFatal, ibv.EventQPReqErr, ibv.EventQPAccessErr:
 		if ev.QPNum == t.ud.Num() {
-			t.log.Error("the UD QP entered an error state: messages cannot be carried", "event", ev.String())
+			t.failStop("the UD QP entered an error state: messages cannot be carried", "event", ev.String())
 			return
 		}
 		for i := range t.links {
@@ -80,8 +85,66 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 	case ibv.EventPortActive:
 		t.log.Info("RDMA port active again", "event", ev.String())
 	case ibv.EventCQErr, ibv.EventDeviceFatal:
-		t.log.Error("RDMA device error: this transport cannot work any more", "event", ev.String())
+		// The event does not say which CQ; none of ours can overrun (each
+		// is at least twice its queues' depth), so a CQ error is the
+		// device's or a bug, and the UD CQs may be the ones lost.
+		t.failStop("RDMA device or CQ error: this transport cannot work any more", "event", ev.String())
 	default:
 		t.log.Info("RDMA asynchronous event", "event", ev.String())
+	}
+}
+
+// ErrFailed is what SendHeartbeat and Send return (wrapped, with the
+// reason) once the transport has failed for good: see failStop.
+var ErrFailed = errors.New("verbs transport failed")
+
+// failure is why the transport failed.
+type failure struct{ err error }
+
+// failStop fails the transport for good: its UD QP, one of its CQs or the
+// device is gone, so it can neither send nor receive a message. Recovering
+// (moving the UD QP back to RTS and reposting the receive ring) is
+// possible only for a QP error, and a UD QP enters the error state only on
+// a local error (a bug or a corrupted resource) that would come back;
+// CQ and device errors cannot be recovered at all. So the transport
+// stops: SendHeartbeat and Send fail with ErrFailed from now on (counted
+// in HeartbeatsDropped and MsgsDropped), its RC heartbeat writes stop
+// with them, its observer suspects it after δ and the job evicts it, as it
+// would a crashed process (fail-stop). Without this its heartbeats went on
+// over the RC link, so nobody ever suspected the rank while every
+// broadcast and agreement message it sent was lost.
+func (t *Transport) failStop(reason string, args ...any) {
+	f := &failure{err: fmt.Errorf("%w: %s", ErrFailed, reason)}
+	if !t.failed.CompareAndSwap(nil, f) {
+		return
+	}
+	t.log.Error("verbs transport failed: heartbeats stopped, so that this rank's observer suspects it and the job evicts it (fail-stop) instead of keeping a rank alive but mute",
+		append([]any{"reason", reason}, args...)...)
+}
+
+// Failure returns the error that failed the transport for good (wrapping
+// ErrFailed), or nil while it works.
+func (t *Transport) Failure() error {
+	if f := t.failed.Load(); f != nil {
+		return f.err
+	}
+	return nil
+}
+
+// checkUD is called when a UD completion was flushed: the device flushes
+// work requests only once a QP is in the error state, which no
+// asynchronous event reports when the transition was asked for (and Close,
+// which asks for it, stops every goroutine first). A UD QP that is not in
+// RTS fails the transport.
+func (t *Transport) checkUD(what string) {
+	if t.closed.Load() || t.failed.Load() != nil {
+		return
+	}
+	st, err := t.ud.State()
+	switch {
+	case err != nil:
+		t.failStop(fmt.Sprintf("%s and the UD QP cannot be queried: %v", what, err))
+	case st != ibv.QPRTS:
+		t.failStop(fmt.Sprintf("%s: the UD QP is in state %v", what, st))
 	}
 }

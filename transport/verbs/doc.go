@@ -18,7 +18,8 @@
 // word there (node.Config.Slots = Transport.Slots), the same load as over
 // TCP. An emitter writes its sequence number into word [emitter] of its
 // observer's array with one inline RDMA WRITE over an RC QP (verbs.Writer:
-// mostly unsignalled, completions reaped in the same cgo call). The slot
+// every write signalled, its CQ polled in the same cgo call, so a failed
+// or stalled link is seen within a period). The slot
 // address and rkey come from the bootstrap exchange (Address); the RC QP
 // numbers from a handshake over the UD channel the first time an emitter
 // targets an observer (hblink.go), during which heartbeats go as
@@ -72,7 +73,9 @@
 // received; heartbeat datagrams do not count) and otherwise sleeps on the
 // CQ's completion channel, so an idle detector costs nothing; it also
 // reads the device's asynchronous events (async.go: a QP error on a
-// heartbeat link breaks it, a port going down is logged and counted). One
+// heartbeat link breaks it, a port going down is logged and counted, a UD
+// QP, CQ or device error fails the transport: it stops heartbeating so
+// that the rank is suspected and evicted, never alive but mute). One
 // goroutine runs the reliability layer's timers and the RC handshakes; it
 // is woken only when a retransmission becomes due earlier than it planned.
 // Close frees every verbs object and fails if any is left (a leak is an

@@ -24,14 +24,29 @@ import (
 // heartbeat on the writes are RDMA. Links to other (former) observers are
 // retired then: an emitter has one observer at a time.
 //
-// A write whose completion reports an error (retry exceeded: the observer
-// is dead or unreachable; remote access error: its QP is gone) marks the
-// link broken: heartbeats go back to UD and a new link is requested. This
-// is extra evidence only, counted in VerbsStats.RCErrors and logged: the
-// emitter is not the observer's observer, so it never suspects anyone on
-// it, and the observer side never sees it. Suspicion stays the observer's
-// check of its own slot word not advancing within δ, whichever path wrote
-// it.
+// Every write is signalled and every Write polls the link's CQ once
+// (ibv_poll_cq on an empty CQ costs next to nothing next to the post), so
+// an error completion is seen by the first heartbeat after the device
+// reports it, not up to 31 heartbeats later as when one write in 32 was
+// signalled and the CQ polled only while that one was outstanding. A write
+// whose completion reports an error (retry exceeded: the observer is dead
+// or unreachable, or its end of the link is gone; remote access error: its
+// window is gone) marks the link broken: that heartbeat and the next ones
+// go over UD and a new link is requested.
+//
+// The device reports a write to a vanished QP only after its RC retries,
+// ≈ 0.5 s with the default Config.RC, and a heartbeat lost that long is a
+// false suspicion at δ = 400 ms. So the emitter also watches the
+// completions themselves: once the writes have stopped completing for
+// more than a period (stalled: from the fourth heartbeat after the
+// observer stopped answering), each heartbeat is also sent as a datagram
+// (VerbsStats.LateUD) until the completions come back or the error comes.
+//
+// All this is extra evidence only, counted in VerbsStats.RCErrors and
+// logged: the emitter is not the observer's observer, so it never
+// suspects anyone on it, and the observer side never sees it. Suspicion
+// stays the observer's check of its own slot word not advancing within δ,
+// whichever path wrote it.
 //
 // Ownership keeps the emitter's fast path free of locks and atomic
 // read-modify-writes: only the emitter thread uses a link's Writer. A link
@@ -49,11 +64,57 @@ type hbLink struct {
 	writes uint64         // heartbeats written (emitter thread only)
 	count  *atomic.Int64  // the transport's RC QP count
 	total  *atomic.Uint64 // the transport's RC write count, published every publishEvery writes
+	// stallAt and stallSince (emitter thread only, see stalled): 1 + the
+	// writes known complete when two or more were last seen outstanding
+	// (0: never), and since when no completion came (mono; 0: not timed).
+	stallAt    uint64
+	stallSince int64
 }
 
 // publishEvery is how many RDMA heartbeats a link counts before it adds
 // them to VerbsStats.RCWrites (one atomic add per batch, not per write).
 const publishEvery = 64
+
+// stallAfter is the shortest time writes must have stopped completing
+// before heartbeats also go as datagrams: above one period of a tight
+// loop of writes (a benchmark, tens of µs each under emulation) whose
+// completions trail by a few writes but keep coming.
+const stallAfter = 2 * time.Millisecond
+
+// stalled reports whether the link's writes have stopped completing. Every
+// write is signalled, so one write outstanding is the one just posted.
+// With two or more, the emitter notes how many writes were known complete;
+// when the next heartbeat finds that number unchanged (no completion for
+// a whole period) it notes the time, and the link is stalled once no
+// completion came for stallAfter since. At one heartbeat per period: the
+// first write the observer no longer answers is outstanding at the next
+// heartbeat, the stall is noted at the one after, timed at the third and
+// holds from the fourth on (if the period is at least stallAfter).
+// Healthy writes complete in microseconds, far within a period; a tight
+// loop of writes (a benchmark) sees completions between most writes and
+// so seldom reads the clock (on rxe each write completed within its own
+// post: the loop never read it). Emitter thread only; no allocation.
+func (l *hbLink) stalled() bool {
+	st := l.w.Stats()
+	if st.Posted-st.Retired < 2 {
+		return false
+	}
+	if st.Retired+1 != l.stallAt {
+		l.stallAt, l.stallSince = st.Retired+1, 0
+		return false
+	}
+	if l.stallSince == 0 {
+		l.stallSince = mono()
+		return false
+	}
+	return mono()-l.stallSince >= int64(stallAfter)
+}
+
+// epoch anchors mono.
+var epoch = time.Now()
+
+// mono is a monotonic clock in ns (> 0 after start).
+func mono() int64 { return int64(time.Since(epoch)) + 1 }
 
 // free publishes the link's unpublished writes and frees its writer, QP
 // and CQ. Only the emitter thread (bury) or Close call it.
@@ -101,6 +162,10 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
 	}
+	if f := t.failed.Load(); f != nil {
+		t.hbDropped.Add(1) // fail-stop: no heartbeat leaves any more
+		return f.err
+	}
 	if t.graveN.Load() != 0 {
 		t.bury()
 	}
@@ -110,7 +175,16 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 			if l.writes++; l.writes%publishEvery == 0 {
 				l.total.Add(publishEvery)
 			}
-			return nil
+			if !l.stalled() {
+				return nil
+			}
+			// The writes stopped completing: the observer may not be
+			// getting them. This heartbeat goes as a datagram too; the
+			// link stays until its error comes (or completions resume).
+			t.lateUD.Add(1)
+			t.logLimited("rclate", slog.LevelInfo, "RDMA heartbeat writes not completing: heartbeats also sent over UD (evidence only, no suspicion)",
+				"observer", to)
+			return t.udHeartbeat(to, seq)
 		}
 		if !l.broken.Swap(true) {
 			t.rcErrors.Add(1)
@@ -307,7 +381,9 @@ func (t *Transport) established(from ranks.Rank, c control) {
 	err := qp.Connect(c.ep, &t.cfg.RC)
 	var w *ibv.Writer
 	if err == nil {
-		w, err = qp.NewWriter(0)
+		// Every write signalled: its completion (or error) is known by
+		// the next heartbeat (see hbLink).
+		w, err = qp.NewWriter(1)
 	}
 	if err == nil {
 		// A full send queue (the observer stopped acking) must not hold

@@ -33,7 +33,9 @@ type Config struct {
 	// RC are the settings of the heartbeat RC connections (zero value:
 	// Timeout 14 ≈ 67 ms, RetryCnt 6: a dead observer shows as a failed
 	// write after ≈ 0.5 s; shorter ones break links to live but slow
-	// peers, which costs a reconnection, never a suspicion).
+	// peers, which costs a reconnection, never a suspicion). Heartbeats do
+	// not wait for that: from the fourth heartbeat without a write
+	// completion they also go as datagrams (hbLink.stalled).
 	RC ibv.RCParams
 	// PollFor is how long the receive goroutine keeps polling its CQ
 	// after the last message sent or received before it sleeps on the
@@ -123,10 +125,16 @@ type Transport struct {
 	wg      sync.WaitGroup
 	started bool
 	closed  atomic.Bool
+	// failed is set once the transport cannot carry messages any more (a
+	// UD QP, CQ or device error): heartbeats and messages stop (failStop).
+	failed atomic.Pointer[failure]
 
 	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
 	hbRecv, msgsDropped, hbDropped           atomic.Uint64
 	rcErrors, udHeartbeats                   atomic.Uint64
+	// lateUD counts heartbeats also sent as datagrams because the RC
+	// link's writes had stopped completing (hbLink.stalled).
+	lateUD atomic.Uint64
 	// rcWrites counts heartbeats written over RC links, as published: a
 	// live link adds its writes in batches of publishEvery (the emitter's
 	// fast path has no atomic counter), so it lags by fewer than
@@ -329,6 +337,10 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	if !t.started {
 		return errors.New("verbs transport: Send before Start")
 	}
+	if f := t.failed.Load(); f != nil {
+		t.msgsDropped.Add(1)
+		return f.err
+	}
 	n := now()
 	t.relMu.Lock()
 	err := t.rel.send(to, false, payload, n)
@@ -483,6 +495,9 @@ func (t *Transport) reap() {
 			}
 			if err := wc.Err(); err != nil {
 				t.reject("ud_send_error", err)
+				if wc.Status == ibv.WCWRFlushErr {
+					t.checkUD("a UD send was flushed")
+				}
 			}
 		}
 		if n < len(t.wcs) {
@@ -613,6 +628,9 @@ func (t *Transport) flushAcks() {
 func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
 	if msg == nil {
 		t.reject("recv_error", wc.Err())
+		if wc.Status == ibv.WCWRFlushErr {
+			t.checkUD("a UD receive was flushed")
+		}
 		return
 	}
 	f, n, err := rx.Decode(msg)
@@ -708,13 +726,25 @@ type VerbsStats struct {
 	// AsyncEvents counts the device's asynchronous events read, PortErrors
 	// those saying the port went down.
 	AsyncEvents, PortErrors uint64
+	// LateUD counts heartbeats also sent as datagrams because the RC
+	// link's writes had stopped completing (the observer's end or the path
+	// gone, the device's retries not yet given up).
+	LateUD uint64
+	// Failed says why the transport failed for good (a UD QP, CQ or device
+	// error; "" while it works): it sends no heartbeat and no message any
+	// more, so its observer suspects it (fail-stop). See Failure.
+	Failed string
 }
 
 // VerbsStats returns the verbs-specific counters.
 func (t *Transport) VerbsStats() VerbsStats {
-	return VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
+	s := VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
-		PortErrors: t.portErrors.Load()}
+		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load()}
+	if err := t.Failure(); err != nil {
+		s.Failed = err.Error()
+	}
+	return s
 }
 
 // Resources is what one transport holds on the device and in registered

@@ -489,6 +489,9 @@ func BenchmarkHeartbeatVsC(b *testing.B) {
 	b.ReportMetric(median(cNs), "c_ns_hb")
 	b.ReportMetric(median(inC), "go_over_c")
 	b.ReportMetric(float64(len(inC)), "rounds")
+	// Heartbeats the stall check also sent over UD (hbLink.stalled): 0
+	// unless completions stopped for stallAfter, which would skew both sides.
+	b.ReportMetric(float64(ts[0].VerbsStats().LateUD), "late_ud")
 	if len(inProc) > 0 {
 		b.ReportMetric(median(procNs), "hbwrite_ns_hb")
 		b.ReportMetric(median(inProc), "go_over_hbwrite")
