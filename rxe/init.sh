@@ -17,7 +17,8 @@
 #   vigil.goflags=f1,f2    extra flags for Go test binaries (commas become
 #                          spaces: vigil.goflags=-test.cpu=1,-test.count=3)
 #   vigil.goenv=A=1,B=2    extra environment for Go test binaries
-#   vigil.role=a|b         two-guest run: rxe0 on eth0, run /tests/twoguest only
+#   vigil.role=a|b|c       multi-guest run: rxe0 on eth0, run /tests/twoguest only
+#   vigil.guests=2|3       guests in that run (default 2); the last one is the victim
 export PATH=/usr/sbin:/usr/bin
 export HOME=/root
 umask 022
@@ -66,10 +67,11 @@ done </etc/rxe/modules
 IP=/usr/sbin/ip
 $IP link set lo up || fatal "lo up"
 ROLE=$(param vigil.role "")
+GUESTS=$(param vigil.guests 2)
 if [ -n "$ROLE" ]; then
-	# Two-guest run: rxe0 on the virtio NIC joined to the other guest.
+	# Multi-guest run: rxe0 on the virtio NIC joined to the other guests.
 	NETDEV=eth0
-	case "$ROLE" in a) ADDR=10.98.0.1 ;; b) ADDR=10.98.0.2 ;; *) fatal "vigil.role=$ROLE" ;; esac
+	case "$ROLE" in a) ADDR=10.98.0.1 ;; b) ADDR=10.98.0.2 ;; c) ADDR=10.98.0.3 ;; *) fatal "vigil.role=$ROLE" ;; esac
 	i=0
 	until [ -e /sys/class/net/eth0 ]; do
 		i=$((i + 1))
@@ -102,18 +104,20 @@ export VIGIL_RXE_GUEST=1 VIGIL_RXE_DEV=rxe0 VIGIL_RXE_NETDEV=$NETDEV
 [ -x /tests/hbwrite ] && export VIGIL_HBWRITE=/tests/hbwrite
 
 if [ -n "$ROLE" ]; then
-	# The two-guest job: guest b never returns (the host powers it off);
-	# its output goes straight to the console, where the host waits for
-	# RXE-TWOGUEST-READY.
-	[ "$ROLE" = b ] && exec /tests/twoguest -role b </dev/null
+	# The multi-guest job: the last guest (b of two, c of three) never
+	# returns (the host powers it off); its output goes straight to the
+	# console, where the host waits for RXE-TWOGUEST-READY.
+	case "$GUESTS$ROLE" in 2b | 3c) exec /tests/twoguest -guests "$GUESTS" -role "$ROLE" </dev/null ;; esac
 	s=$(now_ms)
 	(
-		/tests/twoguest -role "$ROLE" </dev/null 2>&1
+		/tests/twoguest -guests "$GUESTS" -role "$ROLE" </dev/null 2>&1
 		echo "RXE-EXIT $?"
 	) | tee /tmp/twoguest.log | sed "s/^/[twoguest] /"
 	if [ "$(sed -n 's/^RXE-EXIT //p' /tmp/twoguest.log)" = 0 ]; then st=pass; else st=fail; fi
 	grep -E '^RXE-(INFO|BENCH) ' /tmp/twoguest.log
-	result twoguest "$st" $(($(now_ms) - s))
+	name=twoguest
+	[ "$GUESTS" = 3 ] && name=threeguest-$ROLE
+	result "$name" "$st" $(($(now_ms) - s))
 	echo "RXE-DONE"
 	poweroff -f
 	sleep 10

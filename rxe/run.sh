@@ -23,8 +23,8 @@
 #   RXE_BENCHTIME=D      Go -test.benchtime (default 1s)
 #   RXE_ONLY=a,b         run only these manifest entries (smoke-devinfo,
 #                        smoke-write-lat, smoke-send-lat, verbs, verbs-bench,
-#                        tverbs, tverbs-bench, detector, c-hbwrite, twoguest;
-#                        default all)
+#                        tverbs, tverbs-bench, detector, c-hbwrite, twoguest,
+#                        threeguest; default all)
 #   RXE_BENCHCOUNT=N     runs of each benchmark and of the C loop (default 3)
 #   RXE_GOFLAGS=f1,f2    extra Go test flags, comma-separated
 #                        (e.g. -test.cpu=1,-test.count=3)
@@ -174,13 +174,17 @@ build_go_tests() {
 			die "go test -c $pkg failed"
 		fi
 	done
-	if sel twoguest; then
+	if sel twoguest || sel threeguest; then
 		log "building twoguest (static, cgo)"
 		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -o "$out/twoguest" \
 			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./rxe/twoguest) >"$CACHE/build.log" 2>&1; then
 			cat "$CACHE/build.log" >&2
 			die "go build ./rxe/twoguest failed"
 		fi
+	fi
+	if sel threeguest; then
+		log "building hub (host side)"
+		(cd "$ROOT" && go build -o "$CACHE/hub" ./rxe/hub) || die "go build ./rxe/hub failed" # not for the guest
 	fi
 	if sel detector; then
 		log "building vigil (static, cgo)"
@@ -294,6 +298,7 @@ expected_results() {
 	if sel detector && [[ -x $bins/vigil ]]; then echo detector; fi
 	if sel c-hbwrite && [[ -x $bins/hbwrite ]]; then echo c-hbwrite; fi
 	if sel twoguest && [[ -x $bins/twoguest ]]; then echo twoguest; fi
+	if sel threeguest && [[ -x $bins/twoguest && -x $CACHE/hub ]]; then echo threeguest-a; echo threeguest-b; fi
 	return 0
 }
 
@@ -367,6 +372,64 @@ boot_twoguest() {
 	grep -E '^(RXE-|\[twoguest\] )' "$a" | sed 's/^/[guest-a] /' >&2
 	grep -E '^RXE-(RESULT|INFO|FATAL)' "$a" >>"$CACHE/console.log"
 	grep -q '^RXE-DONE' "$a" || echo "RXE-FATAL guest a did not finish" >>"$CACHE/console.log"
+}
+
+# boot_threeguest runs the three-guest job: guests a, b and c, each with
+# rxe0 on a virtio NIC whose frames go through rxe/hub (an Ethernet hub on
+# Unix datagram sockets: qemu's dgram backend is point to point). Once
+# guest c says its heartbeat links are up, its qemu gets SIGKILL; the
+# survivors on guests a and b must all report exactly c's ranks, which
+# takes broadcasts and re-linked heartbeats between a and b.
+boot_threeguest() {
+	local g pc ph logs=() pids=() i
+	rm -f "$CACHE"/t3-*.sock "$CACHE"/console-3*.log
+	log "three guests (tcg, -smp 1 each, through rxe/hub)"
+	"$CACHE/hub" "$CACHE/t3-hub-a.sock:$CACHE/t3-a.sock" "$CACHE/t3-hub-b.sock:$CACHE/t3-b.sock" \
+		"$CACHE/t3-hub-c.sock:$CACHE/t3-c.sock" &
+	ph=$!
+	t3args() { # ROLE MAC
+		echo -machine q35 -accel tcg -cpu max -m 768 -smp 1 -nographic -no-reboot -monitor none \
+			-netdev "dgram,id=n0,local.type=unix,local.path=$CACHE/t3-$1.sock,remote.type=unix,remote.path=$CACHE/t3-hub-$1.sock" \
+			-device "virtio-net-pci,netdev=n0,mac=$2" \
+			-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$CACHE/initrd.gz"
+	}
+	for g in a b; do
+		# shellcheck disable=SC2046
+		timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 $(t3args $g 52:54:00:12:35:0$g) \
+			-append "console=ttyS0 panic=-1 quiet vigil.role=$g vigil.guests=3" \
+			-serial "file:$CACHE/console-3$g.log" </dev/null >"$CACHE/qemu-3$g.log" 2>&1 &
+		pids+=($!)
+		logs+=("$CACHE/console-3$g.log")
+	done
+	# Guest c runs as a direct child: $! is its qemu, which gets SIGKILL.
+	# shellcheck disable=SC2046
+	qemu-system-x86_64 $(t3args c 52:54:00:12:35:0c) -append "console=ttyS0 panic=-1 quiet vigil.role=c vigil.guests=3" \
+		-serial "file:$CACHE/console-3c.log" </dev/null >"$CACHE/qemu-3c.log" 2>&1 &
+	pc=$!
+	i=0
+	until grep -q 'RXE-TWOGUEST-READY' "$CACHE/console-3c.log" 2>/dev/null; do
+		i=$((i + 1))
+		if ((i > TIMEOUT * 10)) || ! kill -0 "$pc" 2>/dev/null; then
+			echo "RXE-FATAL guest c of the three-guest run never got ready" >>"$CACHE/console.log"
+			log "guest c never got ready; its console and qemu's output:"
+			tail -30 "$CACHE/console-3c.log" "$CACHE/qemu-3c.log" 2>&1 | tr -d '\r' >&2
+			break
+		fi
+		sleep 0.1
+	done
+	kill -9 "$pc" 2>/dev/null && log "guest c powered off (SIGKILL to its qemu, pid $pc)"
+	wait "$pc" 2>/dev/null || true
+	for i in 0 1; do
+		wait "${pids[$i]}" || log "three-guest ${logs[$i]##*/}: qemu exit $? (timeout is ${TIMEOUT}s)"
+	done
+	kill "$ph" 2>/dev/null
+	wait "$ph" 2>/dev/null || true
+	for g in a b; do
+		tr -d '\r' <"$CACHE/console-3$g.log" | grep -E '^(RXE-|\[twoguest\] )' | sed "s/^/[guest3-$g] /" >&2
+		tr -d '\r' <"$CACHE/console-3$g.log" | grep -E '^RXE-(RESULT|INFO|FATAL)' >>"$CACHE/console.log"
+		tr -d '\r' <"$CACHE/console-3$g.log" | grep -q '^RXE-DONE' ||
+			echo "RXE-FATAL guest $g of the three-guest run did not finish" >>"$CACHE/console.log"
+	done
 }
 
 report() {
@@ -471,13 +534,14 @@ main() {
 	build_c_loop "$CACHE/bin"
 	build_initramfs
 	log "prepared in $(($(elapsed) / 1000)) s"
-	if [[ $ONLY == twoguest ]]; then
+	if [[ $ONLY == twoguest || $ONLY == threeguest || $ONLY == twoguest,threeguest || $ONLY == threeguest,twoguest ]]; then
 		echo "RXE-DONE (no single-guest entry selected)" >"$CACHE/console.log"
 		QEMU_RC=0
 	else
 		boot
 	fi
 	if sel twoguest && [[ -x $CACHE/bin/twoguest ]]; then boot_twoguest; fi
+	if sel threeguest && [[ -x $CACHE/bin/twoguest && -x $CACHE/hub ]]; then boot_threeguest; fi
 	report
 }
 

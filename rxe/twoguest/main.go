@@ -1,15 +1,18 @@
-// Command twoguest runs one half of a Vigil job over the verbs transport in
-// one of two rxe guests joined by a qemu network (rxe/run.sh): guest "a"
-// runs ranks [0, n/2), guest "b" ranks [n/2, n), as nodes of one process
-// each, on the guest's rxe0 (over eth0). The two halves exchange their
-// verbs addresses over a plain TCP rendezvous on the guests' network (the
-// role of the job's bootstrap) and start their nodes: the ring's heartbeats
-// cross hosts as RDMA writes.
+// Command twoguest runs one guest's share of a Vigil job over the verbs
+// transport in one of two or three rxe guests joined by a qemu network
+// (rxe/run.sh): with -guests k, guest a runs ranks [0, n/k), guest b the
+// next n/k, guest c the last, as nodes of one process each, on the guest's
+// rxe0 (over eth0). The guests exchange their verbs addresses over a plain
+// TCP rendezvous on the guests' network (the role of the job's bootstrap;
+// guest a serves it) and start their nodes: the ring's heartbeats cross
+// hosts as RDMA writes.
 //
-// Guest b prints "RXE-TWOGUEST-READY" once its heartbeat links are up and
-// then waits; the host powers guest b off outright (SIGKILL to its qemu).
-// Guest a checks that every survivor reports exactly ranks [n/2, n) —
-// completeness and accuracy — and exits 0 on success.
+// The last guest (b of two, c of three) prints "RXE-TWOGUEST-READY" once
+// its heartbeat links are up and then waits; the host powers it off
+// outright (SIGKILL to its qemu). Every other guest checks that each of its
+// ranks reports exactly the last guest's ranks — completeness and accuracy,
+// with broadcasts and re-linked heartbeats crossing hosts when there are
+// two survivors — and exits 0 on success.
 package main
 
 import (
@@ -38,22 +41,25 @@ func main() {
 }
 
 func run() error {
-	role := flag.String("role", "", "a (ranks [0,n/2), rendezvous server) or b")
-	n := flag.Int("n", 8, "ranks in the job (even)")
+	role := flag.String("role", "", "a (first ranks, rendezvous server), b or c")
+	guests := flag.Int("guests", 2, "guests in the job (2 or 3); the last one is powered off")
+	n := flag.Int("n", 0, "ranks in the job, a multiple of -guests (default 4 per guest)")
 	server := flag.String("server", "10.98.0.1:7070", "rendezvous address (guest a listens)")
 	h := flag.Duration("h", 50*time.Millisecond, "heartbeat period")
 	delta := flag.Duration("delta", 3*time.Second, "suspicion time-out (generous: two TCG guests share the host's cores)")
 	wait := flag.Duration("wait", 60*time.Second, "how long guest a waits for the verdict")
 	flag.Parse()
-	if (*role != "a" && *role != "b") || *n < 2 || *n%2 != 0 {
-		return fmt.Errorf("-role a|b and an even -n ≥ 2 are required")
+	if *n == 0 {
+		*n = 4 * *guests
 	}
-	half := *n / 2
+	g := strings.Index("abc", *role)
+	if *guests < 2 || *guests > 3 || len(*role) != 1 || g < 0 || g >= *guests || *n%*guests != 0 {
+		return fmt.Errorf("-guests 2|3, -role one of its guests (a, b, c) and -n a multiple of -guests are required")
+	}
+	half := *n / *guests // ranks per guest
 	const grace = 20 * time.Second // a loaded host slows TCG guests ~10x
-	first := 0
-	if *role == "b" {
-		first = half
-	}
+	first := g * half
+	victim := g == *guests-1
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	key := []byte("two-guest-job-key-0123456789abcdef")
 	trs := make([]*vtr.Transport, half)
@@ -66,7 +72,7 @@ func run() error {
 		}
 		trs[i], mine[i] = t, t.Addr()
 	}
-	addrs, err := rendezvous(*role, *server, mine, *n)
+	addrs, err := rendezvous(g, *guests, *server, mine, *n)
 	if err != nil {
 		return err
 	}
@@ -101,13 +107,13 @@ func run() error {
 			return fmt.Errorf("rank %d reports %v dead before any failure", first+i, d)
 		}
 	}
-	if *role == "b" {
+	if victim {
 		fmt.Println("RXE-TWOGUEST-READY")
 		select {} // until the host powers this guest off
 	}
-	fmt.Println("RXE-INFO twoguest role=a links up, waiting for guest b to be powered off")
+	fmt.Printf("RXE-INFO twoguest role=%s links up, waiting for the last guest to be powered off\n", *role)
 	want := make([]ranks.Rank, 0, half)
-	for r := half; r < *n; r++ {
+	for r := *n - half; r < *n; r++ {
 		want = append(want, ranks.Rank(r))
 	}
 	var firstSeen time.Time
@@ -139,30 +145,50 @@ func run() error {
 	return nil
 }
 
-// rendezvous exchanges the two halves' addresses: b sends its lines to a,
-// a answers with the whole table.
-func rendezvous(role, server string, mine []string, n int) ([]string, error) {
+// rendezvous exchanges the guests' addresses: every other guest sends its
+// index and its lines to guest a (index 0), which answers each with the
+// whole table.
+func rendezvous(g, guests int, server string, mine []string, n int) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if role == "a" {
+	per := n / guests
+	if g == 0 {
 		ln, err := net.Listen("tcp", server)
 		if err != nil {
 			return nil, err
 		}
 		defer ln.Close()
 		go func() { <-ctx.Done(); ln.Close() }()
-		c, err := ln.Accept()
-		if err != nil {
-			return nil, fmt.Errorf("no guest b at %s: %w", server, err)
+		all := make([]string, n)
+		copy(all, mine)
+		conns := make([]net.Conn, 0, guests-1)
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for range guests - 1 {
+			c, err := ln.Accept()
+			if err != nil {
+				return nil, fmt.Errorf("%d of %d guests at %s: %w", len(conns)+1, guests, server, err)
+			}
+			conns = append(conns, c)
+			lines, err := readLines(c, per+1)
+			if err != nil {
+				return nil, err
+			}
+			i := strings.Index("abc", lines[0])
+			if i < 1 || i >= guests || all[i*per] != "" {
+				return nil, fmt.Errorf("rendezvous: unexpected guest %q", lines[0])
+			}
+			copy(all[i*per:], lines[1:])
 		}
-		defer c.Close()
-		theirs, err := readLines(c, n/2)
-		if err != nil {
-			return nil, err
+		for _, c := range conns {
+			if _, err := fmt.Fprintln(c, strings.Join(all, "\n")); err != nil {
+				return nil, err
+			}
 		}
-		all := append(append([]string(nil), mine...), theirs...)
-		_, err = fmt.Fprintln(c, strings.Join(all, "\n"))
-		return all, err
+		return all, nil
 	}
 	var c net.Conn
 	var err error
@@ -177,7 +203,7 @@ func rendezvous(role, server string, mine []string, n int) ([]string, error) {
 		return nil, fmt.Errorf("cannot reach guest a at %s: %w", server, err)
 	}
 	defer c.Close()
-	if _, err := fmt.Fprintln(c, strings.Join(mine, "\n")); err != nil {
+	if _, err := fmt.Fprintln(c, string("abc"[g])+"\n"+strings.Join(mine, "\n")); err != nil {
 		return nil, err
 	}
 	return readLines(c, n)
