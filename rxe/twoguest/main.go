@@ -56,7 +56,7 @@ func run() error {
 	if *guests < 2 || *guests > 3 || len(*role) != 1 || g < 0 || g >= *guests || *n%*guests != 0 {
 		return fmt.Errorf("-guests 2|3, -role one of its guests (a, b, c) and -n a multiple of -guests are required")
 	}
-	half := *n / *guests // ranks per guest
+	half := *n / *guests           // ranks per guest
 	const grace = 20 * time.Second // a loaded host slows TCG guests ~10x
 	first := g * half
 	victim := g == *guests-1
