@@ -3,8 +3,13 @@ package main
 /*
 #cgo CFLAGS: -I${SRCDIR}/../csrc
 #define VIGIL_NO_PROTOTYPES
+#include <stddef.h>
 #include <stdlib.h>
 #include "vigil.h"
+
+// The size of vigil_config before its address fields: callers built with
+// that header pass it as struct_size.
+static size_t vg_config_size_v1(void) { return offsetof(vigil_config, advertise_addr); }
 */
 import "C"
 
@@ -310,9 +315,9 @@ func vigil_init(c *C.vigil_config) C.int {
 	if c == nil {
 		return failf(eInvalid, "vigil_init: NULL configuration")
 	}
-	if c.struct_size < C.sizeof_vigil_config {
-		return failf(eInvalid, "vigil_init: struct_size %d < sizeof(vigil_config) %d: initialize it with vigil_config_init",
-			c.struct_size, C.sizeof_vigil_config)
+	if c.struct_size < C.vg_config_size_v1() {
+		return failf(eInvalid, "vigil_init: struct_size %d < %d: initialize it with vigil_config_init",
+			c.struct_size, C.vg_config_size_v1())
 	}
 	id := staticIdentity{rank: uint32(c.rank), size: int(c.size), jobID: uint64(c.job_id)}
 	switch {
@@ -343,6 +348,19 @@ func vigil_init(c *C.vigil_config) C.int {
 	if c.listen_addr != nil {
 		inst.listen = C.GoString(c.listen_addr)
 		inst.addr.Bind, inst.addr.Names.Bind = inst.listen, "vigil_config.listen_addr"
+	}
+	if c.struct_size >= C.sizeof_vigil_config { // the address fields exist
+		set := func(p *C.char, v, name *string, field string) {
+			if p != nil {
+				*v, *name = C.GoString(p), "vigil_config."+field
+			}
+		}
+		set(c.advertise_addr, &inst.addr.Advertise, &inst.addr.Names.Advertise, "advertise_addr")
+		set(c.if_include, &inst.addr.Include, &inst.addr.Names.Include, "if_include")
+		set(c.if_exclude, &inst.addr.Exclude, &inst.addr.Names.Exclude, "if_exclude")
+		if err := inst.addr.Validate(); err != nil {
+			return fail(eInvalid, err)
+		}
 	}
 	if c.peers != nil {
 		cp := unsafe.Slice((**C.char)(unsafe.Pointer(c.peers)), id.size)

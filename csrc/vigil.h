@@ -138,6 +138,14 @@ typedef struct vigil_config {
 	int realtime;           /* 1: ask SCHED_FIFO for the heartbeat thread */
 	int pin_cpu;            /* pin the heartbeat thread to this CPU; -1: no */
 	int start_timeout_ms;   /* bound on vigil_start's exchange (default 60000) */
+	/* Address choice with an allgather (each NULL: as its environment
+	 * variable, VIGIL_ADVERTISE, VIGIL_IF_INCLUDE, VIGIL_IF_EXCLUDE). A
+	 * library built before these fields reads a shorter struct_size and
+	 * ignores them. */
+	const char *advertise_addr; /* "ip" or "ip:port" published to the others */
+	const char *if_include;     /* interfaces and CIDR subnets to choose the
+	                               published address from, e.g. "ib0,10.1.0.0/16" */
+	const char *if_exclude;     /* interfaces and subnets never to publish */
 } vigil_config;
 
 /* Agreement operations (vigil_agree). BAND and BOR combine byte strings

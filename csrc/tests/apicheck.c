@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,25 @@ int main(void)
 	cfg.mode = 7;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* unknown mode */
 	cfg.mode = VIGIL_MODE_RING;
+	cfg.advertise_addr = "not-an-address";
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* advertise_addr */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.advertise_addr") != NULL, "last error %s", msg);
+	cfg.advertise_addr = NULL;
+	cfg.if_include = "10.0.0.0/33";
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* if_include */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.if_include") != NULL, "last error %s", msg);
+	cfg.if_include = NULL;
+	cfg.struct_size = offsetof(vigil_config, advertise_addr); /* a caller built before the address fields */
+	cfg.if_exclude = "10.0.0.0/33";                           /* beyond its struct_size: not read */
+	EQ(vigil_init(&cfg), VIGIL_OK);
+	EQ(vigil_finalize(), VIGIL_OK);
+	cfg.struct_size = sizeof cfg;
+	cfg.if_exclude = NULL;
+	cfg.struct_size = offsetof(vigil_config, advertise_addr) - 1;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* struct_size too small */
+	cfg.struct_size = sizeof cfg;
 
 	/* A job of one: static table. */
 	EQ(vigil_init(&cfg), VIGIL_OK);
