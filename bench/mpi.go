@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,7 +183,9 @@ func parseIMBLine(f []string) (Result, error) {
 	}
 	var us [3]float64
 	for i := range us {
-		if us[i], err = strconv.ParseFloat(f[5+i], 64); err != nil || us[i] < 0 {
+		// In µs; beyond what a time.Duration holds (about 292 years) it is
+		// no measurement.
+		if us[i], err = strconv.ParseFloat(f[5+i], 64); err != nil || us[i] < 0 || us[i] >= math.MaxInt64/1e3 {
 			return Result{}, fmt.Errorf("field %d: %q is not a time", 6+i, f[5+i])
 		}
 	}
