@@ -331,6 +331,25 @@ boot() {
 	set -e
 }
 
+# victim_ready CONSOLE PID FAILLINE WHO FILE... waits until the victim
+# guest's CONSOLE says its links are up (RXE-TWOGUEST-READY); if its qemu
+# (PID) ends or the time-out passes first, it appends FAILLINE to the
+# console log and shows the tail of the FILEs.
+victim_ready() {
+	local console=$1 pid=$2 failline=$3 who=$4 i=0
+	shift 4
+	until grep -q 'RXE-TWOGUEST-READY' "$console" 2>/dev/null; do
+		i=$((i + 1))
+		if ((i > TIMEOUT * 10)) || ! kill -0 "$pid" 2>/dev/null; then
+			echo "$failline" >>"$CACHE/console.log"
+			log "$who never got ready; its console (and qemu's output):"
+			tail -30 "$@" 2>&1 | tr -d '\r' >&2
+			return
+		fi
+		sleep 0.1
+	done
+}
+
 # boot_twoguest runs the two-guest job: guests a and b, each with rxe0 on a
 # virtio NIC, joined by a qemu dgram socket pair (no host networking). Once
 # guest b says its heartbeat links are up, its qemu gets SIGKILL (the host
@@ -355,17 +374,7 @@ boot_twoguest() {
 	qemu-system-x86_64 $(tgargs b "$CACHE/tg-b.sock" "$CACHE/tg-a.sock" 52:54:00:12:34:0b) \
 		-serial "file:$b" -append "console=ttyS0 panic=-1 quiet vigil.role=b" </dev/null >/dev/null 2>&1 &
 	pb=$!
-	i=0
-	until grep -q 'RXE-TWOGUEST-READY' "$b" 2>/dev/null; do
-		i=$((i + 1))
-		if ((i > TIMEOUT * 10)) || ! kill -0 "$pb" 2>/dev/null; then
-			echo "RXE-RESULT name=twoguest-b status=fail dur_ms=0" >>"$CACHE/console.log"
-			log "guest b never got ready; its console:"
-			tail -30 "$b" | tr -d '\r' >&2
-			break
-		fi
-		sleep 0.1
-	done
+	victim_ready "$b" "$pb" "RXE-RESULT name=twoguest-b status=fail dur_ms=0" "guest b" "$b"
 	kill -9 "$pb" 2>/dev/null && log "guest b powered off (SIGKILL to its qemu, pid $pb)"
 	wait "$pb" 2>/dev/null || true
 	wait "$ja" || log "guest a: qemu exit $? (timeout is ${TIMEOUT}s)"
@@ -406,17 +415,8 @@ boot_threeguest() {
 	qemu-system-x86_64 $(t3args c 52:54:00:12:35:0c) -append "console=ttyS0 panic=-1 quiet vigil.role=c vigil.guests=3" \
 		-serial "file:$CACHE/console-3c.log" </dev/null >"$CACHE/qemu-3c.log" 2>&1 &
 	pc=$!
-	i=0
-	until grep -q 'RXE-TWOGUEST-READY' "$CACHE/console-3c.log" 2>/dev/null; do
-		i=$((i + 1))
-		if ((i > TIMEOUT * 10)) || ! kill -0 "$pc" 2>/dev/null; then
-			echo "RXE-FATAL guest c of the three-guest run never got ready" >>"$CACHE/console.log"
-			log "guest c never got ready; its console and qemu's output:"
-			tail -30 "$CACHE/console-3c.log" "$CACHE/qemu-3c.log" 2>&1 | tr -d '\r' >&2
-			break
-		fi
-		sleep 0.1
-	done
+	victim_ready "$CACHE/console-3c.log" "$pc" "RXE-FATAL guest c of the three-guest run never got ready" "guest c" \
+		"$CACHE/console-3c.log" "$CACHE/qemu-3c.log"
 	kill -9 "$pc" 2>/dev/null && log "guest c powered off (SIGKILL to its qemu, pid $pc)"
 	wait "$pc" 2>/dev/null || true
 	for i in 0 1; do

@@ -79,32 +79,33 @@ func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
 // cond returns what is still missing.
 func (m *mhJob) await(what string, timeout time.Duration, cond func() string) {
 	m.t.Helper()
+	awaitJob(m.t, &m.mu, m.j, what, timeout, cond)
+}
+
+// awaitJob polls cond under mu every 20 ms until it returns "" (cond says
+// what is still missing), failing t at the timeout or if mpirun exits.
+func awaitJob(t *testing.T, mu *sync.Mutex, j *mpitest.Job, what string, timeout time.Duration, cond func() string) {
+	t.Helper()
 	end := time.Now().Add(timeout)
 	for {
-		m.mu.Lock()
+		mu.Lock()
 		missing := cond()
-		m.mu.Unlock()
+		mu.Unlock()
 		if missing == "" {
 			return
 		}
 		select {
-		case <-m.j.Exited():
-			m.t.Fatalf("%s: mpirun exited (%v) while %s\nstderr:\n%s", what, m.j.Cmd.ProcessState, missing, m.j.Stderr())
+		case <-j.Exited():
+			t.Fatalf("%s: mpirun exited (%v) while %s\nstderr:\n%s", what, j.Cmd.ProcessState, missing, j.Stderr())
 		default:
 		}
 		if time.Now().After(end) {
-			m.t.Fatalf("%s: after %v, %s\nstderr:\n%s", what, timeout, missing, m.j.Stderr())
+			t.Fatalf("%s: after %v, %s\nstderr:\n%s", what, timeout, missing, j.Stderr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// check fails unless every survivor reported exactly the ranks in gone,
-// as failed (not left), and nobody reported a rank outside gone, except a
-// rank in exempt after the time exempt gives it (CLOCK_MONOTONIC ns): a
-// rank whose own link is delayed beyond δ is cut off from the job; once
-// the others hold it dead, its emitter sends it no more heartbeats, and it
-// may report that emitter before it learns that it was evicted.
 func (m *mhJob) check(what string, gone, survivors map[uint32]bool, exempt map[uint32]int64) {
 	m.t.Helper()
 	m.mu.Lock()

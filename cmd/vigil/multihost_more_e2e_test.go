@@ -204,31 +204,12 @@ func daemonKey(ln daemonLine) string {
 	return fmt.Sprintf("proc %d %s", ln.Rank, ln.Cause)
 }
 
-// await waits (polling every 20 ms, under the lock) until cond returns ""
-// or the timeout; cond returns what is still missing.
+// await waits until cond returns "" (awaitJob).
 func (m *mhDaemons) await(what string, timeout time.Duration, cond func() string) {
 	m.t.Helper()
-	end := time.Now().Add(timeout)
-	for {
-		m.mu.Lock()
-		missing := cond()
-		m.mu.Unlock()
-		if missing == "" {
-			return
-		}
-		select {
-		case <-m.j.Exited():
-			m.t.Fatalf("%s: mpirun exited (%v) while %s\nstderr:\n%s", what, m.j.Cmd.ProcessState, missing, m.j.Stderr())
-		default:
-		}
-		if time.Now().After(end) {
-			m.t.Fatalf("%s: after %v, %s\nstderr:\n%s", what, timeout, missing, m.j.Stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitJob(m.t, &m.mu, m.j, what, timeout, cond)
 }
 
-// missing returns a survivor that has not reported every event in want, or "".
 func (m *mhDaemons) missing(want map[string]bool, survivors []ranks.Rank) string {
 	for _, r := range survivors {
 		for k := range want {
