@@ -361,6 +361,17 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 	}
 }
 
+// TransportFailure returns why the transport failed for good (see
+// transport.Failer), or nil while it works or when it cannot fail so. A
+// node whose transport failed is silent: the job evicts it, and the
+// process should exit as a crashed one would.
+func (n *Node) TransportFailure() error {
+	if f, ok := n.tr.(transport.Failer); ok {
+		return f.Failure()
+	}
+	return nil
+}
+
 // Evicted is closed when this node learns that the job declared it dead
 // (it was paused or cut off for longer than δ). The node then stops taking
 // part: the process should exit, as a crashed one would have.

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -69,5 +70,32 @@ func TestPublish(t *testing.T) {
 	case s := <-got:
 		t.Fatalf("extra note %q", s)
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// failing is a transport that reports a failure (transport.Failer).
+type failing struct {
+	transport.Transport
+	err error
+}
+
+func (f *failing) Failure() error { return f.err }
+
+// TestTransportFailure: a node reports its transport's failure, and none
+// for a transport that cannot fail so.
+func TestTransportFailure(t *testing.T) {
+	boom := errors.New("device gone")
+	c := startWrapped(t, 2, node.Config{HeartbeatPeriod: 10 * time.Millisecond, SuspectTimeout: time.Second},
+		func(r ranks.Rank, tr transport.Transport) transport.Transport {
+			if r == 1 {
+				return &failing{tr, boom}
+			}
+			return tr
+		})
+	if err := c.nodes[0].TransportFailure(); err != nil {
+		t.Errorf("rank 0: %v", err)
+	}
+	if err := c.nodes[1].TransportFailure(); !errors.Is(err, boom) {
+		t.Errorf("rank 1: %v, want %v", err, boom)
 	}
 }

@@ -40,6 +40,15 @@ type Transport interface {
 	Close() error
 }
 
+// Failer is implemented by transports that can fail for good while the
+// process lives on (the verbs transport after a device or queue-pair
+// error): Failure returns why, or nil while the transport works. A rank
+// whose transport failed sends no heartbeat and no message any more: the
+// job evicts it, and it should exit.
+type Failer interface {
+	Failure() error
+}
+
 // Drainer is implemented by transports whose heartbeats wait in a socket
 // until the observer collects them (UDP): nothing in the observer's process
 // wakes up per heartbeat. DrainHeartbeats stores every authenticated

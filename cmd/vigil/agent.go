@@ -86,6 +86,8 @@ func agentMain(args []string) error {
 			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
 			Bad: st.BadMessages, LoopWakes: st.LoopWakes})
 	}
+	failCheck := time.NewTicker(time.Second) // the transport failing for good (verbs)
+	defer failCheck.Stop()
 	var tick <-chan time.Time
 	if *statsEvery > 0 {
 		t := time.NewTicker(*statsEvery)
@@ -97,6 +99,12 @@ func agentMain(args []string) error {
 		select {
 		case <-tick:
 			stats()
+		case <-failCheck.C:
+			if err := nd.TransportFailure(); err != nil {
+				emit(launch.Line{Ev: "failed"})
+				nd.Close()
+				return fmt.Errorf("rank %d: the transport failed, so this rank is silent and the job will evict it: exiting: %w", nd.Rank(), err)
+			}
 		case <-usr1:
 			stats()
 		case ev, ok := <-events:

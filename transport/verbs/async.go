@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/vigil-hpc/vigil/transport"
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
@@ -121,6 +122,8 @@ func (t *Transport) failStop(reason string, args ...any) {
 	t.log.Error("verbs transport failed: heartbeats stopped, so that this rank's observer suspects it and the job evicts it (fail-stop) instead of keeping a rank alive but mute",
 		append([]any{"reason", reason}, args...)...)
 }
+
+var _ transport.Failer = (*Transport)(nil)
 
 // Failure returns the error that failed the transport for good (wrapping
 // ErrFailed), or nil while it works.
