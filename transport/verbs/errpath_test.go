@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 	ibv "github.com/vigil-hpc/vigil/verbs"
@@ -110,25 +109,7 @@ func TestFatalAsyncEventsStopHeartbeats(t *testing.T) {
 func TestMuteRankIsEvicted(t *testing.T) {
 	const n, victim = 4, 2
 	ts := openAll(t, n, 98)
-	addrs := addrsOf(ts)
-	nodes := make([]*node.Node, n)
-	for i := range ts {
-		tr := ts[i]
-		cfg := node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: 20 * time.Millisecond,
-			SuspectTimeout: time.Second, StartGrace: 3 * time.Second, Slots: tr.Slots()}
-		nd, err := node.Start(cfg, func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
-			return tr, tr.Start(addrs, h)
-		})
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		nodes[i] = nd
-	}
-	defer func() {
-		for _, nd := range nodes {
-			nd.Close()
-		}
-	}()
+	nodes := startNodes(t, ts)
 	time.Sleep(5 * time.Second) // past the grace: heartbeats flow over RDMA
 	for i, nd := range nodes {
 		if d := nd.Dead(); len(d) != 0 {

@@ -310,27 +310,7 @@ func TestStartErrors(t *testing.T) {
 func TestDetectorOverVerbs(t *testing.T) {
 	const n, victim = 8, 3
 	ts := openAll(t, n, 99)
-	addrs := addrsOf(ts)
-	nodes := make([]*node.Node, n)
-	for i := range ts {
-		tr := ts[i]
-		cfg := node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: 20 * time.Millisecond,
-			SuspectTimeout: time.Second, StartGrace: 3 * time.Second, Slots: tr.Slots()}
-		nd, err := node.Start(cfg, func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
-			return tr, tr.Start(addrs, h)
-		})
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		nodes[i] = nd
-	}
-	defer func() {
-		for _, nd := range nodes {
-			if nd != nil {
-				nd.Close()
-			}
-		}
-	}()
+	nodes := startNodes(t, ts)
 	time.Sleep(5 * time.Second) // past the grace: heartbeats flow over RDMA
 	links := uint64(0)
 	for _, tr := range ts {
@@ -363,6 +343,27 @@ func TestDetectorOverVerbs(t *testing.T) {
 			t.Errorf("rank %d reports %v, want [%d]", i, d, victim)
 		}
 	}
+}
+
+// startNodes starts a node over each transport of ts (h = 20 ms, δ = 1 s,
+// 3 s of start-up grace), closed at cleanup.
+func startNodes(t *testing.T, ts []*Transport) []*node.Node {
+	t.Helper()
+	addrs := addrsOf(ts)
+	nodes := make([]*node.Node, len(ts))
+	for i, tr := range ts {
+		cfg := node.Config{Rank: ranks.Rank(i), Size: len(ts), HeartbeatPeriod: 20 * time.Millisecond,
+			SuspectTimeout: time.Second, StartGrace: 3 * time.Second, Slots: tr.Slots()}
+		nd, err := node.Start(cfg, func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
+			return tr, tr.Start(addrs, h)
+		})
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Close() })
+	}
+	return nodes
 }
 
 // Resource cost at N = 64: every rank messages its ring neighbour and
