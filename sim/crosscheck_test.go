@@ -187,3 +187,91 @@ func waitStable(t *testing.T, nodes []*node.Node, killed map[ranks.Rank]bool, ti
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestCrossCheckMute: a rank whose heartbeats are lost for 1.5δ while it
+// runs on (a mute spell) is declared dead by its observer and, once its
+// heartbeats are seen again, evicted (a zombie, detector/zombies.go). The
+// simulator, simulating every heartbeat, and the real runtime on the
+// in-memory transport agree on who detected it, on its eviction, and on
+// every other rank's dead set and ring.
+func TestCrossCheckMute(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real 8-rank cluster for several seconds")
+	}
+	const n, victim = 8, 3
+	h, delta, check := 50*time.Millisecond, 1500*time.Millisecond, 100*time.Millisecond
+	mute := delta + delta/2
+
+	// Simulator.
+	var simDetector ranks.Rank = n
+	cfg := DetectorConfig{N: n, H: int64(h), Delta: int64(delta), Check: int64(check), Net: OnePort{T: int64(2 * time.Millisecond)},
+		Heartbeats: HeartbeatsFull, Failures: Script{{At: 0, Rank: victim, Mute: int64(mute)}},
+		Trace: func(e TraceEvent) {
+			if e.Kind == TraceDetect && e.Rank == victim && simDetector == n {
+				simDetector = e.Node
+			}
+		}}
+	d, err := NewDetector(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := d.Run()
+	if res.Evicted != 1 {
+		t.Fatalf("simulator: %d ranks evicted, want the muted rank: %+v", res.Evicted, res)
+	}
+	simDead := map[ranks.Rank][]ranks.Rank{}
+	for i := range n {
+		r, alive := d.Ring(ranks.Rank(i))
+		if ranks.Rank(i) == victim {
+			if alive {
+				t.Fatal("simulator: the evicted rank still runs")
+			}
+			continue
+		}
+		simDead[ranks.Rank(i)] = slices.Clone(r.Dead().Members())
+	}
+
+	// Real runtime.
+	nw := mem.NewNetwork(n)
+	defer nw.Close()
+	nodes := make([]*node.Node, n)
+	for i := range n {
+		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: delta,
+			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba", MendProbe: -1},
+			func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
+				return nw.Endpoint(ranks.Rank(i), s, hd), nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		defer nd.Close()
+	}
+	time.Sleep(2500 * time.Millisecond) // past the start-up grace
+	nw.Mute(victim, mute)
+	select {
+	case <-nodes[victim].Evicted():
+	case <-time.After(30 * time.Second):
+		t.Fatal("runtime: the muted rank was not evicted")
+	}
+	nw.Kill(victim) // it stops, as the agent does
+	nodes[victim].Close()
+	waitStable(t, nodes, map[ranks.Rank]bool{victim: true}, 30*time.Second)
+	for i, nd := range nodes {
+		if ranks.Rank(i) == victim {
+			continue
+		}
+		s, err := nd.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, ok := nd.Known(victim)
+		if !ok || ev.Detector != simDetector {
+			t.Fatalf("rank %d: the muted rank known %v, detected by %d; the simulator says %d", i, ok, ev.Detector, simDetector)
+		}
+		if !slices.Equal(s.Dead, simDead[ranks.Rank(i)]) {
+			t.Fatalf("rank %d knows %v dead, the simulator %v", i, s.Dead, simDead[ranks.Rank(i)])
+		}
+	}
+	t.Logf("both: rank %d detected by %d and evicted; survivors' dead sets %v", victim, simDetector, simDead)
+}

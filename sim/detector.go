@@ -258,6 +258,8 @@ type dnode struct {
 	ticking  bool   // an evTick is scheduled
 	dormant  bool   // skip: no evaluation pending, the emitter is heartbeating us
 
+	mutedUntil int64 // full: heartbeats sent before this are lost (Failure.Mute)
+
 	ok        bool // reconnected (seed 000 §3.1.3)
 	knownDead int  // |D_i ∩ dead|
 }
@@ -362,7 +364,10 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 		if int64(f.Rank) >= int64(n) {
 			return nil, fmt.Errorf("sim: failure of rank %d, want < N = %d", f.Rank, n)
 		}
-		d.en.Schedule(Event{At: c.Start + f.At, Kind: evFail, Node: uint32(f.Rank)})
+		if f.Mute < 0 || (f.Mute > 0 && c.Heartbeats != HeartbeatsFull) {
+			return nil, fmt.Errorf("sim: a mute spell of rank %d (%d ns) needs Heartbeats = HeartbeatsFull and a positive duration", f.Rank, f.Mute)
+		}
+		d.en.Schedule(Event{At: c.Start + f.At, Kind: evFail, Node: uint32(f.Rank), B: uint64(f.Mute)})
 	}
 	return d, nil
 }
@@ -430,7 +435,11 @@ func (d *Detector) handle(e Event) {
 			return
 		}
 		d.nFail++
-		d.kill(e.Node, now)
+		if e.B > 0 { // a mute spell: its heartbeats are lost meanwhile
+			d.nodes[e.Node].mutedUntil = now + int64(e.B)
+		} else {
+			d.kill(e.Node, now)
+		}
 		if d.nFail == len(d.fixed) && d.mtbf > 0 {
 			d.scheduleRandomFailure(now)
 		}
@@ -857,6 +866,9 @@ func (d *Detector) onTick(p uint32, now int64) {
 
 func (d *Detector) sendHeartbeat(p, q uint32, seq uint64, now int64) {
 	d.res.Heartbeats++
+	if now < d.nodes[p].mutedUntil {
+		return // lost: p is in a mute spell
+	}
 	alive := d.nodes[q].alive
 	var at int64
 	if d.cfg.HeartbeatPorts {

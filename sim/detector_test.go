@@ -63,10 +63,10 @@ func TestSkipEqualsFull(t *testing.T) {
 	plans := []FailurePlan{
 		Burst{Window: 30 * ms},
 		Burst{Count: 3, Window: 5 * ms},
-		Script{{0, 10}, {0, 11}, {0, 12}},             // a segment: 13 detects 12, then 11, then 10
-		Script{{0, 5}, {15 * ms, 4}, {70 * ms, 6}},    // growing segments, overlapping
-		Script{{0, 20}, {40 * ms, 21}, {80 * ms, 19}}, // observer of a dead rank dies while waiting
-		Exponential{MTBF: 64 * 200 * ms},              // about one failure per 200 ms
+		Script{{At: 0, Rank: 10}, {At: 0, Rank: 11}, {At: 0, Rank: 12}},             // a segment: 13 detects 12, then 11, then 10
+		Script{{At: 0, Rank: 5}, {At: 15 * ms, Rank: 4}, {At: 70 * ms, Rank: 6}},    // growing segments, overlapping
+		Script{{At: 0, Rank: 20}, {At: 40 * ms, Rank: 21}, {At: 80 * ms, Rank: 19}}, // observer of a dead rank dies while waiting
+		Exponential{MTBF: 64 * 200 * ms},                                            // about one failure per 200 ms
 	}
 	for _, check := range []int64{0, 3 * ms} {
 		for pi, plan := range plans {
@@ -151,7 +151,7 @@ func TestDetectorOverlays(t *testing.T) {
 // the stable configuration, in both heartbeat modes.
 func TestDetectorRepair(t *testing.T) {
 	for _, mode := range []HeartbeatMode{HeartbeatsSkip, HeartbeatsFull} {
-		cfg := smallCfg(8, Script{{0, 1}, {0, 2}, {0, 3}})
+		cfg := smallCfg(8, Script{{At: 0, Rank: 1}, {At: 0, Rank: 2}, {At: 0, Rank: 3}})
 		cfg.Heartbeats = mode
 		r, _, d := runTraced(t, cfg, 1)
 		if r.Stabilized < 0 || r.SyncMsgs == 0 || r.FalseSuspicions != 0 {

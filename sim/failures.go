@@ -11,10 +11,14 @@ import (
 )
 
 // Failure is one crash: rank Rank stops at time At, relative to the start of
-// the failure phase (DetectorConfig.Start).
+// the failure phase (DetectorConfig.Start). With Mute > 0 it is no crash
+// but a mute spell: the rank runs on while its heartbeats are lost for Mute
+// (a link cut, a stalled heartbeat thread); past δ it is declared dead and,
+// once its heartbeats are seen again, evicted (needs HeartbeatsFull).
 type Failure struct {
 	At   int64
 	Rank ranks.Rank
+	Mute int64
 }
 
 // FailurePlan says when failures strike and whom. Plans are pure values: a

@@ -97,8 +97,8 @@ var hostPlans = []FailurePlan{
 	HostCrash{HostSize: 16, Hosts: 1},
 	HostCrash{HostSize: 8, Hosts: 3},
 	HostCrash{HostSize: 4, Hosts: 4, Window: 60 * ms},
-	Script{{0, 10}, {0, 11}, {0, 12}, {0, 13}, {0, 14}, {20 * ms, 15}, {70 * ms, 16}},
-	Script{{0, 40}, {0, 41}, {0, 42}, {55 * ms, 43}, {75 * ms, 39}},
+	Script{{At: 0, Rank: 10}, {At: 0, Rank: 11}, {At: 0, Rank: 12}, {At: 0, Rank: 13}, {At: 0, Rank: 14}, {At: 20 * ms, Rank: 15}, {At: 70 * ms, Rank: 16}},
+	Script{{At: 0, Rank: 40}, {At: 0, Rank: 41}, {At: 0, Rank: 42}, {At: 55 * ms, Rank: 43}, {At: 75 * ms, Rank: 39}},
 	Burst{Count: 4, Window: 5 * ms},
 }
 

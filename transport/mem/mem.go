@@ -140,6 +140,17 @@ func (nw *Network) Kill(rank ranks.Rank) {
 	}
 }
 
+// Mute loses rank's heartbeats for d from now (a link cut or a stalled
+// heartbeat thread): its messages still flow.
+func (nw *Network) Mute(rank ranks.Rank, d time.Duration) {
+	if int64(rank) >= int64(nw.n) {
+		return
+	}
+	if e := nw.eps[rank].Load(); e != nil {
+		e.mutedUntil.Store(nw.now() + int64(d))
+	}
+}
+
 // Alive reports whether rank has an endpoint that is neither killed nor
 // closed.
 func (nw *Network) Alive(rank ranks.Rank) bool {
@@ -184,12 +195,13 @@ type endpoint struct {
 	slots *transport.Slots
 	h     transport.Handler
 
-	killed   atomic.Bool
-	closed   atomic.Bool
-	stopOnce sync.Once
-	wake     chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
+	killed     atomic.Bool
+	closed     atomic.Bool
+	mutedUntil atomic.Int64 // Network.now() before which heartbeats are lost
+	stopOnce   sync.Once
+	wake       chan struct{}
+	done       chan struct{}
+	wg         sync.WaitGroup
 
 	mu      sync.Mutex
 	q       []item // min-heap by (due, seq)
@@ -365,7 +377,7 @@ func (e *endpoint) SendHeartbeat(to ranks.Rank, seq uint64) error {
 		return nil
 	}
 	d := e.net.eps[to].Load()
-	if d == nil || !d.live() || d.slots == nil || !d.slots.Store(e.rank, seq) {
+	if e.net.now() < e.mutedUntil.Load() || d == nil || !d.live() || d.slots == nil || !d.slots.Store(e.rank, seq) {
 		e.hbDropped.Add(1)
 		return nil
 	}
