@@ -42,3 +42,13 @@ func startVerbs(vt *verbsTransport, exchange func(string) ([]string, error), h t
 	}
 	return err
 }
+
+// VerbsStats returns the verbs transport's own counters (RDMA heartbeat
+// writes and their errors, UD fallbacks, a failure) and true when the
+// detector runs over verbs. Only in builds with the verbs transport.
+func (d *Detector) VerbsStats() (vtr.VerbsStats, bool) {
+	if d.verbs == nil {
+		return vtr.VerbsStats{}, false
+	}
+	return d.verbs.VerbsStats(), true
+}

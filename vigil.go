@@ -105,6 +105,7 @@ type Detector struct {
 	region    *shm.Region
 	published string
 	transport string
+	verbs     *verbsTransport // over verbs: for VerbsStats
 }
 
 // Join starts this process's detector: it joins the bootstrap, opens the
@@ -216,7 +217,7 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.Node = nd
+	d.Node, d.verbs = nd, vt
 	return d, nil
 }
 

@@ -176,7 +176,7 @@ build_go_tests() {
 	done
 	if sel twoguest || sel threeguest; then
 		log "building twoguest (static, cgo)"
-		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -o "$out/twoguest" \
+		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -tags verbs -o "$out/twoguest" \
 			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./rxe/twoguest) >"$CACHE/build.log" 2>&1; then
 			cat "$CACHE/build.log" >&2
 			die "go build ./rxe/twoguest failed"

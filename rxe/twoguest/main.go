@@ -1,3 +1,5 @@
+//go:build cgo && verbs
+
 // Command twoguest runs one guest's share of a Vigil job over the verbs
 // transport in one of two or three rxe guests joined by a qemu network
 // (rxe/run.sh): with -guests k, guest a runs ranks [0, n/k), guest b the
@@ -18,6 +20,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -25,11 +28,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/vigil-hpc/vigil"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
-	"github.com/vigil-hpc/vigil/transport"
 	vtr "github.com/vigil-hpc/vigil/transport/verbs"
 )
 
@@ -61,38 +65,44 @@ func run() error {
 	first := g * half
 	victim := g == *guests-1
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	key := []byte("two-guest-job-key-0123456789abcdef")
-	trs := make([]*vtr.Transport, half)
-	mine := make([]string, half)
-	for i := range trs {
-		t, err := vtr.Open(vtr.Config{Self: ranks.Rank(first + i), N: *n, JobID: 0x2937, Key: key,
-			Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: log})
-		if err != nil {
-			return err
-		}
-		trs[i], mine[i] = t, t.Addr()
+	// The guest's device for vigil.Join's verbs transport.
+	os.Setenv("VIGIL_VERBS_DEVICE", os.Getenv("VIGIL_RXE_DEV"))
+	os.Setenv("VIGIL_VERBS_NETDEV", os.Getenv("VIGIL_RXE_NETDEV"))
+	grp := &group{n: *n, first: first, key: []byte("two-guest-job-key-0123456789abcdef"),
+		addrs: make([]string, half), done: make(chan struct{}),
+		rendezvous: func(mine []string) ([]string, error) { return rendezvous(g, *guests, *server, mine, *n) }}
+	// Every rank of this guest joins at once: their exchanges meet in grp.
+	dets := make([]*vigil.Detector, half)
+	errs := make([]error, half)
+	var wg sync.WaitGroup
+	for i := range dets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := vigil.DefaultConfig()
+			cfg.HeartbeatPeriod, cfg.SuspectTimeout, cfg.StartGrace, cfg.Logger = *h, *delta, grace, log
+			cfg.Bootstrap, cfg.Transport = member{grp, uint32(first + i)}, "verbs"
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			if dets[i], errs[i] = vigil.Join(ctx, cfg); errs[i] == nil && dets[i].Transport() != "verbs" {
+				errs[i] = fmt.Errorf("rank %d fell back to %s", first+i, dets[i].Transport())
+			}
+		}()
 	}
-	addrs, err := rendezvous(g, *guests, *server, mine, *n)
-	if err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	nodes := make([]*node.Node, half)
-	for i, t := range trs {
-		cfg := node.Config{Rank: ranks.Rank(first + i), Size: *n, HeartbeatPeriod: *h, SuspectTimeout: *delta,
-			StartGrace: grace, Slots: t.Slots(), Logger: log}
-		nd, err := node.Start(cfg, func(_ *transport.Slots, hd transport.Handler) (transport.Transport, error) {
-			return t, t.Start(addrs, hd)
-		})
-		if err != nil {
-			return fmt.Errorf("rank %d: %w", first+i, err)
-		}
-		nodes[i] = nd
+	for i, d := range dets {
+		nodes[i] = d.Node
 	}
+	rc := func(i int) vtr.VerbsStats { st, _ := dets[i].VerbsStats(); return st }
 	started := time.Now()
 	fmt.Printf("RXE-INFO twoguest role=%s ranks=%d..%d started\n", *role, first, first+half-1)
 	if err := waitUntil(30*time.Second, func() bool {
-		for _, t := range trs {
-			if t.VerbsStats().RCWrites == 0 {
+		for i := range dets {
+			if rc(i).RCWrites == 0 {
 				return false
 			}
 		}
@@ -117,7 +127,7 @@ func run() error {
 		want = append(want, ranks.Rank(r))
 	}
 	var firstSeen time.Time
-	err = waitUntil(*wait, func() bool {
+	err := waitUntil(*wait, func() bool {
 		all := true
 		for _, nd := range nodes {
 			d := nd.Dead()
@@ -132,17 +142,66 @@ func run() error {
 	})
 	for i, nd := range nodes {
 		fmt.Printf("RXE-INFO twoguest rank=%d dead=%v rc_writes=%d rc_errors=%d\n", first+i, nd.Dead(),
-			trs[i].VerbsStats().RCWrites, trs[i].VerbsStats().RCErrors)
+			rc(i).RCWrites, rc(i).RCErrors)
 	}
 	if err != nil {
 		return fmt.Errorf("survivors did not all report exactly %v: %w", want, err)
 	}
 	fmt.Printf("RXE-INFO twoguest survivors=%d reported=%v first_to_all_ms=%d\n", half, want,
 		time.Since(firstSeen).Milliseconds())
-	for _, nd := range nodes {
-		nd.Close()
+	for _, d := range dets {
+		d.Close()
 	}
 	return nil
+}
+
+// group is the bootstrap of the ranks this guest runs: their exchanges
+// meet here, and the last to publish does the guests' rendezvous for all.
+type group struct {
+	n, first   int
+	key        []byte
+	rendezvous func(mine []string) ([]string, error)
+
+	mu    sync.Mutex
+	addrs []string // this guest's ranks' addresses
+	got   int
+	done  chan struct{}
+	table []string
+	err   error
+}
+
+// member is one rank's bootstrap.Bootstrap in a group.
+type member struct {
+	g    *group
+	rank uint32
+}
+
+func (m member) Rank() uint32  { return m.rank }
+func (m member) Size() int     { return m.g.n }
+func (m member) JobID() uint64 { return 0x2937 }
+func (m member) Key() []byte   { return m.g.key }
+func (m member) Close() error  { return nil }
+
+// Exchange publishes addr and returns every rank's address once every rank
+// of this guest has published and the rendezvous with the other guests is
+// done.
+func (m member) Exchange(ctx context.Context, addr string) ([]string, error) {
+	g := m.g
+	g.mu.Lock()
+	g.addrs[int(m.rank)-g.first] = addr
+	g.got++
+	last := g.got == len(g.addrs)
+	g.mu.Unlock()
+	if last {
+		g.table, g.err = g.rendezvous(g.addrs)
+		close(g.done)
+	}
+	select {
+	case <-g.done:
+		return g.table, g.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // rendezvous exchanges the guests' addresses: every other guest sends its
