@@ -496,16 +496,7 @@ func vigil_start() C.int {
 		pr.SetPeers(peers)
 		inst.pr = pr
 		if _, static := inst.bs.(*staticBootstrap); static {
-			h, delta, grace := inst.cfg.HeartbeatPeriod, inst.cfg.SuspectTimeout, inst.cfg.StartGrace
-			if h == 0 {
-				h = node.DefaultHeartbeatPeriod
-			}
-			if delta == 0 {
-				delta = 5 * h
-			}
-			if grace == 0 {
-				grace = node.DefaultStartGrace + delta
-			}
+			grace := inst.cfg.WithDefaults().StartGrace
 			inst.graceEnd = node.Mono() + int64(grace)
 		}
 	case modeDaemon:

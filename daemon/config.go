@@ -77,18 +77,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.HeartbeatPeriod == 0 {
-		c.HeartbeatPeriod = node.DefaultHeartbeatPeriod
-	}
-	if c.SuspectTimeout == 0 {
-		c.SuspectTimeout = 5 * c.HeartbeatPeriod
-	}
-	if c.CheckPeriod == 0 {
-		c.CheckPeriod = min(c.SuspectTimeout/10, c.HeartbeatPeriod)
-	}
-	if c.StartGrace == 0 {
-		c.StartGrace = node.DefaultStartGrace + c.SuspectTimeout
-	}
+	// The daemons' detector is a node.Node: its timing defaults.
+	nc := node.Config{HeartbeatPeriod: c.HeartbeatPeriod, SuspectTimeout: c.SuspectTimeout, CheckPeriod: c.CheckPeriod,
+		StartGrace: c.StartGrace}.WithDefaults()
+	c.HeartbeatPeriod, c.SuspectTimeout, c.CheckPeriod, c.StartGrace = nc.HeartbeatPeriod, nc.SuspectTimeout, nc.CheckPeriod, nc.StartGrace
 	if c.HangTimeout == 0 {
 		c.HangTimeout = c.SuspectTimeout
 	}

@@ -116,6 +116,11 @@ const (
 	DefaultMendProbe       = 16
 )
 
+// WithDefaults returns c with its unset optional fields at their
+// documented defaults, as Start uses it (for drivers that need the
+// effective timing, such as the daemon's hang checks).
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 // withDefaults fills unset optional fields.
 func (c Config) withDefaults() Config {
 	if c.HeartbeatPeriod == 0 {
