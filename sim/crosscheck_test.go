@@ -88,21 +88,7 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 
 	// Real runtime, with Algorithm 1's one-at-a-time mending (MendProbe -1),
 	// which is what the simulator runs.
-	nw := mem.NewNetwork(n)
-	defer nw.Close()
-	nodes := make([]*node.Node, n)
-	for i := range n {
-		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: delta,
-			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba", MendProbe: -1},
-			func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
-				return nw.Endpoint(ranks.Rank(i), s, hd), nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = nd
-		defer nd.Close()
-	}
+	nw, nodes := memCluster(t, n, h, delta, check)
 	killed := map[ranks.Rank]bool{}
 	time.Sleep(500 * time.Millisecond)
 	for _, ph := range phases {
@@ -144,6 +130,29 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 		t.Fatalf("simulator and runtime differ:\nsimulator:\n%v\n%v\nruntime:\n%v\n%v", sim, sim.dead, real, real.dead)
 	}
 	t.Logf("both: %v", sim)
+}
+
+// memCluster starts n nodes on the in-memory transport with the
+// simulator's settings (HBA, Algorithm 1's mending, 2 s of start-up grace),
+// all closed at cleanup.
+func memCluster(t *testing.T, n int, h, delta, check time.Duration) (*mem.Network, []*node.Node) {
+	t.Helper()
+	nw := mem.NewNetwork(n)
+	t.Cleanup(func() { nw.Close() })
+	nodes := make([]*node.Node, n)
+	for i := range n {
+		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: delta,
+			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba", MendProbe: -1},
+			func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
+				return nw.Endpoint(ranks.Rank(i), s, hd), nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Close() })
+	}
+	return nw, nodes
 }
 
 // waitStable waits until every alive node knows exactly the killed ranks and
@@ -232,21 +241,7 @@ func TestCrossCheckMute(t *testing.T) {
 	}
 
 	// Real runtime.
-	nw := mem.NewNetwork(n)
-	defer nw.Close()
-	nodes := make([]*node.Node, n)
-	for i := range n {
-		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: delta,
-			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba", MendProbe: -1},
-			func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
-				return nw.Endpoint(ranks.Rank(i), s, hd), nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = nd
-		defer nd.Close()
-	}
+	nw, nodes := memCluster(t, n, h, delta, check)
 	time.Sleep(2500 * time.Millisecond) // past the start-up grace
 	nw.Mute(victim, mute)
 	select {
