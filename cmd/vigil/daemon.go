@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -44,7 +46,7 @@ func daemonMain(args []string) error {
 	var nf addrFlags // addrflags.go; without -peers, -advertise and -if-* choose the published address
 	nf.register(fs)
 	ppn := fs.Int("ppn", 0, "application processes per node (rank r runs on node r/ppn)")
-	jobID := fs.Uint64("job-id", 1, "job ID shared by the daemons")
+	jobID := fs.Uint64("job-id", 0, "with -peers, the job ID shared by the daemons (default: derived from the key, so that jobs with different keys never share one)")
 	h := duration(fs, "h", 20*time.Millisecond, "heartbeat period between daemons")
 	delta := duration(fs, "delta", 200*time.Millisecond, "suspicion time-out δ between daemons")
 	hang := duration(fs, "hang", 0, "hang time-out of local processes (default δ)")
@@ -109,6 +111,10 @@ func daemonMain(args []string) error {
 			return errors.New("daemon: with -peers every address is given: -advertise, -if-include and -if-exclude apply only to addresses exchanged through the launcher")
 		}
 		cfg.Peers = strings.Split(*peers, ",")
+		if *jobID == 0 {
+			sum := sha256.Sum256(append([]byte("vigil daemon job id\x00"), key...))
+			*jobID = max(binary.LittleEndian.Uint64(sum[:8]), 1)
+		}
 		cfg.Node, cfg.Layout, cfg.JobID, cfg.Key = ranks.Rank(*nodeIdx), daemon.Layout{Nodes: len(cfg.Peers), PPN: *ppn}, *jobID, key
 	} else {
 		// One daemon per rank of the launcher's job (mpirun --map-by
