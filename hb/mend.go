@@ -110,13 +110,7 @@ func (r *Ring) earlyDue(now int64) bool { return r.earlyPending() && now >= r.ea
 // not in D_i.
 func (r *Ring) probeEarly(now int64) Output {
 	r.probedEarly = true
-	n := ranks.Rank(r.cfg.N)
-	var cands []ranks.Rank
-	for k := (r.emitter + n - 1) % n; len(cands) < r.cfg.Probe && k != r.cfg.Self && k != r.emitter; k = (k + n - 1) % n {
-		if !r.D.Has(k) {
-			cands = append(cands, k)
-		}
-	}
+	cands := r.candidates((r.emitter+ranks.Rank(r.cfg.N)-1)%ranks.Rank(r.cfg.N), r.cfg.Probe)
 	if len(cands) == 0 {
 		return Output{}
 	}
@@ -145,16 +139,24 @@ func withEarly(early, out Output) Output {
 // probeRound starts a round probing the w first predecessors of Self not in
 // D_i, beginning with the emitter.
 func (r *Ring) probeRound(now int64, w int, out *Output) {
+	cands := r.candidates(r.emitter, w)
+	r.mend = mendState{active: true, round: r.mend.round + 1, window: w, cands: cands,
+		deadline: now + r.probeTimeout(), reported: r.mend.reported}
+	out.Probe, out.ProbeRound = cands, r.mend.round
+}
+
+// candidates returns the w first ranks not in D_i walking back from from
+// (included) towards Self (excluded). Walking back from the emitter's
+// predecessor reaches Self before the emitter, which follows it.
+func (r *Ring) candidates(from ranks.Rank, w int) []ranks.Rank {
 	n := ranks.Rank(r.cfg.N)
 	var cands []ranks.Rank
-	for k := r.emitter; len(cands) < w && k != r.cfg.Self; k = (k + n - 1) % n {
+	for k := from; len(cands) < w && k != r.cfg.Self; k = (k + n - 1) % n {
 		if !r.D.Has(k) {
 			cands = append(cands, k)
 		}
 	}
-	r.mend = mendState{active: true, round: r.mend.round + 1, window: w, cands: cands,
-		deadline: now + r.probeTimeout(), reported: r.mend.reported}
-	out.Probe, out.ProbeRound = cands, r.mend.round
+	return cands
 }
 
 // Round returns the number of probe rounds this ring started.
