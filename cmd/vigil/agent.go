@@ -86,8 +86,12 @@ func agentMain(args []string) error {
 			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
 			Bad: st.BadMessages, LoopWakes: st.LoopWakes})
 	}
-	failCheck := time.NewTicker(time.Second) // the transport failing for good (verbs)
-	defer failCheck.Stop()
+	var failCheck <-chan time.Time // the transport failing for good: only verbs can
+	if nd.Transport() == "verbs" {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		failCheck = t.C
+	}
 	var tick <-chan time.Time
 	if *statsEvery > 0 {
 		t := time.NewTicker(*statsEvery)
@@ -99,7 +103,7 @@ func agentMain(args []string) error {
 		select {
 		case <-tick:
 			stats()
-		case <-failCheck.C:
+		case <-failCheck:
 			if err := nd.TransportFailure(); err != nil {
 				emit(launch.Line{Ev: "failed"})
 				nd.Close()
