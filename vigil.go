@@ -235,7 +235,7 @@ func VerbsTransport(ctx context.Context, bs bootstrap.Bootstrap, logger *slog.Lo
 		return nil, nil, err
 	}
 	open := func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
-		if err := startVerbs(vt, func(a string) ([]string, error) { return bs.Exchange(ctx, a) }, h); err != nil {
+		if err := startVerbs(vt, func(a string) ([]string, error) { return exchange(ctx, bs, a) }, h); err != nil {
 			vt.Close()
 			return nil, fmt.Errorf("verbs transport: %w", err)
 		}
