@@ -1,31 +1,17 @@
 package sim
 
-import "math/bits"
+import (
+	"math/bits"
 
-// GreedyTree returns the LogP-optimal broadcast tree over m nodes for a
-// hop of ℓ+1 steps after the send step (seed 002's timing, time unit o,
-// g = o): every reached node sends to a new node in every step until all
-// are reached, so the number reached grows as I(s) = I(s−1) + I(s−ℓ−2)
-// instead of doubling every hop as in a binomial tree. Labels are given in
-// the order nodes are reached; place maps a label to its ring position
-// (nil: identity). Children are listed in send order.
+	"github.com/vigil-hpc/vigil/bcast"
+)
+
+// GreedyTree returns bcast.GreedyTree over m nodes for a hop of ℓ+1 steps
+// as a table: labels are given in the order nodes are reached; place maps
+// a label to its ring position (nil: identity). Children are listed in
+// send order.
 func GreedyTree(m, ell int, place func(label int) int) *FloodTable {
-	type node struct {
-		tau  int
-		kids []int32
-	}
-	ns := make([]node, 1, m)
-	for s := 1; len(ns) < m; s++ {
-		// Senders are the nodes reached by s−1, in label order.
-		k := len(ns)
-		for x := 0; x < k && len(ns) < m; x++ {
-			if ns[x].tau > s-1 {
-				break // labels are in order of tau
-			}
-			ns[x].kids = append(ns[x].kids, int32(len(ns)))
-			ns = append(ns, node{tau: s + ell + 1})
-		}
-	}
+	g := bcast.NewGreedyTree(m, ell)
 	if place == nil {
 		place = func(l int) int { return l }
 	}
@@ -37,7 +23,7 @@ func GreedyTree(m, ell int, place func(label int) int) *FloodTable {
 	}
 	t := &FloodTable{Name: "greedy", M: m, off: make([]int32, m+1)}
 	for p := range m {
-		for _, c := range ns[lab[p]].kids {
+		for _, c := range g.Children(lab[p]) {
 			t.to = append(t.to, uint32(pos[c]))
 		}
 		t.off[p+1] = int32(len(t.to))

@@ -3,49 +3,23 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/vigil-hpc/vigil/bcast"
 )
 
-// GossipAlg names one of seed 002's gossip-based broadcasts.
-type GossipAlg uint8
+// GossipAlg names one of seed 002's gossip-based broadcasts (bcast.GossipAlg).
+type GossipAlg = bcast.GossipAlg
 
 // The gossip family of seed 002.
 const (
-	// GOS is plain gossip (§IV.B.1): every colored node sends to a random
-	// node every o until the global time T. Weakly consistent.
-	GOS GossipAlg = iota
-	// OCG is Opportunistic Corrected-Gossip (Algorithm 1): gossip until
-	// T, then every g-node sends C correction messages alternately to
-	// i+1, i−1, i+2, i−2, … on the ring.
-	OCG
-	// CCG is Checked Corrected-Gossip (Algorithm 2): the correction goes
-	// on in each direction until the g-node has sent to the closest g-node
-	// on that side, learned from the first message it gets from it.
-	// Consistent if no node fails during the correction.
-	CCG
-	// FCG is Failure-proof Corrected-Gossip (Algorithm 3): the correction
-	// goes on until the g-node knows f+1 g-nodes on each side and has sent
-	// final messages past the (f+1)-th on each side; c-nodes deliver once
-	// they know f+1 g-nodes; SOS mode floods everyone when that fails.
-	// Consistent if at most f nodes fail during the correction.
-	FCG
+	GOS = bcast.GOS
+	OCG = bcast.OCG
+	CCG = bcast.CCG
+	FCG = bcast.FCG
 )
 
-func (a GossipAlg) String() string {
-	switch a {
-	case GOS:
-		return "GOS"
-	case OCG:
-		return "OCG"
-	case CCG:
-		return "CCG"
-	case FCG:
-		return "FCG"
-	}
-	return fmt.Sprintf("GossipAlg(%d)", uint8(a))
-}
-
 // maxF bounds FCG's f: the lists of known g-nodes travel inline.
-const maxF = 3
+const maxF = bcast.MaxF
 
 // GossipConfig parameterises one gossip broadcast. Time is counted in
 // steps of o (seed 002 takes L a multiple of o).
@@ -101,50 +75,10 @@ func (c *GossipConfig) Validate() error {
 	return nil
 }
 
-// Node states.
-const (
-	stNone uint8 = iota // not reached
-	stG                 // g-node: reached by gossip
-	stC                 // c-node: reached by the correction, waiting (FCG)
-	stSOS               // sending SOS to everyone
-	stDone              // delivered and exited
-	stDead              // crashed
-)
-
-// message kinds of the correction phase
-const (
-	mFwd uint8 = iota // travelling to higher ranks (from behind the receiver)
-	mBwd              // travelling to lower ranks (from ahead of the receiver)
-	mSOS
-)
-
-// cgNode is one node's core state. Directions and sides share an index:
-// 0 is forward (+1, the side ahead of the node... see side), 1 backward.
-type cgNode struct {
-	state uint8
-	stop  [2]bool  // no more sends in that direction (for now)
-	final [2]bool  // FCG: final round started in that direction
-	nk    [2]uint8 // FCG: known g-nodes on each side
-	nc    uint8    // FCG c-node: known distinct g-nodes
-	off   [2]int32 // next distance to send to, per direction
-	lim   [2]int32 // CCG: distance of the closest g-node, per direction
-	tau   int32    // when it was reached (delivered, for GOS/OCG/CCG)
-	exit  int32    // when it was done (delivered and exited)
-	last  int32    // its last send
-	step  int32    // correction steps taken
-	dl    int32    // FCG c-node: SOS deadline
-	// FCG lists, closest first: k[0] the g-nodes behind (learned from
-	// forward messages), k[1] those ahead (from backward messages). A
-	// forward message carries its sender's k[0], a backward one its k[1].
-	k [2][maxF + 1]uint32
-}
-
 // cgMsg is one correction or SOS message in flight.
 type cgMsg struct {
-	to, from uint32
-	kind     uint8
-	n        uint8
-	list     [maxF + 1]uint32
+	to uint32
+	bcast.CorrMsg
 }
 
 // GossipResult is one broadcast's outcome. Times are in steps of o from
@@ -174,7 +108,7 @@ func (r *GossipResult) Consistent() bool { return r.Reached == r.Alive }
 // GossipSim runs gossip broadcasts; it keeps its buffers between runs.
 type GossipSim struct {
 	cfg   GossipConfig
-	nodes []cgNode
+	nodes []bcast.CorrNode
 	death []int32
 
 	// gossip phase
@@ -201,7 +135,7 @@ func NewGossipSim(cfg GossipConfig) (*GossipSim, error) {
 		cfg.Timeout = 2*cfg.N + 2*cfg.Ell + 4
 	}
 	n := cfg.N
-	return &GossipSim{cfg: cfg, nodes: make([]cgNode, n), death: make([]int32, n),
+	return &GossipSim{cfg: cfg, nodes: make([]bcast.CorrNode, n), death: make([]int32, n),
 		pool: make([]uint32, n), pos: make([]int32, n), hitAt: make([]int32, n),
 		inflight: make([][]cgMsg, cfg.Ell+2)}, nil
 }
@@ -220,7 +154,7 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 	var res GossipResult
 	nodes := g.nodes
 	for i := range nodes {
-		nodes[i] = cgNode{tau: never, exit: never, lim: [2]int32{never, never}}
+		nodes[i].Reset()
 	}
 	if g.death[0] <= 0 {
 		return g.finish(res)
@@ -245,7 +179,7 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 	}
 	res.Msgs = res.GossipMsgs
 	for x := range nodes {
-		if nodes[x].state == stG {
+		if nodes[x].State == bcast.StateG {
 			res.GNodes++
 		}
 	}
@@ -253,8 +187,8 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 		// Done when the gossip stops; a node reached later is done then.
 		for x := range nodes {
 			nd := &nodes[x]
-			if nd.state == stG {
-				nd.state, nd.exit = stDone, max(nd.tau, T-1)
+			if nd.State == bcast.StateG {
+				nd.State, nd.Exit = bcast.StateDone, max(nd.Tau, T-1)
 			}
 		}
 		return g.finish(res)
@@ -264,7 +198,7 @@ func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
 }
 
 // gossipPhase is the random gossip phase of seed 002: it leaves the
-// g-nodes in state stG with their tau. At step s every colored, alive node
+// g-nodes in state bcast.StateG with their Tau. At step s every colored, alive node
 // with tau < s < T sends one message to a uniform random other node. Only
 // the first message to reach an alive, unreached node matters (the others
 // are ignored by every variant), so the targets are drawn only among the
@@ -288,7 +222,7 @@ func (g *GossipSim) gossipPhase(res *GossipResult, arrivals, dying [][]uint32, r
 			g.pos[x] = -1
 		}
 	}
-	nodes[0].state, nodes[0].tau = stG, 0
+	nodes[0].Reached(0)
 	senders := int64(0) // alive g-nodes gossiping
 	if T > 1 {
 		senders = 1
@@ -302,7 +236,7 @@ func (g *GossipSim) gossipPhase(res *GossipResult, arrivals, dying [][]uint32, r
 			if g.death[x] <= s-1 {
 				continue // died before the message arrived
 			}
-			nodes[x].state, nodes[x].tau = stG, s-1
+			nodes[x].Reached(s - 1)
 			senders++
 			if d := g.death[x]; d < T {
 				dying[max(d, s)] = append(dying[max(d, s)], x)
@@ -336,7 +270,7 @@ func (g *GossipSim) gossipPhase(res *GossipResult, arrivals, dying [][]uint32, r
 	for s := max(T-1, 0); s <= T+ell; s++ {
 		for _, x := range arrivals[s] {
 			if g.death[x] > s {
-				nodes[x].state, nodes[x].tau = stG, s
+				nodes[x].Reached(s)
 			}
 		}
 	}
@@ -354,10 +288,10 @@ func (g *GossipSim) treePhase(res *GossipResult, arrivals [][]uint32) {
 	arrivals[0] = append(arrivals[0], 0)
 	for s := int32(0); s < int32(len(arrivals)); s++ {
 		for _, x := range arrivals[s] {
-			if g.death[x] <= s || nodes[x].state == stG {
+			if g.death[x] <= s || nodes[x].State == bcast.StateG {
 				continue
 			}
-			nodes[x].state, nodes[x].tau = stG, s
+			nodes[x].Reached(s)
 			lo, hi := t.off[x], t.off[x+1]
 			for i := lo; i < hi; i++ {
 				st := s + 1 + (i - lo)
@@ -384,14 +318,14 @@ func (g *GossipSim) finish(res GossipResult) GossipResult {
 		if x != 0 {
 			res.Alive++
 		}
-		if nd.state != stDone {
+		if nd.State != bcast.StateDone {
 			continue
 		}
 		if x != 0 {
 			res.Reached++
 		}
-		res.LastDelivery = max(res.LastDelivery, nd.tau)
-		res.Latency = max(res.Latency, nd.exit)
+		res.LastDelivery = max(res.LastDelivery, nd.Tau)
+		res.Latency = max(res.Latency, nd.Exit)
 	}
 	return res
 }
@@ -409,34 +343,37 @@ func (g *GossipSim) correct(res *GossipResult) {
 	}
 	g.active, g.joined, g.sos = g.active[:0], g.joined[:0], 0
 	for x := range nodes {
-		if nodes[x].state == stG {
+		if nodes[x].State == bcast.StateG {
 			g.active = append(g.active, uint32(x))
-			nodes[x].off = [2]int32{1, 1}
+			nodes[x].BeginCorrection()
 		}
 	}
 	pending := 0
-	send := func(s int32, from, to uint32, kind uint8, list []uint32) {
+	cp := bcast.CorrParams{Alg: c.Alg, N: n, C: c.C, F: c.F, Timeout: int32(c.Timeout), NoSOS: c.NoSOS}
+	var s int32     // the current step
+	var from uint32 // the node taking it
+	send := func(to uint32, kind bcast.CorrKind, list []uint32) {
 		res.Msgs++
 		// A message to a node on which it can have no effect is only
 		// counted: a node that exited or died, an OCG g-node, an FCG g-node
 		// whose list for that side is settled.
 		switch t := &nodes[to]; {
 		case g.noSkip:
-		case t.state == stDone || t.state == stSOS || g.death[to] <= s+ell+1:
+		case t.State == bcast.StateDone || t.State == bcast.StateSOS || g.death[to] <= s+ell+1:
 			return
-		case kind == mSOS:
-		case c.Alg == OCG && t.state == stG:
+		case kind == bcast.CorrSOS:
+		case c.Alg == OCG && t.State == bcast.StateG:
 			return
-		case c.Alg == FCG && t.state == stG && t.final[kind]:
+		case c.Alg == FCG && t.State == bcast.StateG && t.Settled(kind):
 			return
 		}
-		m := cgMsg{to: to, from: from, kind: kind, n: uint8(len(list))}
-		copy(m.list[:], list)
+		m := cgMsg{to: to, CorrMsg: bcast.CorrMsg{From: from, Kind: kind, N: uint8(len(list))}}
+		copy(m.List[:], list)
 		b := &g.inflight[(s+ell+1)%nb]
 		*b = append(*b, m)
 		pending++
 	}
-	for s := int32(c.T) + ell + 1; len(g.active) > 0 || pending > 0; s++ {
+	for s = int32(c.T) + ell + 1; len(g.active) > 0 || pending > 0; s++ {
 		// Messages delivered at s−1 are seen from step s on.
 		b := &g.inflight[(s-1)%nb]
 		for k := range *b {
@@ -445,7 +382,13 @@ func (g *GossipSim) correct(res *GossipResult) {
 			if g.death[m.to] <= s-1 {
 				continue
 			}
-			g.receive(m, s-1)
+			joined, sos := nodes[m.to].Receive(&cp, m.to, &m.CorrMsg, s-1)
+			if joined {
+				g.joined = append(g.joined, m.to)
+			}
+			if sos {
+				g.sos++
+			}
 		}
 		*b = (*b)[:0]
 		// Every active node takes its step.
@@ -453,10 +396,15 @@ func (g *GossipSim) correct(res *GossipResult) {
 		for _, x := range g.active {
 			nd := &nodes[x]
 			if g.death[x] <= s {
-				nd.state = stDead
+				nd.State = bcast.StateDead
 				continue
 			}
-			if g.stepNode(x, nd, s, n, send) {
+			from = x
+			active, sos := nd.Step(&cp, x, s, send)
+			if sos {
+				g.sos++
+			}
+			if active {
 				kept = append(kept, x)
 			}
 		}
@@ -467,217 +415,4 @@ func (g *GossipSim) correct(res *GossipResult) {
 		g.joined = g.joined[:0]
 	}
 	res.SOS = g.sos
-}
-
-// dist returns the distance from x to y on side 0 (behind x, lower ranks
-// mod n) or side 1 (ahead, higher ranks).
-func dist(x, y uint32, side uint8, n int32) int32 {
-	d := int32(y) - int32(x)
-	if side == 0 {
-		d = -d
-	}
-	if d < 0 {
-		d += n
-	}
-	return d
-}
-
-// target returns the rank at distance off from x in direction dir.
-func target(x uint32, dir uint8, off, n int32) uint32 {
-	if dir == 0 {
-		return uint32((int32(x) + off) % n)
-	}
-	return uint32(((int32(x)-off)%n + n) % n)
-}
-
-// merge adds y to x's sorted list of the closest f+1 g-nodes on side.
-func merge(list *[maxF + 1]uint32, cnt *uint8, x, y uint32, side uint8, n int32, f int) {
-	if y == x {
-		return
-	}
-	dy := dist(x, y, side, n)
-	k := int(*cnt)
-	i := 0
-	for ; i < k; i++ {
-		if list[i] == y {
-			return
-		}
-		if dist(x, list[i], side, n) > dy {
-			break
-		}
-	}
-	for j := i; j < k; j++ {
-		if list[j] == y {
-			// Already known farther: impossible, distances are fixed.
-			return
-		}
-	}
-	if i > f {
-		return
-	}
-	if k == f+1 {
-		k-- // drop the farthest
-	} else {
-		*cnt++
-	}
-	copy(list[i+1:k+1], list[i:k])
-	list[i] = y
-}
-
-// receive handles message m, delivered to m.to at time tau.
-func (g *GossipSim) receive(m *cgMsg, tau int32) {
-	c := &g.cfg
-	n := int32(c.N)
-	x := m.to
-	nd := &g.nodes[x]
-	if nd.state == stDone || nd.state == stDead || nd.state == stSOS {
-		return
-	}
-	if m.kind == mSOS {
-		g.enterSOS(x, nd)
-		return
-	}
-	side := m.kind // a forward message comes from behind: side 0
-	switch c.Alg {
-	case OCG, CCG:
-		if nd.state == stNone { // a c-node: delivers, sends nothing
-			nd.state, nd.tau, nd.exit = stDone, tau, tau
-			return
-		}
-		if c.Alg == CCG {
-			// The first message from a side bounds the sends toward it:
-			// a forward message bounds the backward sends.
-			d := dist(x, m.from, side, n)
-			dir := 1 - side
-			nd.lim[dir] = min(nd.lim[dir], d)
-		}
-	case FCG:
-		switch nd.state {
-		case stNone:
-			nd.state, nd.dl = stC, tau+int32(c.Timeout)
-			g.joined = append(g.joined, x)
-			fallthrough
-		case stC:
-			// A c-node collects distinct g-nodes, whichever side.
-			for i := -1; i < int(m.n); i++ {
-				y := m.from
-				if i >= 0 {
-					y = m.list[i]
-				}
-				known := y == x
-				for _, z := range nd.k[0][:nd.nc] {
-					known = known || z == y
-				}
-				if !known && int(nd.nc) <= c.F {
-					nd.k[0][nd.nc] = y
-					nd.nc++
-				}
-			}
-			if int(nd.nc) > c.F {
-				nd.state, nd.tau, nd.exit = stDone, tau, tau
-			}
-		case stG:
-			if nd.final[side] {
-				return // the list that final round carries is settled
-			}
-			merge(&nd.k[side], &nd.nk[side], x, m.from, side, n, c.F)
-			for _, y := range m.list[:m.n] {
-				merge(&nd.k[side], &nd.nk[side], x, y, side, n, c.F)
-			}
-		}
-	}
-}
-
-// enterSOS starts SOS mode at x: it will send to every other node.
-func (g *GossipSim) enterSOS(x uint32, nd *cgNode) {
-	if nd.state == stNone {
-		g.joined = append(g.joined, x)
-	}
-	nd.state = stSOS
-	nd.off[0] = 1
-	g.sos++
-}
-
-// stepNode is node x's action in step s; it returns whether x stays active.
-func (g *GossipSim) stepNode(x uint32, nd *cgNode, s, n int32, send func(int32, uint32, uint32, uint8, []uint32)) bool {
-	c := &g.cfg
-	switch nd.state {
-	case stC:
-		if s >= nd.dl {
-			if c.NoSOS {
-				return false // gives up waiting: stays uncolored
-			}
-			g.enterSOS(x, nd)
-			return g.stepNode(x, nd, s, n, send)
-		}
-		return true
-	case stSOS:
-		send(s, x, uint32((int32(x)+nd.off[0])%n), mSOS, nil)
-		nd.off[0]++
-		if nd.off[0] >= n {
-			nd.state, nd.tau, nd.exit = stDone, s, s
-			return false
-		}
-		return true
-	case stG:
-	default:
-		return false
-	}
-	j := nd.step + 1
-	nd.step++
-	dir := uint8((j - 1) % 2)
-	switch c.Alg {
-	case OCG:
-		if j > int32(c.C) {
-			nd.state, nd.exit = stDone, max(nd.tau, s-1)
-			return false
-		}
-		send(s, x, target(x, dir, (j+1)/2, n), dir, nil)
-		if j == int32(c.C) {
-			nd.state, nd.exit = stDone, s
-			return false
-		}
-		return true
-	case CCG:
-		off := (j + 1) / 2
-		if off > nd.lim[dir] || off >= n {
-			nd.stop[dir] = true
-		}
-		if !nd.stop[dir] {
-			send(s, x, target(x, dir, off, n), dir, nil)
-			nd.last = s
-		}
-		if nd.stop[0] && nd.stop[1] {
-			nd.state, nd.exit = stDone, max(nd.tau, nd.last, s-1)
-			return false
-		}
-		return true
-	}
-	// FCG.
-	f := c.F
-	if !nd.final[dir] && int(nd.nk[dir]) > f {
-		nd.final[dir], nd.off[dir], nd.stop[dir] = true, 1, false
-	}
-	if o := 1 - dir; int(nd.nk[o]) > f && nd.off[dir] > dist(x, nd.k[o][f], o, n) {
-		nd.stop[dir] = true
-	}
-	if !nd.stop[dir] {
-		if nd.off[dir] >= n {
-			if !c.NoSOS {
-				g.enterSOS(x, nd)
-				return true
-			}
-			nd.stop[dir], nd.final[dir] = true, true
-		} else {
-			send(s, x, target(x, dir, nd.off[dir], n), dir, nd.k[dir][:nd.nk[dir]])
-			nd.off[dir]++
-			nd.last = s
-		}
-	}
-	if nd.final[0] && nd.final[1] && nd.stop[0] && nd.stop[1] {
-		e := max(nd.tau, nd.last, s-1)
-		nd.state, nd.tau, nd.exit = stDone, e, e
-		return false
-	}
-	return true
 }
