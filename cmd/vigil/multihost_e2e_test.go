@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -207,11 +208,13 @@ func TestMultiHost(t *testing.T) {
 	})
 }
 
-// mhRun is a job for multiHostScenarios: 16 ranks that print the lines
-// of `vigil agent` (launch.Line).
+// mhRun is a job for multiHostScenarios: ranks that print the lines of
+// `vigil agent` (launch.Line: ready, and dead and evicted with their
+// delivered_mono).
 type mhRun struct {
 	argv       []string      // the ranks' command
 	env, extra []string      // added to mpirun's environment and options
+	ppn        int           // ranks per host (0: 4), so 4 × ppn ranks
 	delta      time.Duration // the ranks' δ
 	// published returns the address rank r (process pid, on the host at
 	// hostAddr) published to the others.
@@ -219,17 +222,19 @@ type mhRun struct {
 	addrs     string // what published returns, for the log
 }
 
-// multiHostScenarios runs run.argv as 16 ranks across four simulated
-// hosts, four per host placed round-robin (--map-by node), checks that
-// each published its own host's address, and runs TestMultiHost's four
-// steps (a delay below δ − h, kill -9 of a rank, a host killed, a delay
-// above δ).
+// multiHostScenarios runs run.argv as 4 × run.ppn ranks across four
+// simulated hosts, run.ppn per host placed round-robin (--map-by node),
+// checks that each published its own host's address, and runs
+// TestMultiHost's four steps (a delay of h4's link below δ − h, kill -9 of
+// rank 5 (on h2), h3 killed, a delay of h4's link above δ).
 func multiHostScenarios(t *testing.T, run mhRun) {
 	const (
-		nh, ppn, n         = 4, 4, 16
-		victim             = 5    // one rank, on h2
+		nh                 = 4
+		victim             = 5    // one rank, on h2 (round-robin placement)
 		killHost, slowHost = 2, 3 // host indexes: h3 and h4
 	)
+	ppn := cmp.Or(run.ppn, 4)
+	n := nh * ppn
 	delta := run.delta
 	below, above := 200*time.Millisecond, 3*delta // delays of h4's link
 	hosts := mpitest.NewHosts(t, nh, slowHost)
@@ -244,12 +249,12 @@ func multiHostScenarios(t *testing.T, run mhRun) {
 	})
 	ready := node.Mono()
 	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
-	t.Logf("16 ranks on 4 hosts ready %v after mpirun started", time.Since(start).Round(time.Millisecond))
+	t.Logf("%d ranks on %d hosts ready %v after mpirun started", n, nh, time.Since(start).Round(time.Millisecond))
 
 	// Every rank published its own host's address.
 	onHost := map[int]map[uint32]bool{}
 	var addrs []string
-	for r := uint32(0); r < n; r++ {
+	for r := range uint32(n) {
 		hi := hostOf[int(r)]
 		ap := run.published(t, m, r, pids[int(r)], hosts.Addr(hi))
 		if a := ap.Addr(); a.IsLoopback() || a.IsUnspecified() || a != hosts.Addr(hi) {
@@ -272,7 +277,7 @@ func multiHostScenarios(t *testing.T, run mhRun) {
 	t.Logf("%s by rank: %s", run.addrs, strings.Join(addrs, " "))
 
 	gone, survivors := map[uint32]bool{}, map[uint32]bool{}
-	for r := uint32(0); r < n; r++ {
+	for r := range uint32(n) {
 		survivors[r] = true
 	}
 	// Past the start grace (2 s + δ from each rank's start).
@@ -334,8 +339,8 @@ func multiHostScenarios(t *testing.T, run mhRun) {
 	})
 	time.Sleep(2 * delta)
 	m.check("delay above δ", gone, survivors, exempt)
-	t.Logf("host %s (ranks %v) delayed by %v: first survivor knew of a rank after %v, all %d knew of all after %v; all 4 evicted",
-		hosts.Name(slowHost), keys(onHost[slowHost]), above, first.Round(100*time.Microsecond), len(survivors), last.Round(100*time.Microsecond))
+	t.Logf("host %s (ranks %v) delayed by %v: first survivor knew of a rank after %v, all %d knew of all after %v; all %d evicted",
+		hosts.Name(slowHost), keys(onHost[slowHost]), above, first.Round(100*time.Microsecond), len(survivors), last.Round(100*time.Microsecond), ppn)
 	t.Logf("whole job: %v", time.Since(start).Round(time.Millisecond))
 }
 

@@ -43,11 +43,16 @@
  *                          waits on a failed rank (ring mode: any failed rank
  *                          when the peer is unknown)
  *   VIGIL_PMPI_OUTPUT      text (default): one line per failure on stderr;
- *                          json: JSON lines on stdout, {"ev":"ready"|"dead",...}
+ *                          json: JSON lines on stdout, {"ev":"ready",...} and
+ *                          per event {"ev":"dead"|"evicted","rank":R,"dead":D,
+ *                          "left":..,"detector":X,"mode":..,"detected_unix":U,
+ *                          "delivered_mono":M} (vigil_event's fields; M is
+ *                          this process's CLOCK_MONOTONIC, in ns)
  *   VIGIL_BIND, VIGIL_ADVERTISE, VIGIL_IF_INCLUDE, VIGIL_IF_EXCLUDE
  *                          the detector's listen and published addresses
- *                          (vigil.h); across nodes set VIGIL_IF_INCLUDE or
- *                          VIGIL_ADVERTISE (default: loopback)
+ *                          (vigil.h); default: loopback when every rank
+ *                          runs on this host, else the address of the
+ *                          interface that routes to the other ranks' hosts
  *   VIGIL_LOG              libvigil's log level on stderr
  * An application may define
  *   void vigil_pmpi_failure_hook(const vigil_event *ev);
@@ -133,10 +138,11 @@ static void on_event(const vigil_event *ev, void *user)
 	(void)user;
 	const char *what = ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : ev->kind == VIGIL_EVENT_LEFT ? "left" : "failed";
 	if (json) {
-		printf("{\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,\"mode\":\"%s\"}\n",
+		printf("{\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,\"mode\":\"%s\","
+		       "\"detected_unix\":%lld,\"delivered_mono\":%lld}\n",
 		       ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : "dead", world_rank, ev->rank,
 		       ev->kind == VIGIL_EVENT_LEFT ? "true" : "false", ev->detector,
-		       mode_name());
+		       mode_name(), (long long)ev->detected_unix_ns, (long long)ev->delivered_mono_ns);
 		fflush(stdout);
 	} else {
 		fprintf(stderr, "vigil-pmpi: rank %d: rank %u %s (detected by rank %u)\n", world_rank, ev->rank, what,
