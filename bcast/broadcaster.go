@@ -51,6 +51,19 @@ func (m *Message) Validate(n int) error {
 	if m.D.Has(m.ID.Source) {
 		return bad("D", "holds the source %d, which must be a participant", m.ID.Source)
 	}
+	switch h := &m.Hop; {
+	case h.Phase > PhaseSOS:
+		return bad("Hop.Phase", "unknown phase %d", h.Phase)
+	case len(h.Known) > MaxF+1:
+		return bad("Hop.Known", "%d ranks, at most %d", len(h.Known), MaxF+1)
+	case h.Phase != PhaseFwd && h.Phase != PhaseBwd && len(h.Known) > 0:
+		return bad("Hop.Known", "%d ranks in a %v message", len(h.Known), h.Phase)
+	}
+	for i, r := range m.Hop.Known {
+		if int64(r) >= int64(n) {
+			return bad(fmt.Sprintf("Hop.Known[%d]", i), "rank %d, want < n = %d", r, n)
+		}
+	}
 	return nil
 }
 

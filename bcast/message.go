@@ -54,6 +54,36 @@ type Message struct {
 	// Payload is a Note's content (empty for Failed and Left), at most
 	// MaxPayload bytes.
 	Payload []byte
+	// Hop is what a corrected gossip's sender adds to each copy it sends
+	// (zero for the overlays).
+	Hop Hop
+}
+
+// Phase is the part of a corrected gossip a message belongs to.
+type Phase uint8
+
+const (
+	// PhaseNone marks an overlay's message.
+	PhaseNone Phase = iota
+	// PhaseGossip is the dissemination (random gossip, or the tree).
+	PhaseGossip
+	// PhaseFwd, PhaseBwd and PhaseSOS are the correction's messages
+	// (CorrFwd, CorrBwd, CorrSOS).
+	PhaseFwd
+	PhaseBwd
+	PhaseSOS
+)
+
+// Hop is the per-copy part of a corrected gossip's message.
+type Hop struct {
+	// Phase says which part of the gossip sent it.
+	Phase Phase
+	// Step is the sender's step (in units of o from the broadcast's
+	// start) when it sent: the receiver sets its own step clock by it.
+	Step uint32
+	// Known is, for FCG, the sender's closest known g-nodes on the side
+	// the message comes from, closest first (at most MaxF+1).
+	Known []ranks.Rank
 }
 
 // MaxPayload bounds a Note's Payload.

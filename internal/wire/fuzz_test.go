@@ -90,7 +90,9 @@ func FuzzDecodeMessage(f *testing.F) {
 		Dead: []ranks.Rank{5}, D: ranks.Of(5), Detector: 4}}
 	note := &Bcast{Message: bcast.Message{ID: bcast.ID{Source: 2, Seq: 1}, Kind: bcast.Note,
 		D: ranks.Of(5), Detector: 2, Payload: []byte("R\x01report")}}
-	for _, msg := range []Message{&NewObserver{Observer: 7}, &Leave{Rank: 3, Emitter: 2}, &Evicted{Rank: 5}, m, small, note, &Probe{Round: 3}, &Alive{Round: 1 << 40}} {
+	gossip := &Bcast{Message: bcast.Message{ID: bcast.ID{Source: 1, Seq: 2}, Kind: bcast.Failed,
+		Dead: []ranks.Rank{5}, D: ranks.Of(5), Detector: 1, Hop: bcast.Hop{Phase: bcast.PhaseFwd, Step: 17, Known: []ranks.Rank{3, 9}}}}
+	for _, msg := range []Message{&NewObserver{Observer: 7}, &Leave{Rank: 3, Emitter: 2}, &Evicted{Rank: 5}, m, small, note, gossip, &Probe{Round: 3}, &Alive{Round: 1 << 40}} {
 		f.Add(AppendMessage(nil, msg), 0)
 		f.Add(AppendMessage(nil, msg), 256000)
 	}

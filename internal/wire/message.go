@@ -89,7 +89,10 @@ func (m *Leave) AppendTo(dst []byte) []byte {
 // (8 bytes little-endian, two's complement), the dead count and ranks
 // (uvarints, in the order given), then D's count, first rank and the
 // strictly positive deltas between successive ranks (uvarints); a Note
-// ends with its payload's length (uvarint) and bytes.
+// goes on with its payload's length (uvarint) and bytes. Every broadcast
+// ends with its hop's phase byte (0 for an overlay's message); a corrected
+// gossip's copy goes on with the step, the count and ranks of Known
+// (uvarints).
 func (m *Bcast) AppendTo(dst []byte) []byte {
 	dst = append(dst, byte(TypeBcast))
 	dst = binary.AppendUvarint(dst, uint64(m.ID.Source))
@@ -115,6 +118,14 @@ func (m *Bcast) AppendTo(dst []byte) []byte {
 	if m.Kind == bcast.Note {
 		dst = binary.AppendUvarint(dst, uint64(len(m.Payload)))
 		dst = append(dst, m.Payload...)
+	}
+	dst = append(dst, byte(m.Hop.Phase))
+	if h := &m.Hop; h.Phase != bcast.PhaseNone {
+		dst = binary.AppendUvarint(dst, uint64(h.Step))
+		dst = binary.AppendUvarint(dst, uint64(len(h.Known)))
+		for _, r := range h.Known {
+			dst = binary.AppendUvarint(dst, uint64(r))
+		}
 	}
 	return dst
 }
@@ -331,5 +342,33 @@ func (d *decoder) bcast() *Bcast {
 			m.Payload = append([]byte(nil), p...)
 		}
 	}
+	d.hop(&m.Hop)
 	return m
+}
+
+// hop decodes a corrected gossip's Hop (see Bcast.AppendTo).
+func (d *decoder) hop(h *bcast.Hop) {
+	h.Phase = bcast.Phase(d.byte1("bcast.hop.phase"))
+	if d.err == nil && h.Phase > bcast.PhaseSOS {
+		d.fail(ReasonBadType, "bcast.hop.phase", "unknown phase %d", h.Phase)
+	}
+	if d.err != nil || h.Phase == bcast.PhaseNone {
+		return
+	}
+	step := d.uvarint("bcast.hop.step")
+	if d.err == nil && step > math.MaxUint32 {
+		d.fail(ReasonBadPayload, "bcast.hop.step", "step %d does not fit 32 bits", step)
+	}
+	h.Step = uint32(step)
+	c := d.count("bcast.hop.known")
+	if c > bcast.MaxF+1 {
+		d.fail(ReasonBadPayload, "bcast.hop.known", "%d ranks, at most %d", c, bcast.MaxF+1)
+	}
+	if d.err != nil || c == 0 {
+		return
+	}
+	h.Known = make([]ranks.Rank, c)
+	for i := range h.Known {
+		h.Known[i] = d.rank("bcast.hop.known")
+	}
 }

@@ -41,6 +41,15 @@ func randBcast(rng *rand.Rand, n int) *Bcast {
 	for range rng.IntN(40) {
 		m.D.Add(randRank(rng, n))
 	}
+	if rng.IntN(3) == 0 { // a corrected gossip's copy
+		m.Hop.Phase = bcast.Phase(1 + rng.IntN(int(bcast.PhaseSOS)))
+		m.Hop.Step = rng.Uint32() >> rng.IntN(32)
+		if m.Hop.Phase == bcast.PhaseFwd || m.Hop.Phase == bcast.PhaseBwd {
+			for range rng.IntN(bcast.MaxF + 2) {
+				m.Hop.Known = append(m.Hop.Known, randRank(rng, n))
+			}
+		}
+	}
 	return m
 }
 
@@ -111,8 +120,9 @@ func TestDecodeMessageErrors(t *testing.T) {
 	valid.D = ranks.Of(4, 6)
 	vb := AppendMessage(nil, valid)
 	// Offsets in vb: type, source, seq, kind(3), detector, at(5..12),
-	// dead count(13), dead(14), d count(15), d0(16), delta(17).
-	if len(vb) != 18 {
+	// dead count(13), dead(14), d count(15), d0(16), delta(17), hop
+	// phase(18).
+	if len(vb) != 19 {
 		t.Fatalf("layout changed: %d bytes", len(vb))
 	}
 	mod := func(i int, v byte) []byte { b := bytes.Clone(vb); b[i] = v; return b }
@@ -142,8 +152,13 @@ func TestDecodeMessageErrors(t *testing.T) {
 		{"d unsorted (zero delta)", mod(17, 0), 0, "bcast.d"},
 		{"truncated detected_at", vb[:9], 0, "bcast.detected_at"},
 		{"trailing", append(bytes.Clone(vb), 0), 0, "message"},
-		{"note without payload length", mod(3, byte(bcast.Note)), 0, "bcast.payload"},
-		{"note payload count too big", append(mod(3, byte(bcast.Note)), 5, 1), 0, "bcast.payload"},
+		{"hop phase missing", vb[:len(vb)-1], 0, "bcast.hop.phase"},
+		{"hop phase unknown", append(bytes.Clone(vb[:len(vb)-1]), 9, 0, 0), 0, "bcast.hop.phase"},
+		{"hop truncated step", append(bytes.Clone(vb[:len(vb)-1]), byte(bcast.PhaseFwd)), 0, "bcast.hop.step"},
+		{"hop too many known", append(bytes.Clone(vb[:len(vb)-1]), byte(bcast.PhaseFwd), 1, 5, 1, 2, 3, 4, 5), 0, "bcast.hop.known"},
+		{"hop known rank out of range", append(bytes.Clone(vb[:len(vb)-1]), byte(bcast.PhaseFwd), 1, 1, 9), 8, "bcast.hop.known"},
+		{"note without payload length", mod(3, byte(bcast.Note))[:18], 0, "bcast.payload"},
+		{"note payload count too big", append(mod(3, byte(bcast.Note))[:18], 5, 1), 0, "bcast.payload"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
