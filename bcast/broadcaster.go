@@ -8,8 +8,14 @@ import (
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
-// ErrInvalid is wrapped by every error of Message.Validate.
+// ErrInvalid is wrapped by every error of Message.Validate and of the
+// Propagators' Step.
 var ErrInvalid = errors.New("bcast: invalid message")
+
+// errorf returns an error wrapping ErrInvalid that names field.
+func errorf(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+}
 
 // Validate checks m against a job of n ranks and returns an error wrapping
 // ErrInvalid and naming the first bad field: Kind, ID.Source, ID.Seq,

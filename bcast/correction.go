@@ -147,6 +147,15 @@ func (nd *CorrNode) Reached(tau int32) { nd.State, nd.Tau = StateG, tau }
 // BeginCorrection prepares a g-node for the correction phase.
 func (nd *CorrNode) BeginCorrection() { nd.off = [2]int32{1, 1} }
 
+// WaitUntil returns the step at which an FCG c-node waiting for f+1
+// g-nodes gives up (SOS), 0 for a node in any other state.
+func (nd *CorrNode) WaitUntil() int32 {
+	if nd.State != StateC {
+		return 0
+	}
+	return nd.dl
+}
+
 // Settled reports whether a message of kind k can no longer change nd: an
 // FCG g-node whose final round in that direction has started.
 func (nd *CorrNode) Settled(k CorrKind) bool { return k <= CorrBwd && nd.final[k] }

@@ -20,6 +20,18 @@
 // Both tolerate up to k−1 participants (other than the source) failing during
 // a broadcast: every alive participant still receives it exactly once.
 //
+// Seed 002's corrected gossips are Gossip, a Propagator like the
+// Broadcaster but timed (Tick, Next): a random gossip (or, with
+// GossipConfig.Tree, the greedy LogP tree of GreedyTree: the corrected
+// tree) until step T, then the ring correction of OCG, CCG or FCG
+// (CorrNode, the algorithms' per-node state machine, which the simulator
+// drives too). T and OCG's C come from the paper's equations (3)–(5)
+// (GossipModel). Message.Hop carries what each copy adds: its phase, its
+// sender's step and FCG's known g-nodes.
+//
+// Propagator is what a driver (detector.Core) holds: Begin, Step, Tick,
+// Next.
+//
 // The cores never read a clock, never block and never touch a socket; the
 // node runtime, the simulator and the tests drive them.
 package bcast

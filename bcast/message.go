@@ -88,3 +88,19 @@ type Hop struct {
 
 // MaxPayload bounds a Note's Payload.
 const MaxPayload = 1 << 16
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseNone:
+		return "none"
+	case PhaseGossip:
+		return "gossip"
+	case PhaseFwd:
+		return "forward"
+	case PhaseBwd:
+		return "backward"
+	case PhaseSOS:
+		return "sos"
+	}
+	return "unknown"
+}

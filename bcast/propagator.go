@@ -1,0 +1,72 @@
+package bcast
+
+import "github.com/vigil-hpc/vigil/ranks"
+
+// Send is one message for each rank of To.
+type Send struct {
+	To  []ranks.Rank
+	Msg Message
+}
+
+// Out is what a Propagator asks its driver to do: deliver broadcasts here
+// (each at most once) and send messages, in order.
+type Out struct {
+	Deliver []Message
+	Sends   []Send
+}
+
+// Propagator is one rank's broadcast state machine: forward-once flooding
+// over an Overlay (Broadcaster) or a corrected gossip (Gossip). Like the
+// overlays it is pure: time comes in from the driver (monotonic
+// nanoseconds), and it is not safe for concurrent use.
+type Propagator interface {
+	// Name is the algorithm's short name ("hba", "fcg", "ctree", ...).
+	Name() string
+	// Begin starts a broadcast from this rank announcing dead (none for a
+	// Note) among the participants {0..n-1} \ D: the message (for the
+	// caller to deliver here) and what to send now.
+	Begin(now int64, kind Kind, dead []ranks.Rank, D ranks.Set, detectedAt int64) (Message, []Send)
+	// Step handles m, received from rank from. localDead (may be nil)
+	// holds ranks known dead here: nothing is sent to them.
+	Step(now int64, from ranks.Rank, m Message, localDead *ranks.Set) (Out, error)
+	// Tick does the timed work due by now; nothing is sent to the ranks
+	// of localDead (may be nil).
+	Tick(now int64, localDead *ranks.Set) Out
+	// Next returns when Tick next has work to do, 0 for never.
+	Next() int64
+}
+
+// Name returns the overlay's name.
+func (b *Broadcaster) Name() string { return b.o.Name() }
+
+// Begin is Start as a Propagator.
+func (b *Broadcaster) Begin(_ int64, kind Kind, dead []ranks.Rank, D ranks.Set, detectedAt int64) (Message, []Send) {
+	m, to := b.Start(kind, dead, D, detectedAt)
+	if len(to) == 0 {
+		return m, nil
+	}
+	return m, []Send{{To: to, Msg: m}}
+}
+
+// Step is Receive as a Propagator: a first reception is delivered and
+// forwarded.
+func (b *Broadcaster) Step(_ int64, _ ranks.Rank, m Message, localDead *ranks.Set) (Out, error) {
+	if m.Hop.Phase != PhaseNone {
+		return Out{}, errorf("Hop.Phase", "a %v gossip message to an overlay (%s) broadcaster", m.Hop.Phase, b.o.Name())
+	}
+	first, fwd, err := b.Receive(m, localDead)
+	if err != nil || !first {
+		return Out{}, err
+	}
+	out := Out{Deliver: []Message{m}}
+	if len(fwd) > 0 {
+		out.Sends = []Send{{To: fwd, Msg: m}}
+	}
+	return out, nil
+}
+
+// Tick has nothing to do: flooding is not timed.
+func (b *Broadcaster) Tick(int64, *ranks.Set) Out { return Out{} }
+
+// Next is always 0.
+func (b *Broadcaster) Next() int64 { return 0 }
