@@ -39,6 +39,10 @@ type Config struct {
 	ProbeAfter int64
 	// Overlay is the broadcast overlay (default bcast.HBA).
 	Overlay bcast.Overlay
+	// Gossip, if set, propagates with a corrected gossip or the corrected
+	// tree (bcast.Gossip) instead of Overlay: the driver must then call
+	// Tick by PropagationDue.
+	Gossip *bcast.GossipConfig
 	// Words, if set, are the heartbeat words: a rank held dead whose word
 	// grows is a zombie, told it is evicted (nil: no zombie check).
 	Words Words
@@ -59,7 +63,7 @@ type Config struct {
 type Core struct {
 	cfg     Config
 	ring    *hb.Ring
-	bc      *bcast.Broadcaster
+	prop    bcast.Propagator
 	known   map[ranks.Rank]Event // every rank delivered gone
 	zombies *hb.Zombies
 	repair  repairState
@@ -86,10 +90,18 @@ func NewCore(cfg Config) (*Core, error) {
 	if len(cfg.AgreeOps) > 255-int(OpCustom) {
 		return nil, fmt.Errorf("detector: %d agreement operations, at most %d", len(cfg.AgreeOps), 255-int(OpCustom))
 	}
+	var prop bcast.Propagator = bcast.NewBroadcaster(cfg.Self, cfg.Size, cfg.Overlay)
+	if cfg.Gossip != nil {
+		g, err := bcast.NewGossip(cfg.Self, cfg.Size, *cfg.Gossip)
+		if err != nil {
+			return nil, fmt.Errorf("detector: %w", err)
+		}
+		prop = g
+	}
 	return &Core{
 		cfg:     cfg,
 		ring:    ring,
-		bc:      bcast.NewBroadcaster(cfg.Self, cfg.Size, cfg.Overlay),
+		prop:    prop,
 		known:   map[ranks.Rank]Event{},
 		zombies: hb.NewZombies(),
 		agree:   newAgreeState(&cfg),
@@ -160,7 +172,17 @@ func (c *Core) Ring() *hb.Ring { return c.ring }
 // Busy reports whether Tick has work to do: zombies to watch, agreements
 // to nudge or dead-list questions waiting (repair.go). A driver may skip Tick while it is false.
 func (c *Core) Busy() bool {
-	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0)
+	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0 ||
+		c.prop.Next() != 0)
+}
+
+// PropagationDue returns when a timed propagation (Config.Gossip) next
+// needs a Tick, 0 for never.
+func (c *Core) PropagationDue() int64 {
+	if c.evicted {
+		return 0
+	}
+	return c.prop.Next()
 }
 
 // Observe hands the ring what the heartbeat thread's checks saw of the
@@ -191,6 +213,9 @@ func (c *Core) Tick(now Time) {
 	c.checkZombies(now.Mono)
 	c.agreeTick(now.Mono)
 	c.repairDue(now.Mono)
+	if c.prop.Next() != 0 {
+		c.propagated(now, c.cfg.Self, c.prop.Tick(now.Mono, c.ring.Dead()))
+	}
 }
 
 // Step handles message m from rank from.
@@ -235,28 +260,12 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 		}
 		c.apply(now, out)
 	case *wire.Bcast: // task T5
-		first, fwd, err := c.bc.Receive(m.Message, c.ring.Dead())
+		out, err := c.prop.Step(now.Mono, from, m.Message, c.ring.Dead())
 		if err != nil {
 			c.bad("dropping invalid broadcast", "from", from, "err", err)
 			return
 		}
-		if !first {
-			return
-		}
-		if m.Kind == bcast.Note {
-			c.rd.Notes = append(c.rd.Notes, Note{Source: m.ID.Source, At: m.DetectedAt, Payload: m.Payload})
-			c.stats.BcastsForwarded += uint64(len(fwd))
-			c.send(fwd, m)
-			return
-		}
-		fresh, observerChanged := c.ring.Learn(m.Dead)
-		if observerChanged {
-			c.retarget()
-		}
-		c.deliver(m.Message, fresh)
-		c.stats.BcastsForwarded += uint64(len(fwd))
-		c.send(fwd, m)
-		c.repairBcast(now.Mono, from, &m.Message) // repair.go
+		c.propagated(now, from, out)
 	case *wire.Agree:
 		c.agreeStep(from, m) // agree.go
 	case *wire.Sync:
@@ -279,11 +288,9 @@ func (c *Core) Publish(now Time, payload []byte) bool {
 	if c.evicted || c.ring.Alone() || len(payload) > bcast.MaxPayload {
 		return false
 	}
-	msg, to := c.bc.Start(bcast.Note, nil, *c.ring.Dead(), now.Wall)
-	msg.Payload = append([]byte(nil), payload...)
 	c.stats.BcastsStarted++
 	c.stats.NotesPublished++
-	c.send(to, &wire.Bcast{Message: msg})
+	c.begin(now, bcast.Note, nil, *c.ring.Dead(), append([]byte(nil), payload...))
 	return true
 }
 
@@ -321,11 +328,49 @@ func (c *Core) apply(now Time, out hb.Output) {
 			kind = bcast.Left
 		}
 		dead := append([]ranks.Rank{d.Dead}, d.More...)
-		msg, to := c.bc.Start(kind, dead, d.D, now.Wall)
 		c.stats.BcastsStarted++
 		c.log(slog.LevelInfo, "detected", "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
+		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(msg, dead)
-		c.send(to, &wire.Bcast{Message: msg})
+	}
+}
+
+// begin starts a broadcast from this rank (seed 000's BCASTMSG) and sends
+// its first messages.
+func (c *Core) begin(now Time, kind bcast.Kind, dead []ranks.Rank, D ranks.Set, payload []byte) bcast.Message {
+	msg, sends := c.prop.Begin(now.Mono, bcast.Message{Kind: kind, Dead: dead, D: D, DetectedAt: now.Wall, Payload: payload})
+	for _, s := range sends {
+		c.send(s.To, &wire.Bcast{Message: s.Msg})
+	}
+	return msg
+}
+
+// propagated carries out a Propagator's Out (task T5): deliver each
+// broadcast (a Note to the driver; a failure to the ring, the known ranks
+// and the agreements), send the copies, then ask the dead-list repair's
+// questions. from is the rank whose message caused it (this rank for a
+// Tick).
+func (c *Core) propagated(now Time, from ranks.Rank, out bcast.Out) {
+	for i := range out.Deliver {
+		m := &out.Deliver[i]
+		if m.Kind == bcast.Note {
+			c.rd.Notes = append(c.rd.Notes, Note{Source: m.ID.Source, At: m.DetectedAt, Payload: m.Payload})
+			continue
+		}
+		fresh, observerChanged := c.ring.Learn(m.Dead)
+		if observerChanged {
+			c.retarget()
+		}
+		c.deliver(*m, fresh)
+	}
+	for _, s := range out.Sends {
+		c.stats.BcastsForwarded += uint64(len(s.To))
+		c.send(s.To, &wire.Bcast{Message: s.Msg})
+	}
+	for i := range out.Deliver {
+		if m := &out.Deliver[i]; m.Kind != bcast.Note {
+			c.repairBcast(now.Mono, from, m) // repair.go
+		}
 	}
 }
 

@@ -123,7 +123,8 @@ func (c *cluster) deliverSome(k int) {
 	}
 }
 
-// run advances time by d, one heartbeat period at a time.
+// run advances time by d, one heartbeat period at a time; a timed
+// propagation's steps due in a period are taken at its end.
 func (c *cluster) run(d int64) {
 	for end := c.now + d; c.now < end; {
 		c.now += h
@@ -139,7 +140,7 @@ func (c *cluster) run(d int64) {
 			}
 			core.Check(c.time(), c.words[r].Load(core.Emitter()))
 			c.flush(ranks.Rank(r))
-			if c.now%delta == 0 {
+			if due := core.PropagationDue(); c.now%delta == 0 || due != 0 && due <= c.now {
 				core.Tick(c.time())
 				c.flush(ranks.Rank(r))
 			}

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
@@ -36,9 +37,14 @@ type Config struct {
 	// take after Start (default 2 s + δ), to let every rank come up.
 	StartGrace time.Duration
 
-	// Broadcast names the propagation overlay: "hba" (default, the double
-	// hypercube of seed 000) or "bmg" (the binomial graph of seed 003).
+	// Broadcast names the propagation: an overlay, "hba" (default, the
+	// double hypercube of seed 000) or "bmg" (the binomial graph of seed
+	// 003), or a corrected gossip of seed 002, "ocg", "ccg" or "fcg", or
+	// "ctree", the corrected tree (the greedy LogP tree, then FCG's
+	// correction). See Broadcasts.
 	Broadcast string
+	// Gossip tunes the corrected gossips; zero fields take defaults.
+	Gossip GossipConfig
 
 	// MendProbe is the block-mending window (hb.RingConfig.Probe): an
 	// observer that finds its emitter dead probes this many predecessors
@@ -147,6 +153,12 @@ func (c Config) withDefaults() Config {
 	if c.Broadcast == "" {
 		c.Broadcast = "hba"
 	}
+	if c.Gossip.Step == 0 {
+		c.Gossip.Step = DefaultGossipStep
+	}
+	if c.Gossip.Latency == 0 {
+		c.Gossip.Latency = DefaultGossipLatency
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -187,7 +199,7 @@ func (c Config) Validate() error {
 	case c.PinEmitter && c.EmitterCPU < 0:
 		return fmt.Errorf("node: Config.EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
 	}
-	if _, err := Overlay(c.Broadcast); err != nil {
+	if _, _, err := c.propagation(); err != nil {
 		return err
 	}
 	if _, heap := c.AgreeTree.(*era.HeapTree); c.AgreeRebalance && c.AgreeTree != nil && !heap {
@@ -204,13 +216,60 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Overlay returns the broadcast overlay named name ("hba" or "bmg").
-func Overlay(name string) (bcast.Overlay, error) {
-	switch name {
+// Broadcasts lists the names Config.Broadcast accepts.
+var Broadcasts = []string{"hba", "bmg", "ocg", "ccg", "fcg", "ctree"}
+
+// Defaults of GossipConfig.
+const (
+	DefaultGossipStep    = 100 * time.Microsecond
+	DefaultGossipLatency = 500 * time.Microsecond
+)
+
+// GossipConfig tunes the corrected gossips (bcast.GossipConfig).
+type GossipConfig struct {
+	// Step is o, one step of the gossip: a rank sends at most one
+	// dissemination and one correction message per step (default
+	// DefaultGossipStep).
+	Step time.Duration
+	// Latency is L, the expected one-way message latency (default
+	// DefaultGossipLatency): a message is taken to arrive ⌈L/o⌉ + 1 steps
+	// after it was sent, and the correction starts that long after the
+	// dissemination's end.
+	Latency time.Duration
+	// T ends the dissemination (0: seed 002's equations (3)–(5) for the
+	// job's size, or the tree's span for ctree).
+	T int
+	// C is OCG's number of correction messages per g-node (0: equation
+	// (3)'s).
+	C int
+	// F is the number of failures FCG and ctree tolerate during the
+	// correction, 1 to 3 (0: 1).
+	F int
+}
+
+// propagation returns the overlay, or the corrected gossip, that
+// c.Broadcast names.
+func (c *Config) propagation() (bcast.Overlay, *bcast.GossipConfig, error) {
+	g := &bcast.GossipConfig{Step: int64(c.Gossip.Step), Latency: int64(c.Gossip.Latency), T: c.Gossip.T, C: c.Gossip.C, F: c.Gossip.F,
+		Seed: uint64(time.Now().UnixNano())}
+	switch c.Broadcast {
 	case "hba":
-		return bcast.HBA{}, nil
+		return bcast.HBA{}, nil, nil
 	case "bmg":
-		return bcast.BMG{}, nil
+		return bcast.BMG{}, nil, nil
+	case "ocg":
+		g.Alg = bcast.OCG
+	case "ccg":
+		g.Alg = bcast.CCG
+	case "fcg":
+		g.Alg = bcast.FCG
+	case "ctree":
+		g.Alg, g.Tree = bcast.FCG, true
+	default:
+		return nil, nil, fmt.Errorf("node: Config.Broadcast = %q, want one of %s", c.Broadcast, strings.Join(Broadcasts, ", "))
 	}
-	return nil, fmt.Errorf("node: Config.Broadcast = %q, want \"hba\" or \"bmg\"", name)
+	if err := g.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("node: Config.Gossip: %w", err)
+	}
+	return nil, g, nil
 }

@@ -116,7 +116,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	overlay, _ := Overlay(cfg.Broadcast)
+	overlay, gossip, _ := cfg.propagation()
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger.With("rank", cfg.Rank),
@@ -135,7 +135,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	var err error
 	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
-		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Words: n.slots, Probe: max(cfg.MendProbe, 0), ProbeAfter: int64(max(cfg.MendEarly, 0)),
+		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Gossip: gossip, Words: n.slots, Probe: max(cfg.MendProbe, 0), ProbeAfter: int64(max(cfg.MendEarly, 0)),
 		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
 		AgreeResend: int64(cfg.AgreeResend)})
 	if err != nil {
@@ -234,8 +234,11 @@ func (n *Node) loop() {
 		wake := time.Hour // evicted: nothing to look at any more
 		if !n.core.Evicted() {
 			t := detector.Time{Mono: now, Wall: time.Now().UnixNano()}
-			if now >= nextHouse-house/2 { // due, or half due: share this wake-up
+			due := n.core.PropagationDue() // a corrected gossip's next step
+			if now >= nextHouse-house/2 {  // due, or half due: share this wake-up
 				nextHouse = now + house
+				n.core.Tick(t)
+			} else if due != 0 && now >= due {
 				n.core.Tick(t)
 			}
 			if n.core.Probing() {
@@ -246,6 +249,9 @@ func (n *Node) loop() {
 			at := n.observeAt(now)
 			if n.core.Busy() {
 				at = min(at, nextHouse)
+			}
+			if due := n.core.PropagationDue(); due != 0 {
+				at = min(at, max(due, now))
 			}
 			wake = time.Duration(at - now)
 		}

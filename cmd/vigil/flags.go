@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/node"
@@ -15,6 +17,7 @@ type detectorFlags struct {
 	h, delta, check, grace time.Duration
 	mendEarly              time.Duration
 	broadcast, transport   string
+	gossip                 node.GossipConfig
 	heartbeat              string
 	pin, mendProbe         int
 	realtime               bool
@@ -27,7 +30,12 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	durationVar(fs, &d.delta, "delta", delta, "suspicion time-out δ (must exceed h)")
 	durationVar(fs, &d.check, "check", 0, "observer check period, run on the heartbeat thread (default max(δ/8, h))")
 	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
-	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation overlay: hba (double hypercube, seed 000) or bmg (binomial graph, seed 003)")
+	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation: hba (double hypercube, seed 000), bmg (binomial graph, seed 003), or a corrected gossip of seed 002: ocg, ccg, fcg, or ctree (greedy LogP tree + FCG's correction); see -gossip-*")
+	durationVar(fs, &d.gossip.Step, "gossip-step", node.DefaultGossipStep, "corrected gossips: o, one step (a rank sends at most one gossip and one correction message per step)")
+	durationVar(fs, &d.gossip.Latency, "gossip-latency", node.DefaultGossipLatency, "corrected gossips: L, the expected one-way message latency (a message counts as arriving ⌈L/o⌉+1 steps after it was sent)")
+	fs.IntVar(&d.gossip.T, "gossip-t", 0, "corrected gossips: the gossip (or tree) phase ends at step T (0: seed 002's equations (3)-(5), or the tree's span)")
+	fs.IntVar(&d.gossip.C, "gossip-c", 0, "ocg: correction messages per gossip-reached rank (0: seed 002's equation (3))")
+	fs.IntVar(&d.gossip.F, "gossip-f", 1, "fcg, ctree: failures tolerated during the correction, 1 to 3")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
 	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
@@ -45,6 +53,8 @@ func (d *detectorFlags) args() []string {
 		"-transport", d.transport, "-heartbeat", d.heartbeat, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(), "-mend-probe", strconv.Itoa(d.mendProbe),
 		"-mend-early", d.mendEarly.String(),
+		"-gossip-step", d.gossip.Step.String(), "-gossip-latency", d.gossip.Latency.String(),
+		"-gossip-t", strconv.Itoa(d.gossip.T), "-gossip-c", strconv.Itoa(d.gossip.C), "-gossip-f", strconv.Itoa(d.gossip.F),
 	}
 	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
 	if d.verbose {
@@ -60,6 +70,7 @@ func (d *detectorFlags) config() node.Config {
 		CheckPeriod:     d.check,
 		StartGrace:      d.grace,
 		Broadcast:       d.broadcast,
+		Gossip:          d.gossip,
 		MendProbe:       d.mendProbe,
 		MendEarly:       d.mendEarly,
 		RealTime:        d.realtime,
@@ -101,6 +112,18 @@ func (d *detectorFlags) validate(size int) error {
 		return fmt.Errorf("-pin %d: this machine has CPUs 0–%d (-1: not pinned)", d.pin, runtime.NumCPU()-1)
 	case d.pin < -1:
 		return fmt.Errorf("-pin %d: want a CPU number, or -1 for not pinned", d.pin)
+	case !slices.Contains(node.Broadcasts, d.broadcast):
+		return fmt.Errorf("-broadcast %q: want one of %s", d.broadcast, strings.Join(node.Broadcasts, ", "))
+	case d.gossip.Step <= 0:
+		return fmt.Errorf("-gossip-step %v: want > 0, such as 100µs", d.gossip.Step)
+	case d.gossip.Latency < 0:
+		return fmt.Errorf("-gossip-latency %v: want ≥ 0", d.gossip.Latency)
+	case d.gossip.T < 0:
+		return fmt.Errorf("-gossip-t %d: want ≥ 0 (0: planned)", d.gossip.T)
+	case d.gossip.C < 0:
+		return fmt.Errorf("-gossip-c %d: want ≥ 0 (0: planned)", d.gossip.C)
+	case d.gossip.F < 1 || d.gossip.F > 3:
+		return fmt.Errorf("-gossip-f %d: want 1 to 3", d.gossip.F)
 	}
 	c := d.config()
 	c.Size = size
