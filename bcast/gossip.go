@@ -247,12 +247,12 @@ func (g *Gossip) markSeen(id ID) bool {
 	return s.mark(id.Seq)
 }
 
-// Begin starts a broadcast from self: self is the root, label 0, a g-node
-// reached in step 0, which the caller delivers at once.
-func (g *Gossip) Begin(now int64, kind Kind, dead []ranks.Rank, D ranks.Set, detectedAt int64) (Message, []Send) {
+// Begin starts broadcasting msg from self: self is the root, label 0, a
+// g-node reached in step 0, which the caller delivers at once.
+func (g *Gossip) Begin(now int64, msg Message) (Message, []Send) {
 	g.seq++
-	m := Message{ID: ID{Source: g.self, Seq: g.seq}, Kind: kind, Dead: append([]ranks.Rank(nil), dead...),
-		D: D.Clone(), Detector: g.self, DetectedAt: detectedAt}
+	m := Message{ID: ID{Source: g.self, Seq: g.seq}, Kind: msg.Kind, Dead: append([]ranks.Rank(nil), msg.Dead...),
+		D: msg.D.Clone(), Detector: g.self, DetectedAt: msg.DetectedAt, Payload: msg.Payload}
 	g.markSeen(m.ID)
 	b := g.newState(m, now, 0)
 	if b == nil {

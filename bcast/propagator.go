@@ -22,10 +22,11 @@ type Out struct {
 type Propagator interface {
 	// Name is the algorithm's short name ("hba", "fcg", "ctree", ...).
 	Name() string
-	// Begin starts a broadcast from this rank announcing dead (none for a
-	// Note) among the participants {0..n-1} \ D: the message (for the
-	// caller to deliver here) and what to send now.
-	Begin(now int64, kind Kind, dead []ranks.Rank, D ranks.Set, detectedAt int64) (Message, []Send)
+	// Begin starts broadcasting m (its Kind, Dead, D, DetectedAt and
+	// Payload; the participants are {0..n-1} \ D) from this rank: it
+	// stamps m's ID and Detector (this rank), and returns m, for the
+	// caller to deliver here, and what to send now.
+	Begin(now int64, m Message) (Message, []Send)
 	// Step handles m, received from rank from. localDead (may be nil)
 	// holds ranks known dead here: nothing is sent to them.
 	Step(now int64, from ranks.Rank, m Message, localDead *ranks.Set) (Out, error)
@@ -40,8 +41,9 @@ type Propagator interface {
 func (b *Broadcaster) Name() string { return b.o.Name() }
 
 // Begin is Start as a Propagator.
-func (b *Broadcaster) Begin(_ int64, kind Kind, dead []ranks.Rank, D ranks.Set, detectedAt int64) (Message, []Send) {
-	m, to := b.Start(kind, dead, D, detectedAt)
+func (b *Broadcaster) Begin(_ int64, msg Message) (Message, []Send) {
+	m, to := b.Start(msg.Kind, msg.Dead, msg.D, msg.DetectedAt)
+	m.Payload = msg.Payload
 	if len(to) == 0 {
 		return m, nil
 	}

@@ -101,7 +101,7 @@ func RunCoreGossip(r CoreGossipRun) (CoreGossipResult, error) {
 		}
 	}
 	o := r.Cfg.Step
-	_, sends := nodes[r.Source].Begin(0, bcast.Note, nil, r.D, 0)
+	_, sends := nodes[r.Source].Begin(0, bcast.Message{Kind: bcast.Note, D: r.D})
 	delivered(r.Source, 0, []bcast.Message{{}})
 	queue(0, r.Source, sends)
 	active := map[ranks.Rank]bool{r.Source: true} // ranks holding broadcasts
