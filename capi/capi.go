@@ -10,6 +10,10 @@ package main
 // The size of vigil_config before its address fields: callers built with
 // that header pass it as struct_size.
 static size_t vg_config_size_v1(void) { return offsetof(vigil_config, advertise_addr); }
+// Its size before the gossip fields (with the address fields). The gossip
+// fields put their ints before their int64_ts so that the struct has no
+// tail padding: a field added later starts at the sizeof of this version.
+static size_t vg_config_size_v2(void) { return offsetof(vigil_config, gossip_t); }
 */
 import "C"
 
@@ -187,7 +191,9 @@ func envSettings(inst *instance) error {
 	default:
 		return fmt.Errorf("VIGIL_MODE=%q: want ring or sporadic", v)
 	}
-	inst.cfg.Broadcast = os.Getenv("VIGIL_BROADCAST")
+	if err := envPropagation(&inst.cfg); err != nil {
+		return err
+	}
 	var err error
 	if inst.addr, err = netaddr.FromEnv(); err != nil {
 		return err
@@ -349,7 +355,7 @@ func vigil_init(c *C.vigil_config) C.int {
 		inst.listen = C.GoString(c.listen_addr)
 		inst.addr.Bind, inst.addr.Names.Bind = inst.listen, "vigil_config.listen_addr"
 	}
-	if c.struct_size >= C.sizeof_vigil_config { // the address fields exist
+	if c.struct_size >= C.vg_config_size_v2() { // the address fields exist
 		set := func(p *C.char, v, name *string, field string) {
 			if p != nil {
 				*v, *name = C.GoString(p), "vigil_config."+field
@@ -388,6 +394,13 @@ func vigil_init(c *C.vigil_config) C.int {
 	}
 	if c.broadcast != nil {
 		inst.cfg.Broadcast = C.GoString(c.broadcast)
+	}
+	if c.struct_size >= C.sizeof_vigil_config { // the gossip fields exist
+		inst.cfg.Gossip = node.GossipConfig{Step: time.Duration(c.gossip_step_ns), Latency: time.Duration(c.gossip_latency_ns),
+			T: int(c.gossip_t), C: int(c.gossip_c), F: int(c.gossip_f)}
+	}
+	if err := checkPropagation(inst.cfg, configNames); err != nil {
+		return fail(eInvalid, err)
 	}
 	if c.pin_cpu >= 0 {
 		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, int(c.pin_cpu)

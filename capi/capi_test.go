@@ -84,9 +84,15 @@ func lib(t *testing.T, tags string) string {
 // library, or the archive if static) and returns the executable's path.
 func compileC(t *testing.T, libDir, src string, static bool) string {
 	t.Helper()
+	return compileCFile(t, libDir, filepath.Join("../csrc", src), static)
+}
+
+// compileCFile is compileC of the C file at path (relative to capi/).
+func compileCFile(t *testing.T, libDir, path string, static bool) string {
+	t.Helper()
 	gcc := needGCC(t)
-	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
-	args := []string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I../csrc", "-o", out, filepath.Join("../csrc", src)}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(path), ".c"))
+	args := []string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I../csrc", "-o", out, path}
 	if static {
 		args = append(args, filepath.Join(libDir, "libvigil.a"), "-lpthread")
 		if pc, err := exec.Command("pkg-config", "--libs", "pmix").Output(); err == nil && strings.Contains(libDir, "pmix") {
@@ -134,12 +140,15 @@ type procs struct {
 	wg    sync.WaitGroup
 }
 
-func startExplicit(t *testing.T, bin, mode string, n int, hMs, deltaMs int) *procs {
+// startExplicit runs n ranks of explicit.c in mode, each given opts (its
+// options, such as -b ctree) before the mode.
+func startExplicit(t *testing.T, bin, mode string, n int, hMs, deltaMs int, opts ...string) *procs {
 	addrs := testnet.FreeAddrs(t, n)
 	p := &procs{t: t, lines: make(chan cLine, 1024)}
 	for r := 0; r < n; r++ {
-		args := append([]string{mode, fmt.Sprint(r), fmt.Sprint(hMs), fmt.Sprint(deltaMs),
-			"c0ffee", "00112233445566778899aabbccddeeff"}, addrs...)
+		args := append(slices.Clone(opts), mode, fmt.Sprint(r), fmt.Sprint(hMs), fmt.Sprint(deltaMs),
+			"c0ffee", "00112233445566778899aabbccddeeff")
+		args = append(args, addrs...)
 		cmd := exec.Command(bin, args...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()

@@ -192,3 +192,40 @@ func TestPMPIAbortPolicy(t *testing.T) {
 		t.Errorf("no survivor said it aborted:\n%s", j.Stderr())
 	}
 }
+
+// TestPMPIRingCorrectedTree: the ring detector preloaded with
+// VIGIL_BROADCAST=ctree and VIGIL_GOSSIP_F=2 (the PMPI library's
+// environment reaches vigil_config): every survivor reports the victim.
+func TestPMPIRingCorrectedTree(t *testing.T) {
+	pmpiKill(t, "ring", false, "VIGIL_BROADCAST=ctree", "VIGIL_GOSSIP_F=2")
+}
+
+// TestPMPIBadPropagation: an unknown VIGIL_BROADCAST, or a VIGIL_GOSSIP_F
+// out of range, makes every rank's vigil_init fail with a message naming
+// the field and its variable; the program still runs to its end, without
+// failure detection.
+func TestPMPIBadPropagation(t *testing.T) {
+	shim, prog := pmpiBuild(t, lib(t, ""), false)
+	for _, c := range []struct{ env, want string }{
+		{"VIGIL_BROADCAST=flood", `vigil_config.broadcast = "flood"`},
+		{"VIGIL_GOSSIP_F=4", "vigil_config.gossip_f = 4, want 1 to 3"},
+	} {
+		const n = 2
+		extra := []string{"-x", "LD_PRELOAD=" + shim, "-x", "VIGIL_PMPI_OUTPUT=json", "-x", c.env}
+		j := mpitest.Start(t, n, nil, extra, prog, "50")
+		done := false
+		for l := range j.Lines() {
+			switch p := decodePMPI(t, l); p.Ev {
+			case "ready", "dead", "evicted":
+				t.Errorf("%s: %+v", c.env, p)
+			case "done":
+				done = p.Iterations == 50
+			}
+		}
+		stderr := j.Stderr()
+		if !done || !j.Cmd.ProcessState.Success() || strings.Count(stderr, c.want) != n ||
+			!strings.Contains(stderr, "(set from VIGIL_BROADCAST and VIGIL_GOSSIP_*); running without failure detection") {
+			t.Errorf("%s: done=%v, mpirun %v; want %d ranks to say %q:\n%s", c.env, done, j.Cmd.ProcessState, n, c.want, stderr)
+		}
+	}
+}

@@ -134,7 +134,14 @@ typedef struct vigil_config {
 	                                  (listen_addr defaults to peers[rank]) */
 	vigil_allgather_fn allgather;  /* or an allgather (see above) */
 	void *allgather_user;
-	const char *broadcast;  /* "hba" (default) or "bmg" */
+	const char *broadcast;  /* the propagation of failure news: an overlay,
+	                           "hba" (default; the double hypercube, seed
+	                           000) or "bmg" (the binomial graph, seed 003),
+	                           or a corrected gossip of seed 002, "ocg",
+	                           "ccg" or "fcg", or "ctree" (the greedy LogP
+	                           tree with FCG's correction), tuned by the
+	                           gossip_* fields below. Every rank must use
+	                           the same. NULL: "hba" */
 	int realtime;           /* 1: ask SCHED_FIFO for the heartbeat thread */
 	int pin_cpu;            /* pin the heartbeat thread to this CPU; -1: no */
 	int start_timeout_ms;   /* bound on vigil_start's exchange (default 60000) */
@@ -146,6 +153,24 @@ typedef struct vigil_config {
 	const char *if_include;     /* interfaces and CIDR subnets to choose the
 	                               published address from, e.g. "ib0,10.1.0.0/16" */
 	const char *if_exclude;     /* interfaces and subnets never to publish */
+	/* Tuning of the corrected gossips (broadcast "ocg", "ccg", "fcg" or
+	 * "ctree"; the overlays ignore it, but a bad value is refused all the
+	 * same). 0 takes the default; negative values are refused. Every rank
+	 * must use the same. A library built before these fields reads a
+	 * shorter struct_size and ignores them (it runs the overlays only). */
+	int gossip_t;               /* the dissemination ends at step T (0: planned
+	                               from the job's size by seed 002's equations
+	                               (3)-(5), or the tree's span for "ctree") */
+	int gossip_c;               /* "ocg": correction messages per rank the
+	                               gossip reached (0: planned, equation (3)) */
+	int gossip_f;               /* "fcg", "ctree": failures tolerated during
+	                               the correction, 1 to 3 (0: 1) */
+	int64_t gossip_step_ns;     /* o: one step; a rank sends at most one
+	                               gossip and one correction message per step
+	                               (default 100 us) */
+	int64_t gossip_latency_ns;  /* L: expected one-way message latency; a
+	                               message counts as arriving ceil(L/o) + 1
+	                               steps after it was sent (default 500 us) */
 } vigil_config;
 
 /* Agreement operations (vigil_agree). BAND and BOR combine byte strings
@@ -204,7 +229,10 @@ static inline void vigil_config_init(vigil_config *cfg)
  *   VIGIL_H         heartbeat period, e.g. 10ms
  *   VIGIL_DELTA     suspicion time-out, e.g. 50ms
  *   VIGIL_CHECK, VIGIL_GRACE                 (Go durations: 500us, 2s, ...)
- *   VIGIL_BROADCAST hba | bmg
+ *   VIGIL_BROADCAST hba | bmg | ocg | ccg | fcg | ctree  (vigil_config.broadcast)
+ *   VIGIL_GOSSIP_STEP, VIGIL_GOSSIP_LATENCY  durations, e.g. 100us, 500us
+ *   VIGIL_GOSSIP_T, VIGIL_GOSSIP_C, VIGIL_GOSSIP_F  integers
+ *                   the corrected gossips' tuning (vigil_config.gossip_*)
  *   VIGIL_BIND      ip, ip:port or :port to listen on (VIGIL_LISTEN: the
  *                   same; default: the published address)
  *   VIGIL_ADVERTISE ip or ip:port published to the other ranks

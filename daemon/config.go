@@ -41,6 +41,13 @@ type Config struct {
 	// HeartbeatPeriod (h), SuspectTimeout (δ), CheckPeriod and StartGrace
 	// as in node.Config, for the daemons' ring.
 	HeartbeatPeriod, SuspectTimeout, CheckPeriod, StartGrace time.Duration
+	// Broadcast names the propagation of the daemons' failure news and
+	// reports, as node.Config.Broadcast (one of node.Broadcasts; default
+	// "bmg", seed 003's binomial graph), and Gossip tunes it when it is a
+	// corrected gossip ("ocg", "ccg", "fcg") or the corrected tree
+	// ("ctree"). Every daemon of the job must use the same.
+	Broadcast string
+	Gossip    node.GossipConfig
 	// MendProbe is the block-mending window of the daemons' ring
 	// (node.Config.MendProbe: default node.DefaultMendProbe; negative for
 	// seed 000's Algorithm 1), so that several nodes dying together are
@@ -76,6 +83,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultBroadcast is Config.Broadcast's default: the binomial graph of
+// seed 003.
+const DefaultBroadcast = "bmg"
+
+// nodeConfig is the configuration of the daemons' detector (without the
+// daemon's logger and note handler), after defaults.
+func (c Config) nodeConfig() node.Config {
+	return node.Config{Rank: c.Node, Size: c.Layout.Nodes, HeartbeatPeriod: c.HeartbeatPeriod,
+		SuspectTimeout: c.SuspectTimeout, CheckPeriod: c.CheckPeriod, StartGrace: c.StartGrace,
+		Broadcast: c.Broadcast, Gossip: c.Gossip, MendProbe: c.MendProbe, PinEmitter: c.PinEmitter,
+		EmitterCPU: c.EmitterCPU, RealTime: c.RealTime, EmitterHoldsP: c.HoldP, Slots: c.Slots}
+}
+
 func (c Config) withDefaults() Config {
 	// The daemons' detector is a node.Node: its timing defaults.
 	nc := node.Config{HeartbeatPeriod: c.HeartbeatPeriod, SuspectTimeout: c.SuspectTimeout, CheckPeriod: c.CheckPeriod,
@@ -83,6 +103,9 @@ func (c Config) withDefaults() Config {
 	c.HeartbeatPeriod, c.SuspectTimeout, c.CheckPeriod, c.StartGrace = nc.HeartbeatPeriod, nc.SuspectTimeout, nc.CheckPeriod, nc.StartGrace
 	if c.HangTimeout == 0 {
 		c.HangTimeout = c.SuspectTimeout
+	}
+	if c.Broadcast == "" {
+		c.Broadcast = DefaultBroadcast
 	}
 	if c.Listen == "" && int64(c.Node) < int64(len(c.Peers)) {
 		c.Listen = c.Peers[c.Node]
@@ -116,6 +139,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("daemon: EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
 	case c.CheckPeriod <= 0 || c.HangTimeout <= 0 || c.StartGrace < 0:
 		return fmt.Errorf("daemon: CheckPeriod = %v, HangTimeout = %v, StartGrace = %v: want > 0", c.CheckPeriod, c.HangTimeout, c.StartGrace)
+	}
+	// The daemons' detector: Broadcast and Gossip (named
+	// Config.Broadcast and Config.Gossip, as here), and the rest.
+	if err := c.nodeConfig().Validate(); err != nil {
+		return fmt.Errorf("daemon: %w", err)
 	}
 	return nil
 }

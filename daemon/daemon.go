@@ -18,7 +18,8 @@ import (
 )
 
 // Daemon is one node's daemon: the detector of package node, run among the
-// daemons (one rank per node, binomial-graph broadcast), plus the
+// daemons (one rank per node; binomial-graph broadcast unless
+// Config.Broadcast names another propagation), plus the
 // monitoring of the node's local processes and their reports.
 type Daemon struct {
 	cfg   Config
@@ -89,10 +90,9 @@ func Start(cfg Config) (*Daemon, error) {
 	if open == nil {
 		open = d.openTCP
 	}
-	d.n, err = node.Start(node.Config{Rank: cfg.Node, Size: l.Nodes, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		SuspectTimeout: cfg.SuspectTimeout, CheckPeriod: cfg.CheckPeriod, StartGrace: cfg.StartGrace,
-		Broadcast: "bmg", MendProbe: cfg.MendProbe, PinEmitter: cfg.PinEmitter, EmitterCPU: cfg.EmitterCPU,
-		RealTime: cfg.RealTime, EmitterHoldsP: cfg.HoldP, Logger: d.log, OnNote: d.onNote, Slots: cfg.Slots}, open)
+	nc := cfg.nodeConfig()
+	nc.Logger, nc.OnNote = d.log, d.onNote
+	d.n, err = node.Start(nc, open)
 	if err != nil {
 		return fail(fmt.Errorf("daemon: %w", err))
 	}

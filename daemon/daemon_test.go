@@ -15,8 +15,9 @@ import (
 
 // cluster starts n daemons on loopback in this process, each spawning
 // `sleep 600` for its ppn ranks. δ is 1 s: the daemons share this process
-// (and -race's slowdown) on a loaded machine.
-func cluster(t *testing.T, n, ppn int) ([]*Daemon, []string) {
+// (and -race's slowdown) on a loaded machine. opts, if any, change each
+// daemon's configuration before it starts.
+func cluster(t *testing.T, n, ppn int, opts ...func(*Config)) ([]*Daemon, []string) {
 	t.Helper()
 	addrs := testnet.FreeAddrs(t, n)
 	dir := t.TempDir()
@@ -24,10 +25,14 @@ func cluster(t *testing.T, n, ppn int) ([]*Daemon, []string) {
 	var socks []string
 	for i := 0; i < n; i++ {
 		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-		d, err := Start(Config{Node: ranks.Rank(i), Layout: Layout{Nodes: n, PPN: ppn}, Peers: addrs,
+		cfg := Config{Node: ranks.Rank(i), Layout: Layout{Nodes: n, PPN: ppn}, Peers: addrs,
 			JobID: 7, Key: []byte("0123456789abcdef0123456789abcdef"),
 			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
-			Socket: sock, Spawn: []string{"sleep", "600"}})
+			Socket: sock, Spawn: []string{"sleep", "600"}}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		d, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,11 @@
 // The daemons run the same detector as ranks do: a node.Node per daemon,
 // one rank per node, driving detector.Core (observation ring with block
 // mending, dead-list repair, fail-stop eviction) with the binomial graph
-// (bcast.BMG) as overlay, over any transport.Transport (TCP by default,
-// Config.Transport for verbs). The daemon adds what is its own:
+// (bcast.BMG) as overlay by default, or another propagation of
+// node.Broadcasts (Config.Broadcast and Config.Gossip: the double
+// hypercube, a corrected gossip of seed 002 or the corrected tree), over
+// any transport.Transport (TCP by default, Config.Transport for verbs).
+// The daemon adds what is its own:
 //
 //   - a node failure, congruent with the failure of its daemon: the daemon
 //     found dead by the ring is reported together with every process it

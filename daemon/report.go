@@ -51,8 +51,8 @@ func (f Fresh) Empty() bool { return len(f.Nodes) == 0 && len(f.Procs) == 0 }
 // (Algorithm 1): the failed daemons and processes this daemon knows. The
 // inner level of the broadcast is the daemons' detector (a node's failure
 // is its daemon's, found by the observation ring and broadcast over the
-// binomial graph; a report of process failures travels as a note over the
-// same graph); the outer level, the star to local processes, is the
+// binomial graph, or Config.Broadcast's propagation; a report of process
+// failures travels as a note the same way); the outer level, the star to local processes, is the
 // caller's: it sends Fresh to every attached local process. It is pure and
 // not safe for concurrent use.
 type Reported struct {

@@ -59,6 +59,8 @@ func daemonMain(args []string) error {
 	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	tport := fs.String("transport", "tcp", "the daemons' transport: tcp, or verbs (RDMA; launcher bootstrap only; falls back to tcp with a warning when no RDMA device is there)")
 	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
+	var df daemonDetectorFlags // daemon_flags.go: -broadcast and -gossip-*, as the agent's
+	df.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
 			"       mpirun --map-by ppr:1:node vigil daemon [-ppn K -sock path] [-- command args]\n"+
@@ -99,6 +101,10 @@ func daemonMain(args []string) error {
 	if *tport != "tcp" && *tport != "verbs" {
 		return fmt.Errorf("daemon: -transport %q, want tcp or verbs", *tport)
 	}
+	if err := df.check(*h, *delta, *pin); err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	df.apply(&cfg)
 	if *peers != "" {
 		if *tport == "verbs" {
 			return errors.New("daemon: -transport verbs needs the launcher's bootstrap (mpirun, srun or vigil run) to exchange RDMA addresses, not -peers")

@@ -3,7 +3,13 @@
  * launcher): every rank is given the whole address table on its command
  * line, as a static job description would.
  *
- *   explicit MODE RANK H_MS DELTA_MS JOBID_HEX KEY_HEX ADDR0 ADDR1 ...
+ *   explicit [OPTIONS] MODE RANK H_MS DELTA_MS JOBID_HEX KEY_HEX ADDR0 ADDR1 ...
+ *
+ * OPTIONS set the propagation of failure news in ring mode (vigil_config's
+ * broadcast and gossip_* fields; every rank must be given the same):
+ *   -b NAME   hba (default), bmg, ocg, ccg, fcg or ctree
+ *   -o NS     gossip_step_ns       -L NS  gossip_latency_ns
+ *   -T STEPS  gossip_t             -C N   gossip_c          -F N  gossip_f
  *
  * MODE is "ring" (Vigil's periodic detector) or "sporadic" (no heartbeats;
  * this program probes every other rank every 50 ms with a DELTA_MS
@@ -62,10 +68,26 @@ int main(int argc, char **argv)
 	struct sigaction sa = {0};
 	vigil_config cfg;
 	uint8_t key[64];
-	int rc, sporadic, klen;
+	const char *prog = argv[0];
+	int rc, sporadic, klen, opt, bad = 0;
 
-	if (argc < 8) {
-		fprintf(stderr, "usage: %s ring|sporadic RANK H_MS DELTA_MS JOBID_HEX KEY_HEX ADDR...\n", argv[0]);
+	vigil_config_init(&cfg);
+	while ((opt = getopt(argc, argv, "+b:o:L:T:C:F:")) != -1) {
+		switch (opt) {
+		case 'b': cfg.broadcast = optarg; break;
+		case 'o': cfg.gossip_step_ns = strtoll(optarg, NULL, 10); break;
+		case 'L': cfg.gossip_latency_ns = strtoll(optarg, NULL, 10); break;
+		case 'T': cfg.gossip_t = atoi(optarg); break;
+		case 'C': cfg.gossip_c = atoi(optarg); break;
+		case 'F': cfg.gossip_f = atoi(optarg); break;
+		default: bad = 1;
+		}
+	}
+	argc -= optind - 1; /* argv[1] is MODE */
+	argv += optind - 1;
+	if (bad || argc < 8) {
+		fprintf(stderr, "usage: %s [-b broadcast] [-o step_ns] [-L latency_ns] [-T t] [-C c] [-F f] "
+		                "ring|sporadic RANK H_MS DELTA_MS JOBID_HEX KEY_HEX ADDR...\n", prog);
 		return 2;
 	}
 	sa.sa_handler = on_signal;
@@ -74,7 +96,6 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 
 	sporadic = strcmp(argv[1], "sporadic") == 0;
-	vigil_config_init(&cfg);
 	cfg.mode = sporadic ? VIGIL_MODE_SPORADIC : VIGIL_MODE_RING;
 	cfg.rank = (uint32_t)atoi(argv[2]);
 	cfg.heartbeat_ns = atoll(argv[3]) * 1000000LL;

@@ -37,6 +37,20 @@
  *
  * Other settings:
  *   VIGIL_H, VIGIL_DELTA   durations (10ms, 200ms, 1s, 500us; a bare number is ms)
+ *   VIGIL_BROADCAST        ring mode's propagation of failure news
+ *                          (vigil_config.broadcast): hba (default), bmg,
+ *                          or a corrected gossip: ocg, ccg, fcg, ctree
+ *   VIGIL_GOSSIP_STEP, VIGIL_GOSSIP_LATENCY
+ *                          the corrected gossips' step o and latency L,
+ *                          durations as above (default 100us, 500us)
+ *   VIGIL_GOSSIP_T, VIGIL_GOSSIP_C, VIGIL_GOSSIP_F
+ *                          integers: the step the gossip ends (0: planned),
+ *                          ocg's correction messages (0: planned), the
+ *                          failures fcg and ctree tolerate in the
+ *                          correction (1 to 3); see vigil.h's gossip_*.
+ *                          A bad value (an unknown broadcast, F = 4, ...)
+ *                          makes vigil_init fail, naming the field: the
+ *                          job then runs without failure detection
  *   VIGIL_PMPI_TIMEOUT     sporadic mode's wait before probing (default 1s)
  *   VIGIL_PMPI_ON_FAILURE  report (default): report and let the call go on
  *                          waiting; abort: MPI_Abort when a blocking call
@@ -70,6 +84,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -126,6 +141,22 @@ bad:
 	return def;
 }
 
+/* parse_int parses a decimal integer, or warns and returns def. */
+static int parse_int(const char *name, const char *s, int def)
+{
+	char *end;
+	long v;
+	if (s == NULL || *s == 0)
+		return def;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != 0 || v < INT_MIN || v > INT_MAX) {
+		fprintf(stderr, "vigil-pmpi: %s=%s is not an integer; using the default\n", name, s);
+		return def;
+	}
+	return (int)v;
+}
+
 /* ---- reporting (libvigil's callback thread) ---- */
 
 static const char *mode_name(void)
@@ -164,8 +195,11 @@ static void fd_fail(const char *what, int rc)
 {
 	char msg[512];
 	vigil_last_error(msg, sizeof msg);
-	fprintf(stderr, "vigil-pmpi: rank %d: %s: %s: %s; running without failure detection\n", world_rank, what,
-		vigil_strerror(rc), msg);
+	fprintf(stderr, "vigil-pmpi: rank %d: %s: %s: %s%s; running without failure detection\n", world_rank, what,
+		vigil_strerror(rc), msg,
+		strstr(msg, "vigil_config.broadcast") != NULL || strstr(msg, "vigil_config.gossip_") != NULL
+			? " (set from VIGIL_BROADCAST and VIGIL_GOSSIP_*)"
+			: "");
 }
 
 /* fd_go starts an initialised detector in mode m: callback, vigil_start,
@@ -259,6 +293,13 @@ static void fd_start(void)
 	cfg.mode = want == MODE_SPORADIC ? VIGIL_MODE_SPORADIC : VIGIL_MODE_RING;
 	cfg.heartbeat_ns = parse_ns("VIGIL_H", getenv("VIGIL_H"), 10000000);
 	cfg.suspect_ns = delta_ns = parse_ns("VIGIL_DELTA", getenv("VIGIL_DELTA"), 200000000);
+	/* 0 or NULL: libvigil's defaults; libvigil checks the values. */
+	cfg.broadcast = getenv("VIGIL_BROADCAST");
+	cfg.gossip_step_ns = parse_ns("VIGIL_GOSSIP_STEP", getenv("VIGIL_GOSSIP_STEP"), 0);
+	cfg.gossip_latency_ns = parse_ns("VIGIL_GOSSIP_LATENCY", getenv("VIGIL_GOSSIP_LATENCY"), 0);
+	cfg.gossip_t = parse_int("VIGIL_GOSSIP_T", getenv("VIGIL_GOSSIP_T"), 0);
+	cfg.gossip_c = parse_int("VIGIL_GOSSIP_C", getenv("VIGIL_GOSSIP_C"), 0);
+	cfg.gossip_f = parse_int("VIGIL_GOSSIP_F", getenv("VIGIL_GOSSIP_F"), 0);
 	memcpy(&cfg.job_id, secret, 8);
 	cfg.key = secret + 8;
 	cfg.key_len = 32;
