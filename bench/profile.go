@@ -60,6 +60,13 @@ type Profile struct {
 	H2HWait    time.Duration
 	// Host crash: runs per mending rule.
 	HostCrashRuns int
+	// PropagationNs and PropagationRuns are the propagation part's agent
+	// counts and runs per broadcast and count.
+	PropagationNs   []int
+	PropagationRuns int
+	// PropagationGossipStep is the gossips' -gossip-step (-gossip-latency
+	// twice that; 0: the agents' defaults).
+	PropagationGossipStep time.Duration
 }
 
 var us, ms = time.Microsecond, time.Millisecond
@@ -81,6 +88,7 @@ var Quick = Profile{
 	SchedHs: []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
 	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
 	H2HWait: 15 * time.Second, HostCrashRuns: 5,
+	PropagationNs: []int{16, 32, 64}, PropagationRuns: 3,
 }
 
 // Full is the profile of `vigil-bench full` (about 55 minutes on the
@@ -105,6 +113,7 @@ var Full = Profile{
 	SchedHs: []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
 	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
 	H2HWait: 30 * time.Second, HostCrashRuns: 20,
+	PropagationNs: []int{16, 32, 64}, PropagationRuns: 10,
 }
 
 // ProfileNamed returns the profile called name.

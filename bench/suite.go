@@ -11,7 +11,7 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h", "hostcrash"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h", "hostcrash", "propagation"}
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -62,6 +62,7 @@ type Suite struct {
 	Sched     []AttributionRow
 	H2H       []H2HRow
 	HostCrash []HostCrashRow
+	Propag    []PropagationRow
 }
 
 func (s *Suite) logf(format string, a ...any) {
@@ -144,6 +145,16 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			s.HostCrash, err = HostCrash(ctx, hc)
 			if s.Log != nil && len(s.HostCrash) > 0 {
 				HostCrashTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, hc, s.HostCrash)
+			}
+		case "propagation":
+			pc := PropagationConfig{VigilBin: s.VigilBin, Ns: pr.PropagationNs, Broadcasts: []string{"hba", "bmg", "ocg", "ccg", "fcg", "ctree"},
+				H: 20 * time.Millisecond, Delta: 200 * time.Millisecond, Runs: pr.PropagationRuns, Log: s.Log}
+			if o := pr.PropagationGossipStep; o > 0 {
+				pc.Extra = []string{"-gossip-step", o.String(), "-gossip-latency", (2 * o).String()}
+			}
+			s.Propag, err = Propagation(ctx, pc)
+			if s.Log != nil && len(s.Propag) > 0 {
+				PropagationTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, pc, s.Propag)
 			}
 		case "h2h":
 			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Systems: pr.H2HSystems, Period: pr.H2HPeriod, DeltaFactor: 5,

@@ -221,8 +221,8 @@ var Broadcasts = []string{"hba", "bmg", "ocg", "ccg", "fcg", "ctree"}
 
 // Defaults of GossipConfig.
 const (
-	DefaultGossipStep    = 100 * time.Microsecond
-	DefaultGossipLatency = 500 * time.Microsecond
+	DefaultGossipStep    = time.Millisecond
+	DefaultGossipLatency = 2 * time.Millisecond
 )
 
 // GossipConfig tunes the corrected gossips (bcast.GossipConfig).

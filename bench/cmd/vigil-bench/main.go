@@ -109,6 +109,9 @@ func benchMain(args []string) error {
 	costHeartbeat := fs.String("cost-heartbeat", bench.CostHeartbeatMatch, "cost part: pass -heartbeat VALUE to the agents; \""+
 		bench.CostHeartbeatMatch+"\" passes each configuration's transport (udp or shm); empty: not passed")
 	h2hSystems := fs.String("h2h-systems", "", "h2h part: comma-separated systems among vigil, vigil-late (block mending probing at the suspicion, not δ/2 earlier) and memberlist (default vigil,memberlist)")
+	propNs := fs.String("propagation-ns", "", "propagation part: comma-separated numbers of agents (default: the profile's)")
+	propRuns := fs.Int("propagation-runs", 0, "propagation part: runs per broadcast and size (default: the profile's)")
+	propStep := fs.String("propagation-gossip-step", "", "propagation part: -gossip-step for the corrected gossips, -gossip-latency twice that (default: the agents')")
 	costInProcess := fs.Bool("cost-in-process", false, "cost part: also run libvigil's detector in a host process (default: the profile's; full: on)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -144,6 +147,28 @@ func benchMain(args []string) error {
 			}
 			pr.CostNs = append(pr.CostNs, n)
 		}
+	}
+	if *propNs != "" {
+		pr.PropagationNs = nil
+		for _, f := range strings.Split(*propNs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 2 {
+				return fmt.Errorf("bench: -propagation-ns %q: want numbers ≥ 2 such as 16,32", *propNs)
+			}
+			pr.PropagationNs = append(pr.PropagationNs, n)
+		}
+	}
+	if *propRuns < 0 {
+		return fmt.Errorf("bench: -propagation-runs %d: want a positive count", *propRuns)
+	} else if *propRuns > 0 {
+		pr.PropagationRuns = *propRuns
+	}
+	if *propStep != "" {
+		d, err := parseDurations("-propagation-gossip-step", *propStep)
+		if err != nil || len(d) != 1 || d[0] <= 0 {
+			return fmt.Errorf("bench: -propagation-gossip-step %q: want one duration > 0 such as 4ms", *propStep)
+		}
+		pr.PropagationGossipStep = d[0]
 	}
 	if *costTransports != "" {
 		pr.CostTransports = nil
