@@ -21,14 +21,23 @@
 //
 //	off  size  field
 //	0    2     magic "VG"
-//	2    1     version (1)
+//	2    1     version (2)
 //	3    1     type (Hello, Msg, Heartbeat, Bye)
 //	4    8     job ID, little-endian
 //	12   4     sender rank, little-endian
 //	16   8     sender incarnation, little-endian
 //	24   4     payload length, little-endian (at most MaxPayload, 1 MiB by default)
 //	28   len   payload
-//	28+len 16  tag = HMAC-SHA256(job key, header || payload)[:16]
+//	28+len 16  tag = HMAC-SHA256(job key, [challenge || index ||] header || payload)[:16]
+//
+// On a stream connection (the TCP transport's messages) the accepting end
+// first sends a 16-byte random Challenge, and both ends Bind their codecs
+// to it: the tag then also covers the challenge and the frame's index on
+// the connection (8 bytes, little-endian, from 0 at the Hello). A frame,
+// or a whole recorded session, replayed on another connection fails its
+// check, and so does a frame repeated, dropped or reordered on the same
+// one. Datagrams (UDP heartbeats) are not bound: a replayed heartbeat
+// carries a sequence number already seen, which the slot's maximum ignores.
 //
 // A Codec encodes and checks the frames of one connection; it owns a
 // reusable HMAC state, so checking a frame does not allocate. Checks

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -14,7 +15,7 @@ import (
 // Frame layout constants.
 const (
 	// Version is the frame (and message) format version.
-	Version = 1
+	Version = 2
 	// HeaderSize is the size of the fixed frame header.
 	HeaderSize = 28
 	// TagSize is the size of the truncated HMAC-SHA256 tag ending a frame.
@@ -25,6 +26,8 @@ const (
 	HeartbeatFrameSize = HeaderSize + 8 + TagSize
 	// MinKeyLen is the shortest job key accepted.
 	MinKeyLen = 16
+	// ChallengeSize is the size of a connection's challenge (Bind).
+	ChallengeSize = 16
 )
 
 const magic0, magic1 = 'V', 'G'
@@ -97,6 +100,46 @@ type Codec struct {
 	sum [sha256.Size]byte
 	hdr [HeaderSize]byte
 	buf []byte // ReadFrame's payload+tag buffer, reused
+
+	// Bind's connection: its challenge and the index of the next frame.
+	bound bool
+	ch    [ChallengeSize]byte
+	idx   uint64
+}
+
+// Challenge is a connection's random challenge: the accepting end sends
+// it first, and both ends Bind their codecs to it.
+type Challenge [ChallengeSize]byte
+
+// NewChallenge returns a fresh random challenge.
+func NewChallenge() Challenge {
+	var c Challenge
+	_, _ = rand.Read(c[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return c
+}
+
+// Bind ties the codec to one connection and one direction of it: from
+// now on every frame's tag also covers ch and the frame's index since Bind
+// (0, 1, 2, …), so a frame replayed from another connection, or repeated,
+// dropped or reordered on this one, fails its check (ReasonBadTag). Bind
+// again for a new connection.
+func (c *Codec) Bind(ch Challenge) {
+	c.bound, c.ch, c.idx = true, ch, 0
+}
+
+// tag computes the tag of the frame hdr||payload at the codec's index.
+func (c *Codec) tag(hdr, payload []byte) []byte {
+	if !c.bound {
+		return tag(c.mac, &c.sum, hdr, payload)
+	}
+	var pre [ChallengeSize + 8]byte
+	copy(pre[:], c.ch[:])
+	binary.LittleEndian.PutUint64(pre[ChallengeSize:], c.idx)
+	c.mac.Reset()
+	c.mac.Write(pre[:])
+	c.mac.Write(hdr)
+	c.mac.Write(payload)
+	return c.mac.Sum(c.sum[:0])[:TagSize]
 }
 
 // NewCodec returns a Codec for p. It panics if the key is shorter than
@@ -144,7 +187,9 @@ func (c *Codec) Append(dst []byte, t Type, payload []byte) ([]byte, error) {
 	putHeader(c.hdr[:], &c.p, t, len(payload))
 	dst = append(dst, c.hdr[:]...)
 	dst = append(dst, payload...)
-	return append(dst, tag(c.mac, &c.sum, c.hdr[:], payload)...), nil
+	dst = append(dst, c.tag(c.hdr[:], payload)...)
+	c.idx++
+	return dst, nil
 }
 
 // ErrTooLarge is returned by Append for a payload above the maximum.
@@ -182,9 +227,13 @@ func (c *Codec) checkHeader(h []byte) (Frame, int, error) {
 }
 
 func (c *Codec) verify(hdr, payload, got []byte) error {
-	if !hmac.Equal(tag(c.mac, &c.sum, hdr, payload), got) {
+	if !hmac.Equal(c.tag(hdr, payload), got) {
+		if c.bound {
+			return errf(ReasonBadTag, "", "authentication failed (frame %d of the connection)", c.idx)
+		}
 		return errf(ReasonBadTag, "", "authentication failed")
 	}
+	c.idx++
 	return nil
 }
 

@@ -90,7 +90,7 @@ func TestFrameRejections(t *testing.T) {
 		b            []byte
 	}{
 		{"bad magic", ReasonBadMagic, mod(func(b []byte) { b[0] = 'X' })},
-		{"bad version", ReasonBadVersion, mod(func(b []byte) { b[2] = 2 })},
+		{"bad version", ReasonBadVersion, mod(func(b []byte) { b[2] = 1 })}, // the format before connection-bound tags
 		{"bad type", ReasonBadType, mod(func(b []byte) { b[3] = 9 })},
 		{"zero type", ReasonBadType, mod(func(b []byte) { b[3] = 0 })},
 		{"foreign job", ReasonForeignJob, mustAppend(t, foreign, Msg, []byte("hello"))},
@@ -289,5 +289,66 @@ func BenchmarkDecodeHeartbeatFrame(b *testing.B) {
 		if _, _, err := dec.Decode(buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBoundFrames: frames of a codec bound to a connection's challenge are
+// accepted in order by a receiver bound to the same challenge, through
+// Decode and ReadFrame; replayed on another connection (another
+// challenge), repeated, dropped or reordered on this one, or read by an
+// unbound codec, they fail with ReasonBadTag.
+func TestBoundFrames(t *testing.T) {
+	ch := NewChallenge()
+	enc := NewCodec(testParams(3))
+	enc.Bind(ch)
+	var frames [][]byte
+	for i := range 5 {
+		frames = append(frames, mustAppend(t, enc, Msg, []byte{byte(i)}))
+	}
+	recv := func(c Challenge) *Codec {
+		d := NewCodec(testParams(5))
+		d.Bind(c)
+		return d
+	}
+	d := recv(ch)
+	for i, b := range frames {
+		f, _, err := d.Decode(b)
+		if err != nil || f.Payload[0] != byte(i) {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	r := recv(ch)
+	stream := bufio.NewReader(bytes.NewReader(bytes.Join(frames, nil)))
+	for i := range frames {
+		if f, err := r.ReadFrame(stream); err != nil || f.Payload[0] != byte(i) {
+			t.Fatalf("ReadFrame %d: %v", i, err)
+		}
+	}
+	bad := map[string]func() error{
+		"replayed on another connection": func() error { _, _, err := recv(NewChallenge()).Decode(frames[0]); return err },
+		"repeated": func() error {
+			d := recv(ch)
+			_, _, _ = d.Decode(frames[0])
+			_, _, err := d.Decode(frames[0])
+			return err
+		},
+		"dropped one": func() error {
+			d := recv(ch)
+			_, _, _ = d.Decode(frames[0])
+			_, _, err := d.Decode(frames[2])
+			return err
+		},
+		"read by an unbound codec": func() error { _, _, err := NewCodec(testParams(5)).Decode(frames[0]); return err },
+	}
+	for name, fn := range bad {
+		if err := fn(); ReasonOf(err) != ReasonBadTag {
+			t.Errorf("%s: %v, want %s", name, err, ReasonBadTag)
+		}
+	}
+	// Bind restarts the index: a new connection of the same codec.
+	ch2 := NewChallenge()
+	enc.Bind(ch2)
+	if _, _, err := recv(ch2).Decode(mustAppend(t, enc, Hello, AppendHello(nil, 5))); err != nil {
+		t.Fatalf("after a new Bind: %v", err)
 	}
 }

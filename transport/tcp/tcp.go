@@ -1,8 +1,13 @@
 // Package tcp is Vigil's commodity transport: authenticated frames
 // (package internal/wire) over TCP, for clusters without RDMA.
 //
-// Messages use one connection per destination, opened lazily and starting
-// with an authenticated Hello naming this rank and its incarnation, fed by
+// Messages use one connection per destination, opened lazily. The
+// accepting end first sends a random challenge (wire.Challenge); every frame
+// on the connection is bound to it and to its index (wire.Codec.Bind), so a
+// captured frame or whole session replayed on another connection, or a
+// frame repeated on this one, fails authentication. The dialer's first
+// frame is an authenticated Hello naming this rank and its incarnation. A
+// connection is fed by
 // a bounded per-peer queue and drained by one writer goroutine: Send copies
 // the payload, never blocks, and drops (counting) when the queue is full.
 // When a dial fails, the queued messages are dropped and the next dial
@@ -43,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -236,9 +242,9 @@ func (t *Transport) peer(r ranks.Rank) *peer {
 }
 
 // dial opens a connection to rank r, sends the Hello with codec and
-// starts a goroutine that waits for the connection to end: peers never
-// write on the connections we open, so any return from Read means the peer
-// closed or reset it, and gone(c) makes the next send redial instead of
+// starts a goroutine that waits for the connection to end: past the
+// challenge, peers never write on the connections we open, so any return
+// from Read means the peer closed or reset it, and gone(c) makes the next send redial instead of
 // writing into a dead socket. The caller must be a goroutine counted in
 // t.wg.
 func (t *Transport) dial(r ranks.Rank, codec *wire.Codec, gone func(net.Conn)) (net.Conn, error) {
@@ -250,6 +256,16 @@ func (t *Transport) dial(r ranks.Rank, codec *wire.Codec, gone func(net.Conn)) (
 	if err != nil {
 		return nil, err
 	}
+	// The accepting end speaks first: the connection's challenge, which
+	// every frame we send on it is bound to (no replay across connections).
+	var ch wire.Challenge
+	_ = c.SetReadDeadline(time.Now().Add(t.cfg.DialTimeout))
+	if _, err := io.ReadFull(c, ch[:]); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading rank %d's challenge: %w", r, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	codec.Bind(ch)
 	hello, err := codec.Append(nil, wire.Hello, wire.AppendHello(nil, r))
 	if err == nil {
 		_ = c.SetWriteDeadline(time.Now().Add(t.cfg.DialTimeout))
@@ -530,6 +546,12 @@ func (t *Transport) serve(c net.Conn) {
 		c.Close()
 	}()
 	codec := wire.NewCodec(t.params)
+	ch := wire.NewChallenge()
+	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.HelloTimeout))
+	if _, err := c.Write(ch[:]); err != nil {
+		return
+	}
+	codec.Bind(ch)
 	sess := wire.Session{Self: t.cfg.Self, Incarnations: t.incs}
 	r := bufio.NewReaderSize(c, readBuf)
 	_ = c.SetReadDeadline(time.Now().Add(t.cfg.HelloTimeout))

@@ -19,12 +19,11 @@ func TestForgedDatagrams(t *testing.T) {
 	// Rank 2 (played here) says hello with incarnation 100 over TCP, so
 	// that an older incarnation is stale.
 	honest := f.codec(wire.Params{Rank: 2, Incarnation: 100})
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ch := f.dial()
 	defer c.Close()
-	if _, err := c.Write(frame(t, honest, wire.Hello, wire.AppendHello(nil, 0))); err != nil {
+	hc := f.codec(wire.Params{Rank: 2, Incarnation: 100})
+	hc.Bind(ch)
+	if _, err := c.Write(frame(t, hc, wire.Hello, wire.AppendHello(nil, 0))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the hello", func() bool { return cl.ts[0].incs.Latest(2) == 100 })
