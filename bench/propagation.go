@@ -86,22 +86,21 @@ func propagationRun(cfg PropagationConfig, n int, b string, victim uint32) (Prop
 		return row, err
 	}
 	time.Sleep(4*cfg.Delta + 300*time.Millisecond) // past the start-up grace
-	stats := func(skip int64) error {              // every agent but skip prints a stats line
+	exited := a.Exited()
+	stats := func(skip int64) { // every live agent but skip prints a stats line
 		for r := range uint32(n) {
-			if int64(r) == skip {
+			select {
+			case <-exited[r]:
 				continue
+			default:
 			}
-			if err := a.job.Signal(r, syscall.SIGUSR1); err != nil {
-				return err
+			if int64(r) != skip {
+				_ = a.job.Signal(r, syscall.SIGUSR1) // it may exit meanwhile
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
-		return nil
 	}
-	if err := stats(-1); err != nil {
-		a.Stop()
-		return row, err
-	}
+	stats(-1)
 	killed := mono.Now()
 	if err := a.job.Signal(victim, syscall.SIGKILL); err != nil {
 		a.Stop()
