@@ -31,7 +31,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	durationVar(fs, &d.check, "check", 0, "observer check period, run on the heartbeat thread (default max(δ/8, h))")
 	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation: hba (double hypercube, seed 000), bmg (binomial graph, seed 003), or a corrected gossip of seed 002: ocg, ccg, fcg, or ctree (greedy LogP tree + FCG's correction); see -gossip-*")
-	durationVar(fs, &d.gossip.Step, "gossip-step", node.DefaultGossipStep, "corrected gossips: o, one step (a rank sends at most one gossip and one correction message per step)")
+	durationVar(fs, &d.gossip.Step, "gossip-step", node.DefaultGossipStep, "corrected gossips: o, one step (a rank sends at most one gossip and one correction message per step); keep it above the per-message CPU cost times the ranks per core, or a broadcast overloads the host")
 	durationVar(fs, &d.gossip.Latency, "gossip-latency", node.DefaultGossipLatency, "corrected gossips: L, the expected one-way message latency (a message counts as arriving ⌈L/o⌉+1 steps after it was sent)")
 	fs.IntVar(&d.gossip.T, "gossip-t", 0, "corrected gossips: the gossip (or tree) phase ends at step T (0: seed 002's equations (3)-(5), or the tree's span)")
 	fs.IntVar(&d.gossip.C, "gossip-c", 0, "ocg: correction messages per gossip-reached rank (0: seed 002's equation (3))")

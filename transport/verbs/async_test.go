@@ -1,9 +1,12 @@
 package verbs
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +104,34 @@ func TestSlotWindows(t *testing.T) {
 	}
 	if got := ts[2].Slots().Load(1); got != seq1 {
 		t.Fatalf("word 1 = %d, want emitter 1's %d", got, seq1)
+	}
+}
+
+// The transport says at Open which slot protection it runs with: a
+// warning without memory windows (Config.NoWindows here), an info line
+// with them.
+func TestModeLogged(t *testing.T) {
+	needDevice(t)
+	for _, noWindows := range []bool{true, false} {
+		var buf bytes.Buffer
+		cfg := testConfig(0, 2, 77, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		cfg.NoWindows = noWindows
+		tr, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows := tr.windows
+		if err := tr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		switch {
+		case noWindows && (windows || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "memory_windows=false") || !strings.Contains(out, "why=Config.NoWindows")):
+			t.Errorf("NoWindows: windows=%v, log:\n%s", windows, out)
+		case !noWindows && windows && (!strings.Contains(out, "level=INFO") || !strings.Contains(out, "memory_windows=true")):
+			t.Errorf("with windows: log:\n%s", out)
+		case !noWindows && !windows && !strings.Contains(out, "no type 2 memory windows"):
+			t.Errorf("device without windows: log:\n%s", out)
+		}
 	}
 }

@@ -214,7 +214,25 @@ func Open(cfg Config) (*Transport, error) {
 		t.ctx.Close()
 		return nil, err
 	}
+	t.logMode()
 	return t, nil
+}
+
+// logMode says which device and slot protection the transport runs with:
+// without type 2 memory windows every rank of the job can write any word of
+// this rank's slot array, so a faulty rank could stall an observer's
+// progress check and get a live rank suspected.
+func (t *Transport) logMode() {
+	args := []any{"device", t.ctx.Name(), "rank", t.cfg.Self, "path_mtu", t.mtu, "memory_windows", t.windows}
+	if t.windows {
+		t.log.Info("verbs transport open: each emitter writes only its own slot word (type 2 memory window)", args...)
+		return
+	}
+	why := "the device has no type 2 memory windows"
+	if t.cfg.NoWindows {
+		why = "Config.NoWindows"
+	}
+	t.log.Warn("verbs transport open without memory windows: every rank of the job can write any word of this rank's slot array", append(args, "why", why)...)
 }
 
 func (t *Transport) setup() error {
