@@ -414,7 +414,7 @@ func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 		{[]string{"agent"}, nil, "vigil run"},
 		{[]string{"run", "-n", "0"}, nil, "-n 0"},
 		{[]string{"run", "-n", "4", "-h", "50ms", "-delta", "10ms"}, nil, "-delta"},
-		{[]string{"run", "-n", "4", "-broadcast", "flood"}, nil, "Broadcast"},
+		{[]string{"run", "-n", "4", "-broadcast", "flood"}, nil, "-broadcast \"flood\""},
 		{[]string{"run", "-n", "4", "-transport", "carrier-pigeon"}, nil, "-transport"},
 		{[]string{"frobnicate"}, nil, "unknown command"},
 		{[]string{"bench", "quick"}, nil, "vigil-bench quick|full"},
