@@ -27,8 +27,8 @@ func HasRDMADevice() bool {
 type verbsTransport = vtr.Transport
 
 // openVerbs opens the verbs transport on the device named by
-// VIGIL_VERBS_DEVICE (default: the first), restricted to the GIDs of
-// VIGIL_VERBS_NETDEV if set. The error says why verbs cannot be used.
+// VIGIL_VERBS_DEVICE (default: the one carrying VIGIL_VERBS_NETDEV if set,
+// else the first), restricted to the GIDs of VIGIL_VERBS_NETDEV if set. The error says why verbs cannot be used.
 func openVerbs(bs bootstrap.Bootstrap, logger *slog.Logger) (*verbsTransport, error) {
 	return vtr.Open(vtr.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
 		Device: os.Getenv("VIGIL_VERBS_DEVICE"), Netdev: os.Getenv("VIGIL_VERBS_NETDEV"), Logger: logger})

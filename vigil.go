@@ -222,8 +222,9 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 }
 
 // VerbsTransport opens the verbs transport of bs's rank (on the device
-// named by VIGIL_VERBS_DEVICE, default the first, restricted to the GIDs of
-// VIGIL_VERBS_NETDEV if set) for a runtime that assembles its own detector,
+// named by VIGIL_VERBS_DEVICE, default the one carrying VIGIL_VERBS_NETDEV
+// if set, else the first, restricted to the GIDs of VIGIL_VERBS_NETDEV if
+// set) for a runtime that assembles its own detector,
 // such as a daemon (daemon.Config's Slots and Transport): it returns the
 // registered memory the heartbeats land in, and the node.OpenTransport that
 // exchanges addresses through bs (ctx bounds the exchange) and starts it.

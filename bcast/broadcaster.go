@@ -139,21 +139,25 @@ type Broadcaster struct {
 	n    int
 	o    Overlay
 	seq  uint64 // last sequence number used by Start
-	seen map[ranks.Rank]*seenSeqs
+	seen seenIDs
 }
 
 // NewBroadcaster returns the state machine of rank self in a job of n ranks
 // forwarding along overlay o.
 func NewBroadcaster(self ranks.Rank, n int, o Overlay) *Broadcaster {
-	return &Broadcaster{self: self, n: n, o: o, seen: make(map[ranks.Rank]*seenSeqs)}
+	return &Broadcaster{self: self, n: n, o: o, seen: seenIDs{}}
 }
 
-// markSeen records id and reports whether it was new.
-func (b *Broadcaster) markSeen(id ID) bool {
-	s := b.seen[id.Source]
+// seenIDs is the duplicate-suppression memory of a Propagator: one
+// seenSeqs per source.
+type seenIDs map[ranks.Rank]*seenSeqs
+
+// mark records id and reports whether it was new.
+func (m seenIDs) mark(id ID) bool {
+	s := m[id.Source]
 	if s == nil {
 		s = &seenSeqs{}
-		b.seen[id.Source] = s
+		m[id.Source] = s
 	}
 	return s.mark(id.Seq)
 }
@@ -174,7 +178,7 @@ func (b *Broadcaster) Start(kind Kind, dead []ranks.Rank, D ranks.Set, detectedA
 		Detector:   b.self,
 		DetectedAt: detectedAt,
 	}
-	b.markSeen(m.ID)
+	b.seen.mark(m.ID)
 	return m, b.o.Neighbors(b.self, b.self, b.n, &m.D)
 }
 
@@ -192,7 +196,7 @@ func (b *Broadcaster) Receive(m Message, localDead *ranks.Set) (first bool, forw
 	if err := m.Validate(b.n); err != nil {
 		return false, nil, err
 	}
-	if !b.markSeen(m.ID) {
+	if !b.seen.mark(m.ID) {
 		return false, nil, nil
 	}
 	if m.D.Has(b.self) {

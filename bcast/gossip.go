@@ -93,7 +93,7 @@ type Gossip struct {
 	ell   int32
 	rng   *rand.Rand
 	seq   uint64
-	seen  map[ranks.Rank]*seenSeqs
+	seen  seenIDs
 	live  map[ID]*gstate
 	plans map[int]*gplan // by number of participants
 	// jobT and jobC are T and OCG's C for the whole job (GossipConfig's,
@@ -136,7 +136,7 @@ func NewGossip(self ranks.Rank, n int, cfg GossipConfig) (*Gossip, error) {
 	}
 	g := &Gossip{self: self, n: n, cfg: cfg, ell: int32(cfg.Ell()),
 		rng:  rand.New(rand.NewPCG(cfg.Seed, uint64(self)+0x9e3779b97f4a7c15)),
-		seen: map[ranks.Rank]*seenSeqs{}, live: map[ID]*gstate{}, plans: map[int]*gplan{},
+		seen: seenIDs{}, live: map[ID]*gstate{}, plans: map[int]*gplan{},
 		jobT: cfg.T, jobC: cfg.C}
 	if g.jobT == 0 && !cfg.Tree || g.jobC == 0 && cfg.Alg == OCG {
 		plan := jobPlan(cfg.Alg, n, cfg.Ell(), cfg.F)
@@ -237,23 +237,13 @@ func jobPlan(alg GossipAlg, n, ell, f int) GossipPlan {
 	return plan
 }
 
-// markSeen records id and reports whether it was new.
-func (g *Gossip) markSeen(id ID) bool {
-	s := g.seen[id.Source]
-	if s == nil {
-		s = &seenSeqs{}
-		g.seen[id.Source] = s
-	}
-	return s.mark(id.Seq)
-}
-
 // Begin starts broadcasting msg from self: self is the root, label 0, a
 // g-node reached in step 0, which the caller delivers at once.
 func (g *Gossip) Begin(now int64, msg Message) (Message, []Send) {
 	g.seq++
 	m := Message{ID: ID{Source: g.self, Seq: g.seq}, Kind: msg.Kind, Dead: append([]ranks.Rank(nil), msg.Dead...),
 		D: msg.D.Clone(), Detector: g.self, DetectedAt: msg.DetectedAt, Payload: msg.Payload}
-	g.markSeen(m.ID)
+	g.seen.mark(m.ID)
 	b := g.newState(m, now, 0)
 	if b == nil {
 		return m, nil
@@ -316,7 +306,7 @@ func (g *Gossip) Step(now int64, from ranks.Rank, m Message, localDead *ranks.Se
 	}
 	b := g.live[m.ID]
 	if b == nil {
-		if !g.markSeen(m.ID) {
+		if !g.seen.mark(m.ID) {
 			return out, nil // done with it here
 		}
 		arrive := int32(min(int64(m.Hop.Step)+int64(g.ell)+1, Never-1))

@@ -135,3 +135,36 @@ func TestModeLogged(t *testing.T) {
 		}
 	}
 }
+
+// Without Config.Device, Config.Netdev picks the RDMA device carrying that
+// interface (rdmamap); an interface without one is refused, naming it.
+func TestOpenByNetdev(t *testing.T) {
+	needDevice(t)
+	nd := os.Getenv("VIGIL_RXE_NETDEV")
+	if nd == "" {
+		if os.Getenv("VIGIL_RXE_GUEST") == "1" {
+			t.Fatal("VIGIL_RXE_NETDEV not set in the guest")
+		}
+		t.Skip("VIGIL_RXE_NETDEV not set")
+	}
+	cfg := testConfig(0, 2, 78, nil)
+	cfg.Device, cfg.Netdev = "", nd
+	tr, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := tr.Device()
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := os.Getenv("VIGIL_RXE_DEV"); want != "" && dev != want {
+		t.Errorf("netdev %s opened %s, want %s", nd, dev, want)
+	}
+	cfg.Netdev = "lo"
+	if tr, err := Open(cfg); err == nil {
+		tr.Close()
+		t.Error("netdev lo (no RDMA device) was accepted")
+	} else if !strings.Contains(err.Error(), `Config.Netdev "lo"`) {
+		t.Errorf("error %v does not name Config.Netdev", err)
+	}
+}

@@ -26,9 +26,11 @@ type Config struct {
 	// frames (internal/wire); Key has at least 16 bytes.
 	JobID uint64
 	Key   []byte
-	// Device is the RDMA device to open ("" = the first one).
+	// Device is the RDMA device to open ("": the device behind Netdev,
+	// else the first one).
 	Device string
-	// Netdev restricts the source GID to one network device's addresses.
+	// Netdev restricts the source GID to one network device's addresses;
+	// without Device it also picks the RDMA device carrying it (rdmamap).
 	Netdev string
 	// RC are the settings of the heartbeat RC connections (zero value:
 	// Timeout 14 ≈ 67 ms, RetryCnt 6: a dead observer shows as a failed
@@ -168,7 +170,8 @@ type passiveQP struct {
 // exactly N words, nothing else of this process exposed), the UD QP with
 // its receive ring and send buffers, and the CQs of the RC heartbeat
 // links. It fails with an error wrapping ibv.ErrNoDevice on a machine
-// without RDMA.
+// without RDMA, and with one naming Config.Netdev when no RDMA device
+// carries that interface.
 func Open(cfg Config) (*Transport, error) {
 	switch {
 	case cfg.N < 1:
@@ -206,8 +209,16 @@ func Open(cfg Config) (*Transport, error) {
 		lastLog:  map[string]time.Time{},
 	}
 	t.connecting = make([]atomic.Bool, cfg.N)
+	dev := cfg.Device
+	if dev == "" && cfg.Netdev != "" { // the device behind that interface
+		d, err := ibv.DeviceForNetdev(cfg.Netdev)
+		if err != nil {
+			return nil, fmt.Errorf("verbs transport: Config.Netdev %q: %w", cfg.Netdev, err)
+		}
+		dev = d
+	}
 	var err error
-	if t.ctx, err = ibv.Open(cfg.Device); err != nil {
+	if t.ctx, err = ibv.Open(dev); err != nil {
 		return nil, err
 	}
 	if err := t.setup(); err != nil {
