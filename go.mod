@@ -6,6 +6,7 @@ require (
 	github.com/Mellanox/rdmamap v1.2.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.49.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -17,7 +17,7 @@ import (
 // over TCP in the same guest, for each propagation of node.Broadcasts.
 // Each iteration starts a fresh job, closes one node (its transport closes
 // like a killed process's) and reports the time from the detector's
-// delivery to the last survivor's (spread-µs) and the messages the
+// delivery to the last survivor's (spread_us) and the messages the
 // survivors sent meanwhile (msgs).
 func BenchmarkFailurePropagation(b *testing.B) {
 	needDevice(b)
@@ -32,7 +32,7 @@ func BenchmarkFailurePropagation(b *testing.B) {
 					msgs += m
 				}
 				slices.Sort(spreads)
-				b.ReportMetric(float64(spreads[len(spreads)/2].Microseconds()), "spread-µs")
+				b.ReportMetric(float64(spreads[len(spreads)/2].Microseconds()), "spread_us")
 				b.ReportMetric(float64(msgs)/float64(b.N), "msgs")
 			})
 		}
