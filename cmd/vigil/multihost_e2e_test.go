@@ -87,50 +87,95 @@ func (m *mhJob) await(what string, timeout time.Duration, cond func() string) {
 // what is still missing), failing t at the timeout or if mpirun exits.
 func awaitJob(t *testing.T, mu *sync.Mutex, j *mpitest.Job, what string, timeout time.Duration, cond func() string) {
 	t.Helper()
+	missing, exited := pollJob(mu, j, timeout, cond)
+	if exited {
+		t.Fatalf("%s: mpirun exited (%v) while %s\nstderr:\n%s", what, j.Cmd.ProcessState, missing, j.Stderr())
+	}
+	if missing != "" {
+		t.Fatalf("%s: after %v, %s\nstderr:\n%s", what, timeout, missing, j.Stderr())
+	}
+}
+
+// pollJob polls cond under mu every 20 ms until it returns "", the timeout
+// or mpirun's exit, and returns what cond still said was missing ("" when
+// nothing) and whether mpirun exited.
+func pollJob(mu *sync.Mutex, j *mpitest.Job, timeout time.Duration, cond func() string) (missing string, exited bool) {
 	end := time.Now().Add(timeout)
 	for {
 		mu.Lock()
-		missing := cond()
+		missing = cond()
 		mu.Unlock()
 		if missing == "" {
-			return
+			return "", false
 		}
 		select {
 		case <-j.Exited():
-			t.Fatalf("%s: mpirun exited (%v) while %s\nstderr:\n%s", what, j.Cmd.ProcessState, missing, j.Stderr())
+			return missing, true
 		default:
 		}
 		if time.Now().After(end) {
-			t.Fatalf("%s: after %v, %s\nstderr:\n%s", what, timeout, missing, j.Stderr())
+			return missing, false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
+// check fails the test unless every survivor reported exactly the ranks
+// in gone and no live rank was reported (mhJob.judge).
 func (m *mhJob) check(what string, gone, survivors map[uint32]bool, exempt map[uint32]int64) {
 	m.t.Helper()
+	v := m.judge(gone, survivors, exempt)
+	for _, e := range v.excused {
+		m.t.Logf("%s: %s", what, e)
+	}
+	if len(v.falses) > 0 {
+		m.t.Fatalf("%s: %s", what, v.falses[0])
+	}
+	if len(v.missed) > 0 {
+		m.t.Fatalf("%s: %s", what, v.missed[0])
+	}
+}
+
+// mhVerdict is what judge found.
+type mhVerdict struct {
+	// falses: a live rank reported dead, or a killed rank reported as
+	// having left.
+	falses []string
+	// missed: a survivor that has not reported exactly the ranks gone.
+	missed []string
+	// excused: live ranks reported dead by a rank in exempt once that
+	// rank was itself cut off (delivered at or after exempt[rank],
+	// CLOCK_MONOTONIC ns): a rank declared dead while delayed, paused or
+	// cut off suspects the others until it learns it is evicted.
+	excused []string
+}
+
+// judge compares the reports with gone (the ranks that failed or were
+// declared dead) and survivors.
+func (m *mhJob) judge(gone, survivors map[uint32]bool, exempt map[uint32]int64) mhVerdict {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for r, ds := range m.dead {
-		for d, ln := range ds {
-			if gone[d] && ln.Left {
-				m.t.Fatalf("%s: rank %d reported that rank %d left; it was killed", what, r, d)
+	var v mhVerdict
+	for _, r := range keys(m.dead) {
+		for _, d := range keys(m.dead[r]) {
+			ln := m.dead[r][d]
+			switch since, ok := exempt[r]; {
+			case gone[d] && ln.Left:
+				v.falses = append(v.falses, fmt.Sprintf("rank %d reported that rank %d left; it was killed", r, d))
+			case gone[d]:
+			case ok && ln.DeliveredMono >= since:
+				v.excused = append(v.excused, fmt.Sprintf("rank %d, itself cut off, reported live rank %d dead", r, d))
+			default:
+				v.falses = append(v.falses, fmt.Sprintf("rank %d reported live rank %d dead", r, d))
 			}
-			if gone[d] {
-				continue
-			}
-			if since, ok := exempt[r]; ok && ln.DeliveredMono >= since {
-				m.t.Logf("%s: rank %d, itself cut off, reported live rank %d dead", what, r, d)
-				continue
-			}
-			m.t.Fatalf("%s: rank %d reported live rank %d dead", what, r, d)
 		}
 	}
-	for r := range survivors {
+	for _, r := range keys(survivors) {
 		if len(m.dead[r]) != len(gone) {
-			m.t.Fatalf("%s: survivor %d reported %v, want exactly %v", what, r, keys(m.dead[r]), keys(gone))
+			v.missed = append(v.missed, fmt.Sprintf("survivor %d reported %v, want exactly %v", r, keys(m.dead[r]), keys(gone)))
 		}
 	}
+	return v
 }
 
 // missing returns a survivor that has not reported every rank in gone, or "".

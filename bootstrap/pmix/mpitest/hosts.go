@@ -3,6 +3,7 @@ package mpitest
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ type host struct {
 	addr  netip.Addr // its address, and its name for mpirun
 	port  string     // its link's end on the bridge (LinkDown cuts it)
 	links []string   // root-namespace links to delete at the end
-	relay *relay     // when its link can be delayed
+	relay *relay     // when its link can be delayed (and lossy)
 }
 
 // NeedHosts skips the test unless it can build Hosts: root, ip(8),
@@ -63,8 +64,9 @@ func NeedHosts(t testing.TB) {
 
 // NewHosts creates n hosts, deleted when the test ends. The links of the
 // hosts listed in delayable go through a relay (hostrelay, compiled with
-// cc) so that Delay can slow them down. It skips the test as NeedHosts
-// does, or when there are delayable hosts and no C compiler.
+// cc) so that Delay can slow them down and Loss drop their frames. It
+// skips the test as NeedHosts does, or when there are delayable hosts and
+// no C compiler.
 func NewHosts(t testing.TB, n int, delayable ...int) *Hosts {
 	t.Helper()
 	NeedHosts(t)
@@ -294,7 +296,32 @@ func (h *Hosts) LinkDown(i int) {
 	}
 }
 
-// Delay holds every frame that host i sends for d from now on (0: none).
+// LinkUp puts host i back on the network after LinkDown.
+func (h *Hosts) LinkUp(i int) {
+	h.t.Helper()
+	if out, err := exec.Command("ip", "link", "set", h.hosts[i].port, "up").CombinedOutput(); err != nil {
+		h.t.Fatalf("ip link set %s up: %v\n%s", h.hosts[i].port, err, out)
+	}
+}
+
+// Loss drops every frame that host i sends or receives with probability
+// rate (0 to 1, in steps of 0.001) from now on (0: none); it leaves the
+// delay as it is. The host must have been listed as delayable in NewHosts.
+func (h *Hosts) Loss(i int, rate float64) {
+	h.t.Helper()
+	if h.hosts[i].relay == nil {
+		h.t.Fatalf("host %d was not created delayable", i)
+	}
+	if rate < 0 || rate > 1 {
+		h.t.Fatalf("host %d: loss rate %v is not in [0, 1]", i, rate)
+	}
+	if err := h.hosts[i].relay.setLoss(int(math.Round(rate * 1000))); err != nil {
+		h.t.Fatalf("host %d's relay: %v", i, err)
+	}
+}
+
+// Delay holds every frame that host i sends for d from now on (0: none);
+// it leaves the loss rate as it is.
 // The host must have been listed as delayable in NewHosts.
 func (h *Hosts) Delay(i int, d time.Duration) {
 	h.t.Helper()

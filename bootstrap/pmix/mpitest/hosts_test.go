@@ -27,7 +27,8 @@ func refusedAfter(t *testing.T, a netip.Addr, timeout time.Duration) (time.Durat
 // TestHosts checks the simulated hosts without mpirun: the launcher agent
 // runs a command on the named host under its host name and address; a
 // host is reachable from the root namespace; Delay delays what it sends;
-// Kill leaves no process on it; LinkDown cuts it off.
+// Loss drops its frames; Kill leaves no process on it; LinkDown cuts it
+// off and LinkUp puts it back.
 func TestHosts(t *testing.T) {
 	h := NewHosts(t, 2, 1)
 	for i := range h.N() {
@@ -52,6 +53,16 @@ func TestHosts(t *testing.T) {
 	}
 	h.Delay(1, 0)
 
+	// Loss drops every frame at rate 1 (the SYN or its reset), none at 0.
+	h.Loss(1, 1)
+	if _, err := refusedAfter(t, h.Addr(1), 300*time.Millisecond); err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("host 1 with loss rate 1: %v, want a time-out", err)
+	}
+	h.Loss(1, 0)
+	if _, err := refusedAfter(t, h.Addr(1), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("host 1 with loss rate 0: %v", err)
+	}
+
 	sleeper := exec.Command(h.agent, h.Addr(0).String(), "sleep", "60")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
@@ -73,6 +84,10 @@ func TestHosts(t *testing.T) {
 		h.LinkDown(i)
 		if _, err := refusedAfter(t, h.Addr(i), 300*time.Millisecond); err == nil || errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("host %d after LinkDown: %v, want a time-out", i, err)
+		}
+		h.LinkUp(i)
+		if _, err := refusedAfter(t, h.Addr(i), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("host %d after LinkUp: %v", i, err)
 		}
 	}
 }

@@ -6,8 +6,10 @@
  *
  * Frames arriving on HOSTLINK (from the host) are written to BRIDGELINK
  * after the delay, in order; frames arriving on BRIDGELINK pass to
- * HOSTLINK at once. The delay, in nanoseconds, is read from standard
- * input, one number per line; the relay exits at end of input. It prints
+ * HOSTLINK at once. Each frame, in either direction, is lost with the
+ * loss rate's probability. Standard input sets both, one line each:
+ * "DELAY_NS [LOSS_PERMILLE]" (a line without the rate sets it to 0),
+ * answered "ok" once in force; the relay exits at end of input. It prints
  * "ready" once both links are open. Frames carry their virtio-net header
  * (PACKET_VNET_HDR), so GSO packets and partial checksums cross the relay
  * as they would cross a veth. It runs SCHED_FIFO when permitted, as a
@@ -41,6 +43,19 @@ struct frame {
 static struct frame pending[MAX_PENDING];
 static size_t head, count;
 static unsigned char buf[MAX_FRAME];
+
+static uint64_t rng_state;
+
+/* lost reports whether a frame is lost at permille in 1000 (xorshift64*). */
+static int lost(int permille)
+{
+	if (permille <= 0)
+		return 0;
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (int)(((rng_state * 0x2545F4914F6CDD1DULL) >> 32) % 1000) < permille;
+}
 
 static int64_t now_ns(void)
 {
@@ -80,14 +95,16 @@ int main(int argc, char **argv)
 {
 	struct sched_param sp = {.sched_priority = 1};
 	int64_t delay = 0;
+	int loss = 0; /* permille */
 	char line[64];
 	size_t linelen = 0;
 	int host, bridge;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: hostrelay HOSTLINK BRIDGELINK (delay in ns on stdin)\n");
+		fprintf(stderr, "usage: hostrelay HOSTLINK BRIDGELINK (\"delay_ns [loss_permille]\" lines on stdin)\n");
 		return 2;
 	}
+	rng_state = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
 	host = open_link(argv[1]);
 	bridge = open_link(argv[2]);
 	sched_setscheduler(0, SCHED_FIFO, &sp); /* best effort */
@@ -129,12 +146,16 @@ int main(int argc, char **argv)
 			nanosleep(&ms, NULL);
 		}
 		while ((n = recv(bridge, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+			if (lost(loss))
+				continue;
 			if (write(host, buf, (size_t)n) < 0) {
 				/* lost, as on a wire */
 			}
 		}
 		while ((n = recv(host, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
 			struct frame *f;
+			if (lost(loss))
+				continue;
 			if (count == MAX_PENDING)
 				continue; /* dropped, as by a full queue */
 			f = &pending[(head + count) % MAX_PENDING];
@@ -153,8 +174,12 @@ int main(int argc, char **argv)
 			linelen += (size_t)n;
 			line[linelen] = 0;
 			for (char *nl; (nl = strchr(line, '\n')) != NULL;) {
+				char *end;
 				*nl = 0;
-				delay = strtoll(line, NULL, 10);
+				delay = strtoll(line, &end, 10);
+				loss = (int)strtol(end, NULL, 10);
+				printf("ok\n"); /* in force for every frame read from now on */
+				fflush(stdout);
 				linelen -= (size_t)(nl + 1 - line);
 				memmove(line, nl + 1, linelen + 1);
 			}
