@@ -67,6 +67,7 @@ type Core struct {
 	known   map[ranks.Rank]Event // every rank delivered gone
 	zombies *hb.Zombies
 	repair  repairState
+	split   splitState
 	agree   *agreeState
 	evicted bool
 	watched ranks.Rank // the emitter the last Ready's Watch named
@@ -170,10 +171,12 @@ func (c *Core) Stats() Stats { return c.stats }
 func (c *Core) Ring() *hb.Ring { return c.ring }
 
 // Busy reports whether Tick has work to do: zombies to watch, agreements
-// to nudge or dead-list questions waiting (repair.go). A driver may skip Tick while it is false.
+// to nudge, dead-list questions waiting (repair.go), a timed propagation
+// in progress, or split probes to send (split.go). A driver may skip Tick
+// while it is false.
 func (c *Core) Busy() bool {
 	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0 ||
-		c.prop.Next() != 0)
+		c.prop.Next() != 0 || c.minority())
 }
 
 // PropagationDue returns when a timed propagation (Config.Gossip) next
@@ -204,7 +207,8 @@ func (c *Core) Check(now Time, word uint64) {
 }
 
 // Tick is the passing of time: it looks for zombies, nudges the open
-// agreements and asks the dead-list questions that are due. Call it about
+// agreements, asks the dead-list questions that are due, takes a timed
+// propagation's due steps and sends the split probe that is due. Call it about
 // every δ while Busy.
 func (c *Core) Tick(now Time) {
 	if c.evicted {
@@ -213,6 +217,7 @@ func (c *Core) Tick(now Time) {
 	c.checkZombies(now.Mono)
 	c.agreeTick(now.Mono)
 	c.repairDue(now.Mono)
+	c.probeSplit(now.Mono) // split.go
 	if c.prop.Next() != 0 {
 		c.propagated(now, c.cfg.Self, c.prop.Tick(now.Mono, c.ring.Dead()))
 	}
@@ -271,6 +276,9 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 	case *wire.Sync:
 		c.onSync(from, m) // repair.go
 	case *wire.Probe: // block mending: a live rank answers at once
+		if m.Round == 0 {
+			return // a split probe asks nothing of a rank that holds its sender alive (split.go)
+		}
 		c.send([]ranks.Rank{from}, &wire.Alive{Round: m.Round})
 	case *wire.Alive:
 		c.ring.Alive(from, m.Round)

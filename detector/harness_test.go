@@ -38,6 +38,7 @@ type cluster struct {
 	beating []bool       // false once crashed, paused, alone or evicted
 	crashed []bool
 	evicted []bool
+	side    []int // partition side of each rank (0 when healed): nothing crosses sides
 	seq     []uint64
 	now     int64
 	queue   []envelope
@@ -51,7 +52,7 @@ type cluster struct {
 func newCluster(t *testing.T, n int, tweak func(*detector.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cores: make([]*detector.Core, n), words: make([]words, n), target: make([]ranks.Rank, n),
-		beating: make([]bool, n), crashed: make([]bool, n), evicted: make([]bool, n), seq: make([]uint64, n),
+		beating: make([]bool, n), crashed: make([]bool, n), evicted: make([]bool, n), seq: make([]uint64, n), side: make([]int, n),
 		events: make([][]detector.Event, n), decided: make([][]detector.Decision, n), notes: make([][]detector.Note, n), learned: make([]map[ranks.Rank]int64, n)}
 	for i := range n {
 		c.words[i] = make(words, n)
@@ -111,7 +112,7 @@ func (c *cluster) deliverSome(k int) {
 	for ; len(c.queue) > 0 && k != 0; k-- {
 		e := c.queue[0]
 		c.queue = c.queue[1:]
-		if c.crashed[e.to] {
+		if c.crashed[e.to] || c.side[e.from] != c.side[e.to] {
 			continue
 		}
 		m, err := wire.DecodeMessage(wire.AppendMessage(nil, e.msg), len(c.cores))
@@ -131,7 +132,9 @@ func (c *cluster) run(d int64) {
 		for r := range c.cores {
 			if c.beating[r] {
 				c.seq[r]++
-				c.words[c.target[r]][r] = c.seq[r]
+				if c.side[r] == c.side[c.target[r]] {
+					c.words[c.target[r]][r] = c.seq[r]
+				}
 			}
 		}
 		for r, core := range c.cores {
@@ -148,6 +151,17 @@ func (c *cluster) run(d int64) {
 		c.deliver()
 	}
 }
+
+// partition cuts ranks rs off from the others (no heartbeat or message
+// crosses) until heal.
+func (c *cluster) partition(rs ...ranks.Rank) {
+	for _, r := range rs {
+		c.side[r] = 1
+	}
+}
+
+// heal ends the partition.
+func (c *cluster) heal() { clear(c.side) }
 
 // crash stops rank r: no heartbeat, no message, no check.
 func (c *cluster) crash(rs ...ranks.Rank) {

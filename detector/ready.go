@@ -105,4 +105,7 @@ type Stats struct {
 	BadMessages uint64
 	// Evictions counts EVICTED notices sent to zombies.
 	Evictions uint64
+	// SplitProbes counts the probes sent to ranks held dead by a rank that
+	// holds more than half of the job dead (split.go).
+	SplitProbes uint64
 }

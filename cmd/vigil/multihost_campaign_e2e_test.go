@@ -58,15 +58,11 @@ const (
 //     live ranks (at least 1.5–3 s), then up again. Before the link came
 //     back, every cut-off rank had reported every other rank (their lines
 //     reach mpirun only once it is back): holding most of the job dead,
-//     it would obey an EVICTED from the majority (detector.onEvicted).
-//     But nothing need cross the healed link (neither side talks to ranks
-//     it holds dead; only messages a TCP connection still held do), so the
-//     cut-off ranks are evicted only sometimes: those not evicted 6δ
-//     after are killed, as a launcher fences a host it lost, and counted
-//     in the summary; with VIGIL_CAMPAIGN_PARTITION_EVICT=1 every one
-//     must be evicted within 30 s instead (today it fails). Then the
-//     survivors' reports are checked as after any fault, so the heal evicted
-//     or misled no majority rank. Only while the ranks gone with the
+//     it would obey an EVICTED from the majority (detector.onEvicted),
+//     which its split probes provoke once the link is back (detector
+//     split.go): every cut-off rank must be told it is evicted within
+//     30 s. Then the survivors' reports are checked as after any fault, so
+//     the heal evicted or misled no majority rank. Only while the ranks gone with the
 //     cut-off ones stay under half the job: the majority drops an EVICTED
 //     from a rank it holds dead only then;
 //   - a host killed (its link cut, then every process in it killed): its
@@ -114,12 +110,8 @@ type campaign struct {
 	excused int
 	current string // the fault under way
 
-	// partitionEvict (VIGIL_CAMPAIGN_PARTITION_EVICT=1): the cut-off
-	// ranks of a partition must be evicted once the link is back.
-	partitionEvict bool
-	// cutEvicted, cutFenced: cut-off ranks evicted once the link was
-	// back, and killed by the test instead.
-	cutEvicted, cutFenced int
+	// cutEvicted counts cut-off ranks evicted once the link was back.
+	cutEvicted int
 }
 
 func newCampaign(t *testing.T) *campaign {
@@ -167,7 +159,6 @@ func newCampaign(t *testing.T) *campaign {
 	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), seed: seed, h: h, delta: delta, kinds: kinds, loss: loss,
 		argv:   []string{pmixVigil(t), "agent", "-h", h.String(), "-delta", delta.String()},
 		faults: map[string]int{}, worst: map[string]time.Duration{}}
-	c.partitionEvict = os.Getenv("VIGIL_CAMPAIGN_PARTITION_EVICT") == "1"
 	c.hosts = mpitest.NewHosts(t, 4, 0, 1, 2, 3) // every link relayed: delay and loss anywhere
 	c.start = time.Now()
 	c.end = c.start.Add(dur)
@@ -189,9 +180,9 @@ func (c *campaign) summary() {
 		status = "FAILED during fault " + c.current
 	}
 	c.t.Logf("campaign summary: %s; seed %d, %v, %d jobs, %d faults (%s), false reports %d, missed reports %d, excused reports by cut-off ranks %d; "+
-		"cut-off ranks after the partitions healed: %d evicted, %d not (killed by the test); worst detection: %s",
+		"cut-off ranks evicted after the partitions healed: %d; worst detection: %s",
 		status, c.seed, time.Since(c.start).Round(time.Second), c.jobs, c.nfaults, strings.Join(byKind, ", "),
-		c.falses, c.missed, c.excused, c.cutEvicted, c.cutFenced, strings.Join(worst, ", "))
+		c.falses, c.missed, c.excused, c.cutEvicted, strings.Join(worst, ", "))
 }
 
 // campaignJob is one job of the campaign.
@@ -431,33 +422,10 @@ func (j *campaignJob) inject(kind string, host int) string {
 		}
 		out := fmt.Sprintf("host %d (live ranks %v) cut off for %v; %s; the cut-off ranks held the other %d dead after %v",
 			host, cut, held.Round(time.Millisecond), rep, j.n-len(cut), view.Round(100*time.Microsecond))
-		if c.partitionEvict {
-			evicted := j.evicted(cut)
-			c.cutEvicted += len(cut)
-			time.Sleep(2 * c.delta)
-			return fmt.Sprintf("%s; all evicted %v after the link came back", out, evicted.Round(time.Millisecond))
-		}
-		// Nothing crosses the healed link: neither side talks to ranks it
-		// holds dead, so the cut-off ranks are not told they are evicted.
-		// They are fenced (killed) as a launcher fences a host it lost,
-		// after a grace in which an eviction is counted.
-		time.Sleep(time.Duration(healed + int64(6*c.delta) - node.Mono()))
-		var fenced []uint32
-		j.m.mu.Lock()
-		for _, r := range cut {
-			if j.m.evicted[r] {
-				c.cutEvicted++
-			} else {
-				fenced = append(fenced, r)
-			}
-		}
-		j.m.mu.Unlock()
-		for _, r := range fenced {
-			j.signal(r, syscall.SIGKILL)
-		}
-		c.cutFenced += len(fenced)
+		evicted := j.evicted(cut)
+		c.cutEvicted += len(cut)
 		time.Sleep(2 * c.delta)
-		return fmt.Sprintf("%s; %v after the link came back, %d evicted, %v not (killed)", out, 6*c.delta, len(cut)-len(fenced), fenced)
+		return fmt.Sprintf("%s; all evicted %v after the link came back", out, evicted.Round(time.Millisecond))
 
 	case ckHostKill:
 		dead := j.liveOn(host)
