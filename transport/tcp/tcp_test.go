@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/era"
 	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -499,6 +501,14 @@ func TestForgedFrames(t *testing.T) {
 		}))
 	}
 	hello := func(ch wire.Challenge) []byte { _, h := honest(ch); return h }
+	// replayed sends a valid Hello for this connection, then m's frame as
+	// recorded on another connection (at the same index).
+	replayed := func(m wire.Message) func(wire.Challenge) []byte {
+		return func(ch wire.Challenge) []byte {
+			old, _ := honest(wire.NewChallenge())
+			return cat(hello(ch), frame(t, old, wire.Msg, wire.AppendMessage(nil, m)))
+		}
+	}
 	badKey := wire.Params{Key: []byte("not the job key at all"), Rank: 2, Incarnation: 100}
 	cases := []struct {
 		name, reason string
@@ -516,6 +526,12 @@ func TestForgedFrames(t *testing.T) {
 			c, h := honest(wire.NewChallenge()) // recorded on another connection
 			return cat(h, frame(t, c, wire.Msg, msg(1)))
 		}},
+		{"EVICTED replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Evicted{Rank: 0})},
+		{"broadcast replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Bcast{Message: bcast.Message{
+			ID: bcast.ID{Source: 2, Seq: 1}, Kind: bcast.Failed, Dead: []ranks.Rank{1}, D: ranks.Of(1), Detector: 2}})},
+		{"agreement replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Agree{Op: 0,
+			Msg: era.Msg{Kind: era.Up, ID: era.ID{Seq: 1}, Value: []byte{1}}})},
+		{"NEWOBSERVER replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.NewObserver{Observer: 2})},
 		{"hello repeated", wire.ReasonBadTag, func(ch wire.Challenge) []byte {
 			h := hello(ch)
 			return cat(h, h)
