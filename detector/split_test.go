@@ -1,6 +1,7 @@
 package detector_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/vigil-hpc/vigil/detector"
@@ -59,4 +60,34 @@ func TestNoSplitProbesInAHealthyJob(t *testing.T) {
 			t.Errorf("rank %d sent %d split probes", r, p)
 		}
 	}
+}
+
+// TestPartitionAfterHeavyLosses: the job first loses 6 of 16 ranks, then
+// ranks 12–15 are cut off and healed. Both sides now hold more than half
+// of the job dead and probe each other; the larger view wins (6 live ranks
+// against 4): the cut-off ranks are evicted, the others never.
+func TestPartitionAfterHeavyLosses(t *testing.T) {
+	const n = 16
+	c := newCluster(t, n, nil)
+	c.run(3 * delta)
+	crashed := []ranks.Rank{1, 2, 3, 6, 7, 8}
+	c.crash(crashed...)
+	c.run(20 * delta)
+	c.wantGone(crashed...)
+	minority := []ranks.Rank{12, 13, 14, 15}
+	c.partition(minority...)
+	c.run(10 * delta)
+	c.heal()
+	c.run(10 * delta)
+	for _, r := range minority {
+		if !c.evicted[r] {
+			t.Errorf("cut-off rank %d not evicted after the heal", r)
+		}
+	}
+	for r := range n {
+		if !slices.Contains(minority, ranks.Rank(r)) && !slices.Contains(crashed, ranks.Rank(r)) && c.evicted[r] {
+			t.Fatalf("rank %d of the larger side was evicted", r)
+		}
+	}
+	c.wantGone(append(slices.Clone(crashed), minority...)...)
 }

@@ -31,7 +31,7 @@ func (c *Core) evict(r ranks.Rank, now int64) {
 	}
 	c.stats.Evictions++
 	c.log(slog.LevelWarn, "rank held dead is alive: evicting it", "zombie", r)
-	c.send([]ranks.Rank{r}, &wire.Evicted{Rank: r})
+	c.send([]ranks.Rank{r}, &wire.Evicted{Rank: r, Live: uint32(c.cfg.Size - c.ring.Dead().Len())})
 }
 
 // onEvicted handles EVICTED: this rank was declared dead. It stops
@@ -40,14 +40,16 @@ func (c *Core) evict(r ranks.Rank, now int64) {
 // An EVICTED from a rank this rank holds dead is mutual suspicion: either
 // the sender is a zombie with stale knowledge (it was declared dead by the
 // job while paused) and this rank must go on, or this rank was cut off
-// from the job and declared the others dead. A cut-off rank soon holds
-// most of the job dead (block mending declares a silent window at once),
-// while a rank of the job's majority does not; so the notice is obeyed
-// from a rank held dead only when at least half of the job is held dead.
+// from the job and declared the others dead (a partition, healed). The
+// larger view wins: the notice is obeyed from a rank held dead only when
+// the sender holds more ranks alive (m.Live) than this rank does, so the
+// minority side of a healed partition stops and the majority goes on,
+// however many ranks the job lost before; a tie stops nobody.
 func (c *Core) onEvicted(from ranks.Rank, m *wire.Evicted) {
 	D := c.ring.Dead()
-	if m.Rank != c.cfg.Self || (D.Has(from) && 2*D.Len() < c.cfg.Size) {
-		c.bad("dropping EVICTED", "from", from, "rank", m.Rank)
+	live := uint32(c.cfg.Size - D.Len())
+	if m.Rank != c.cfg.Self || (D.Has(from) && m.Live <= live) {
+		c.bad("dropping EVICTED", "from", from, "rank", m.Rank, "sender_live", m.Live, "live", live)
 		return
 	}
 	c.evicted = true

@@ -67,7 +67,7 @@ func TestEvictedNodeSleeps(t *testing.T) {
 			}
 			return tr
 		})
-	if err := tr1.Send(0, wire.AppendMessage(nil, &wire.Evicted{Rank: 0})); err != nil {
+	if err := tr1.Send(0, wire.AppendMessage(nil, &wire.Evicted{Rank: 0, Live: 3})); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -92,7 +92,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		D: ranks.Of(5), Detector: 2, Payload: []byte("R\x01report")}}
 	gossip := &Bcast{Message: bcast.Message{ID: bcast.ID{Source: 1, Seq: 2}, Kind: bcast.Failed,
 		Dead: []ranks.Rank{5}, D: ranks.Of(5), Detector: 1, Hop: bcast.Hop{Phase: bcast.PhaseFwd, Step: 17, Known: []ranks.Rank{3, 9}}}}
-	for _, msg := range []Message{&NewObserver{Observer: 7}, &Leave{Rank: 3, Emitter: 2}, &Evicted{Rank: 5}, m, small, note, gossip, &Probe{Round: 3}, &Alive{Round: 1 << 40}} {
+	for _, msg := range []Message{&NewObserver{Observer: 7}, &Leave{Rank: 3, Emitter: 2}, &Evicted{Rank: 5, Live: 9}, m, small, note, gossip, &Probe{Round: 3}, &Alive{Round: 1 << 40}} {
 		f.Add(AppendMessage(nil, msg), 0)
 		f.Add(AppendMessage(nil, msg), 256000)
 	}

@@ -49,18 +49,22 @@ type Bcast struct {
 
 // Evicted tells Rank that the sender holds it dead: a rank that was
 // declared dead (it was paused, say) and resumes must stop (fail-stop), or it
-// would go on to suspect live ranks.
+// would go on to suspect live ranks. Live is how many ranks the sender
+// holds alive, itself included: between two ranks that hold each other
+// dead (the two sides of a healed partition), the larger view wins.
 type Evicted struct {
 	Rank ranks.Rank
+	Live uint32
 }
 
 // Type implements Message.
 func (*Evicted) Type() MsgType { return TypeEvicted }
 
-// AppendTo encodes: type, rank (uvarint).
+// AppendTo encodes: type, rank, live (uvarints).
 func (m *Evicted) AppendTo(dst []byte) []byte {
 	dst = append(dst, byte(TypeEvicted))
-	return binary.AppendUvarint(dst, uint64(m.Rank))
+	dst = binary.AppendUvarint(dst, uint64(m.Rank))
+	return binary.AppendUvarint(dst, uint64(m.Live))
 }
 
 // Type implements Message.
@@ -265,7 +269,13 @@ func DecodeMessage(b []byte, n int) (Message, error) {
 	case TypeBcast:
 		m = d.bcast()
 	case TypeEvicted:
-		m = &Evicted{Rank: d.rank("evicted.rank")}
+		e := &Evicted{Rank: d.rank("evicted.rank")}
+		live := d.uvarint("evicted.live")
+		if d.err == nil && (live == 0 || (n > 0 && live > uint64(n)) || live > math.MaxUint32) {
+			d.fail(ReasonBadPayload, "evicted.live", "%d live ranks, want 1 to the job's size", live)
+		}
+		e.Live = uint32(live)
+		m = e
 	case TypeAgree:
 		if a := d.agree(); a != nil {
 			m = a

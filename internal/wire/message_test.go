@@ -58,7 +58,7 @@ func randMessage(rng *rand.Rand, n int) Message {
 	case 0:
 		return &NewObserver{Observer: randRank(rng, n)}
 	case 2:
-		return &Evicted{Rank: randRank(rng, n)}
+		return &Evicted{Rank: randRank(rng, n), Live: uint32(1 + rng.IntN(n))}
 	case 1:
 		return &Leave{Rank: randRank(rng, n), Emitter: randRank(rng, n)}
 	}

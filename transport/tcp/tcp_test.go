@@ -526,7 +526,7 @@ func TestForgedFrames(t *testing.T) {
 			c, h := honest(wire.NewChallenge()) // recorded on another connection
 			return cat(h, frame(t, c, wire.Msg, msg(1)))
 		}},
-		{"EVICTED replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Evicted{Rank: 0})},
+		{"EVICTED replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Evicted{Rank: 0, Live: 4})},
 		{"broadcast replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Bcast{Message: bcast.Message{
 			ID: bcast.ID{Source: 2, Seq: 1}, Kind: bcast.Failed, Dead: []ranks.Rank{1}, D: ranks.Of(1), Detector: 2}})},
 		{"agreement replayed after a fresh hello", wire.ReasonBadTag, replayed(&wire.Agree{Op: 0,
