@@ -202,25 +202,5 @@ func (b *Broadcaster) Receive(m Message, localDead *ranks.Set) (first bool, forw
 	if m.D.Has(b.self) {
 		return true, nil, nil
 	}
-	forward = b.o.Neighbors(b.self, m.ID.Source, b.n, &m.D)
-	if localDead == nil || localDead.Len() == 0 {
-		return true, forward, nil
-	}
-	drop := 0
-	for _, r := range forward {
-		if localDead.Has(r) {
-			drop++
-		}
-	}
-	if drop == 0 {
-		return true, forward, nil
-	}
-	// A new slice: the overlay's one may not be ours to edit.
-	kept := make([]ranks.Rank, 0, len(forward)-drop)
-	for _, r := range forward {
-		if !localDead.Has(r) {
-			kept = append(kept, r)
-		}
-	}
-	return true, kept, nil
+	return true, withoutDead(b.o.Neighbors(b.self, m.ID.Source, b.n, &m.D), localDead), nil
 }

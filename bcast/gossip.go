@@ -474,12 +474,9 @@ func (g *Gossip) retire(b *gstate) {
 
 // filter drops the sends to ranks in localDead.
 func (g *Gossip) filter(out *Out, localDead *ranks.Set) {
-	if localDead == nil || localDead.Len() == 0 {
-		return
-	}
 	kept := out.Sends[:0]
 	for _, s := range out.Sends {
-		if !localDead.Has(s.To[0]) {
+		if s.To = withoutDead(s.To, localDead); len(s.To) > 0 {
 			kept = append(kept, s)
 		}
 	}

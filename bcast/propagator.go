@@ -72,3 +72,28 @@ func (b *Broadcaster) Tick(int64, *ranks.Set) Out { return Out{} }
 
 // Next is always 0.
 func (b *Broadcaster) Next() int64 { return 0 }
+
+// withoutDead returns rs without the ranks of dead (nil: none): rs itself
+// when none is dropped, else a new slice (rs may be an overlay's, not the
+// caller's to edit).
+func withoutDead(rs []ranks.Rank, dead *ranks.Set) []ranks.Rank {
+	if dead == nil || dead.Len() == 0 {
+		return rs
+	}
+	drop := 0
+	for _, r := range rs {
+		if dead.Has(r) {
+			drop++
+		}
+	}
+	if drop == 0 {
+		return rs
+	}
+	kept := make([]ranks.Rank, 0, len(rs)-drop)
+	for _, r := range rs {
+		if !dead.Has(r) {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
