@@ -56,19 +56,7 @@ func propagateOnce(b *testing.B, tr, bc string, job uint64) (time.Duration, uint
 	defer closeAll()
 	switch tr {
 	case "verbs":
-		ts := openAll(b, n, job)
-		addrs := addrsOf(ts)
-		for i, t := range ts {
-			c := cfg
-			c.Rank, c.Slots = ranks.Rank(i), t.Slots()
-			nd, err := node.Start(c, func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
-				return t, t.Start(addrs, h)
-			})
-			if err != nil {
-				b.Fatalf("node %d: %v", i, err)
-			}
-			nodes[i] = nd
-		}
+		copy(nodes, startNodesWith(b, openAll(b, n, job), cfg))
 	default:
 		trs := make([]*tcp.Transport, n)
 		addrs := make([]string, n)

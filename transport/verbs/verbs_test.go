@@ -349,11 +349,19 @@ func TestDetectorOverVerbs(t *testing.T) {
 // 3 s of start-up grace), closed at cleanup.
 func startNodes(t *testing.T, ts []*Transport) []*node.Node {
 	t.Helper()
+	return startNodesWith(t, ts, node.Config{HeartbeatPeriod: 20 * time.Millisecond,
+		SuspectTimeout: time.Second, StartGrace: 3 * time.Second})
+}
+
+// startNodesWith starts a node with base's settings over each transport of
+// ts, closed at cleanup (Close may come earlier).
+func startNodesWith(t testing.TB, ts []*Transport, base node.Config) []*node.Node {
+	t.Helper()
 	addrs := addrsOf(ts)
 	nodes := make([]*node.Node, len(ts))
 	for i, tr := range ts {
-		cfg := node.Config{Rank: ranks.Rank(i), Size: len(ts), HeartbeatPeriod: 20 * time.Millisecond,
-			SuspectTimeout: time.Second, StartGrace: 3 * time.Second, Slots: tr.Slots()}
+		cfg := base
+		cfg.Rank, cfg.Size, cfg.Slots = ranks.Rank(i), len(ts), tr.Slots()
 		nd, err := node.Start(cfg, func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
 			return tr, tr.Start(addrs, h)
 		})
