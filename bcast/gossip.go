@@ -283,40 +283,40 @@ func (b *gstate) reached(tau int32) {
 // Step handles m from rank from: the first message of a broadcast sets
 // this rank's step clock; a gossip message makes it a g-node, a correction
 // message is stepped into the correction (CorrNode.Receive).
-func (g *Gossip) Step(now int64, from ranks.Rank, m Message, localDead *ranks.Set) (Out, error) {
-	var out Out
+func (g *Gossip) Step(now int64, from ranks.Rank, m Message, localDead *ranks.Set, out *Out) error {
 	if int64(g.self) >= int64(g.n) {
-		return out, errorf("self", "rank %d, want < n = %d", g.self, g.n)
+		return errorf("self", "rank %d, want < n = %d", g.self, g.n)
 	}
 	if err := m.Validate(g.n); err != nil {
-		return out, err
+		return err
 	}
 	if m.Hop.Phase == PhaseNone {
-		return out, errorf("Hop.Phase", "an overlay's message to a %s rank", g.Name())
+		return errorf("Hop.Phase", "an overlay's message to a %s rank", g.Name())
 	}
 	if m.Hop.Phase != PhaseGossip { // a correction message names participants
 		if _, ok := m.D.AliveLabel(from, g.n); !ok {
-			return out, errorf("from", "rank %d is not a participant of broadcast %v", from, m.ID)
+			return errorf("from", "rank %d is not a participant of broadcast %v", from, m.ID)
 		}
 		for i, r := range m.Hop.Known {
 			if m.D.Has(r) {
-				return out, errorf(fmt.Sprintf("Hop.Known[%d]", i), "rank %d is not a participant of broadcast %v", r, m.ID)
+				return errorf(fmt.Sprintf("Hop.Known[%d]", i), "rank %d is not a participant of broadcast %v", r, m.ID)
 			}
 		}
 	}
 	b := g.live[m.ID]
 	if b == nil {
 		if !g.seen.mark(m.ID) {
-			return out, nil // done with it here
+			return nil // done with it here
 		}
 		arrive := int32(min(int64(m.Hop.Step)+int64(g.ell)+1, Never-1))
 		if b = g.newState(m, now, arrive); b == nil { // not a participant
 			m.Hop = Hop{}
 			out.Deliver = append(out.Deliver, m)
-			return out, nil
+			return nil
 		}
 	}
-	g.advance(b, now, &out)
+	sends := len(out.Sends)
+	g.advance(b, now, out)
 	cur := b.last
 	switch m.Hop.Phase {
 	case PhaseGossip:
@@ -334,10 +334,10 @@ func (g *Gossip) Step(now int64, from ranks.Rank, m Message, localDead *ranks.Se
 			b.stepping, b.from = true, cur+1
 		}
 	}
-	g.deliver(b, &out)
-	g.filter(&out, localDead)
+	g.deliver(b, out)
+	g.filter(out, sends, localDead)
 	g.retire(b)
-	return out, nil
+	return nil
 }
 
 // labelOf returns r's label in b's labelling.
@@ -351,15 +351,14 @@ func (b *gstate) labelOf(r ranks.Rank) (uint32, bool) {
 
 // Tick takes every step due by now in every broadcast in progress;
 // nothing is sent to the ranks of localDead (may be nil).
-func (g *Gossip) Tick(now int64, localDead *ranks.Set) Out {
-	var out Out
+func (g *Gossip) Tick(now int64, localDead *ranks.Set, out *Out) {
+	sends := len(out.Sends)
 	for _, b := range g.live {
-		g.advance(b, now, &out)
-		g.deliver(b, &out)
+		g.advance(b, now, out)
+		g.deliver(b, out)
 		g.retire(b)
 	}
-	g.filter(&out, localDead)
-	return out
+	g.filter(out, sends, localDead)
 }
 
 // Next returns when the earliest broadcast in progress has a step with
@@ -472,10 +471,10 @@ func (g *Gossip) retire(b *gstate) {
 	}
 }
 
-// filter drops the sends to ranks in localDead.
-func (g *Gossip) filter(out *Out, localDead *ranks.Set) {
-	kept := out.Sends[:0]
-	for _, s := range out.Sends {
+// filter drops the sends to ranks in localDead among out.Sends[from:].
+func (g *Gossip) filter(out *Out, from int, localDead *ranks.Set) {
+	kept := out.Sends[:from]
+	for _, s := range out.Sends[from:] {
 		if s.To = withoutDead(s.To, localDead); len(s.To) > 0 {
 			kept = append(kept, s)
 		}

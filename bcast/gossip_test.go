@@ -198,7 +198,7 @@ func TestGossipBadInput(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := g.Step(0, c.from, c.m(ok), nil)
+			err := g.Step(0, c.from, c.m(ok), nil, &bcast.Out{})
 			if !errors.Is(err, bcast.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want ErrInvalid naming %s", err, c.want)
 			}
@@ -214,7 +214,7 @@ func TestGossipBadInput(t *testing.T) {
 		}
 	}
 	b := bcast.NewBroadcaster(0, 4, bcast.HBA{})
-	if _, err := b.Step(0, 1, ok, nil); !errors.Is(err, bcast.ErrInvalid) {
+	if err := b.Step(0, 1, ok, nil, &bcast.Out{}); !errors.Is(err, bcast.ErrInvalid) {
 		t.Errorf("a gossip message to an overlay broadcaster: %v", err)
 	}
 }

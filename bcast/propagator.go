@@ -9,7 +9,9 @@ type Send struct {
 }
 
 // Out is what a Propagator asks its driver to do: deliver broadcasts here
-// (each at most once) and send messages, in order.
+// (each at most once) and send messages, in order. Step and Tick append to
+// the driver's Out, so a driver can reuse one (Reset) and a hop allocates
+// nothing for it.
 type Out struct {
 	Deliver []Message
 	Sends   []Send
@@ -27,12 +29,13 @@ type Propagator interface {
 	// stamps m's ID and Detector (this rank), and returns m, for the
 	// caller to deliver here, and what to send now.
 	Begin(now int64, m Message) (Message, []Send)
-	// Step handles m, received from rank from. localDead (may be nil)
-	// holds ranks known dead here: nothing is sent to them.
-	Step(now int64, from ranks.Rank, m Message, localDead *ranks.Set) (Out, error)
-	// Tick does the timed work due by now; nothing is sent to the ranks
-	// of localDead (may be nil).
-	Tick(now int64, localDead *ranks.Set) Out
+	// Step handles m, received from rank from, appending what to do to
+	// out. localDead (may be nil) holds ranks known dead here: nothing is
+	// sent to them.
+	Step(now int64, from ranks.Rank, m Message, localDead *ranks.Set, out *Out) error
+	// Tick appends the timed work due by now to out; nothing is sent to
+	// the ranks of localDead (may be nil).
+	Tick(now int64, localDead *ranks.Set, out *Out)
 	// Next returns when Tick next has work to do, 0 for never.
 	Next() int64
 }
@@ -52,23 +55,30 @@ func (b *Broadcaster) Begin(_ int64, msg Message) (Message, []Send) {
 
 // Step is Receive as a Propagator: a first reception is delivered and
 // forwarded.
-func (b *Broadcaster) Step(_ int64, _ ranks.Rank, m Message, localDead *ranks.Set) (Out, error) {
+func (b *Broadcaster) Step(_ int64, _ ranks.Rank, m Message, localDead *ranks.Set, out *Out) error {
 	if m.Hop.Phase != PhaseNone {
-		return Out{}, errorf("Hop.Phase", "a %v gossip message to an overlay (%s) broadcaster", m.Hop.Phase, b.o.Name())
+		return errorf("Hop.Phase", "a %v gossip message to an overlay (%s) broadcaster", m.Hop.Phase, b.o.Name())
 	}
 	first, fwd, err := b.Receive(m, localDead)
 	if err != nil || !first {
-		return Out{}, err
+		return err
 	}
-	out := Out{Deliver: []Message{m}}
+	out.Deliver = append(out.Deliver, m)
 	if len(fwd) > 0 {
-		out.Sends = []Send{{To: fwd, Msg: m}}
+		out.Sends = append(out.Sends, Send{To: fwd, Msg: m})
 	}
-	return out, nil
+	return nil
 }
 
 // Tick has nothing to do: flooding is not timed.
-func (b *Broadcaster) Tick(int64, *ranks.Set) Out { return Out{} }
+func (b *Broadcaster) Tick(int64, *ranks.Set, *Out) {}
+
+// Reset empties out, keeping its buffers.
+func (out *Out) Reset() {
+	clear(out.Deliver) // drop references to the messages
+	clear(out.Sends)
+	out.Deliver, out.Sends = out.Deliver[:0], out.Sends[:0]
+}
 
 // Next is always 0.
 func (b *Broadcaster) Next() int64 { return 0 }

@@ -64,6 +64,7 @@ type Core struct {
 	cfg     Config
 	ring    *hb.Ring
 	prop    bcast.Propagator
+	out     bcast.Out            // the propagator's, reused
 	known   map[ranks.Rank]Event // every rank delivered gone
 	zombies *hb.Zombies
 	repair  repairState
@@ -219,7 +220,9 @@ func (c *Core) Tick(now Time) {
 	c.repairDue(now.Mono)
 	c.probeSplit(now.Mono) // split.go
 	if c.prop.Next() != 0 {
-		c.propagated(now, c.cfg.Self, c.prop.Tick(now.Mono, c.ring.Dead()))
+		c.out.Reset()
+		c.prop.Tick(now.Mono, c.ring.Dead(), &c.out)
+		c.propagated(now, c.cfg.Self, nil)
 	}
 }
 
@@ -265,12 +268,12 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 		}
 		c.apply(now, out)
 	case *wire.Bcast: // task T5
-		out, err := c.prop.Step(now.Mono, from, m.Message, c.ring.Dead())
-		if err != nil {
+		c.out.Reset()
+		if err := c.prop.Step(now.Mono, from, m.Message, c.ring.Dead(), &c.out); err != nil {
 			c.bad("dropping invalid broadcast", "from", from, "err", err)
 			return
 		}
-		c.propagated(now, from, out)
+		c.propagated(now, from, m)
 	case *wire.Agree:
 		c.agreeStep(from, m) // agree.go
 	case *wire.Sync:
@@ -353,12 +356,14 @@ func (c *Core) begin(now Time, kind bcast.Kind, dead []ranks.Rank, D ranks.Set, 
 	return msg
 }
 
-// propagated carries out a Propagator's Out (task T5): deliver each
-// broadcast (a Note to the driver; a failure to the ring, the known ranks
-// and the agreements), send the copies, then ask the dead-list repair's
-// questions. from is the rank whose message caused it (this rank for a
-// Tick).
-func (c *Core) propagated(now Time, from ranks.Rank, out bcast.Out) {
+// propagated carries out the Propagator's Out (c.out, task T5): deliver
+// each broadcast (a Note to the driver; a failure to the ring, the known
+// ranks and the agreements), send the copies, then ask the dead-list
+// repair's questions. from is the rank whose message in caused it (this
+// rank and nil for a Tick); a copy that is in unchanged (an overlay
+// forwards what it received) is sent as in, not re-wrapped.
+func (c *Core) propagated(now Time, from ranks.Rank, in *wire.Bcast) {
+	out := &c.out
 	for i := range out.Deliver {
 		m := &out.Deliver[i]
 		if m.Kind == bcast.Note {
@@ -373,7 +378,11 @@ func (c *Core) propagated(now Time, from ranks.Rank, out bcast.Out) {
 	}
 	for _, s := range out.Sends {
 		c.stats.BcastsForwarded += uint64(len(s.To))
-		c.send(s.To, &wire.Bcast{Message: s.Msg})
+		if in != nil && s.Msg.ID == in.ID && s.Msg.Hop.Phase == bcast.PhaseNone {
+			c.send(s.To, in)
+		} else {
+			c.send(s.To, &wire.Bcast{Message: s.Msg})
+		}
 	}
 	for i := range out.Deliver {
 		if m := &out.Deliver[i]; m.Kind != bcast.Note {

@@ -117,7 +117,8 @@ func RunCoreGossip(r CoreGossipRun) (CoreGossipResult, error) {
 				continue
 			}
 			if g.Next() <= now {
-				out := g.Tick(now, &r.D)
+				var out bcast.Out
+				g.Tick(now, &r.D, &out)
 				delivered(x, s, out.Deliver)
 				queue(s, x, out.Sends)
 			}
@@ -126,8 +127,8 @@ func RunCoreGossip(r CoreGossipRun) (CoreGossipResult, error) {
 			if !alive(f.to, s) {
 				continue
 			}
-			out, e := nodes[f.to].Step(now, f.from, f.m, &r.D)
-			if e != nil {
+			var out bcast.Out
+			if e := nodes[f.to].Step(now, f.from, f.m, &r.D, &out); e != nil {
 				return res, fmt.Errorf("sim: rank %d: %w", f.to, e)
 			}
 			delivered(f.to, s, out.Deliver)
