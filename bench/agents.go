@@ -28,6 +28,9 @@ type DetectorSpec struct {
 	// Heartbeat, when not empty, is passed to the agents as -heartbeat
 	// (the heartbeat path: udp, shm).
 	Heartbeat string
+	// Emitter, when not empty, is passed to the agents as -emitter
+	// (native or go).
+	Emitter string
 }
 
 // AgentJob is a stand-alone detector: N `vigil agent` processes started by
@@ -71,6 +74,9 @@ func StartAgents(vigilBin string, n int, d DetectorSpec, stderr io.Writer) (*Age
 	}
 	if d.Heartbeat != "" {
 		args = append(args, "-heartbeat", d.Heartbeat)
+	}
+	if d.Emitter != "" {
+		args = append(args, "-emitter", d.Emitter)
 	}
 	return startJob(n, args, launch.Options{Stderr: stderr})
 }

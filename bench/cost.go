@@ -24,16 +24,18 @@ import (
 )
 
 // The sides of the cost part: the C reference (csrc/bench/hbcost.c),
-// Vigil's agents (`vigil agent`), and libvigil's detector in a host process
+// Vigil's agents (`vigil agent`), the same agents with their heartbeat
+// thread in Go (`-emitter go`), and libvigil's detector in a host process
 // that does nothing else (csrc/bench/hbhost.c).
 const (
-	CostC     = "C"
-	CostVigil = "vigil"
-	CostLib   = "libvigil"
+	CostC       = "C"
+	CostVigil   = "vigil"
+	CostVigilGo = "vigil-go"
+	CostLib     = "libvigil"
 )
 
 // costSides is the order of the sides; each round rotates it by one.
-var costSides = []string{CostC, CostVigil, CostLib}
+var costSides = []string{CostC, CostVigil, CostVigilGo, CostLib}
 
 // Heartbeat transports of the cost part (the C reference's; the agents'
 // with CostHeartbeatMatch).
@@ -95,7 +97,10 @@ type CostConfig struct {
 	Heartbeat string
 	// RealTime asks for SCHED_FIFO for the agents' emitter thread.
 	RealTime bool
-	Log      io.Writer
+	// GoEmitter adds the side CostVigilGo: agents whose heartbeat thread
+	// runs in Go (`-emitter go`), against the default native thread.
+	GoEmitter bool
+	Log       io.Writer
 }
 
 // window returns the sampling window at h.
@@ -245,9 +250,12 @@ func Cost(ctx context.Context, cfg CostConfig) ([]CostRun, error) {
 		for _, n := range cfg.Ns {
 			for _, tr := range cfg.Transports {
 				for round := range cfg.Rounds {
-					sides := costSides[:2]
+					sides := []string{CostC, CostVigil}
+					if cfg.GoEmitter {
+						sides = append(sides, CostVigilGo)
+					}
 					if cfg.HostBin != "" {
-						sides = costSides
+						sides = append(sides, CostLib)
 					}
 					for i := range sides {
 						side := sides[(i+round)%len(sides)]
@@ -312,17 +320,20 @@ func costRun(ctx context.Context, cfg CostConfig, tr string, h time.Duration, n 
 			}
 			return err
 		}
-	case CostVigil, CostLib:
+	case CostVigil, CostVigilGo, CostLib:
 		stderr := &tailBuffer{max: 4 << 10}
 		var a *AgentJob
 		var err error
-		if side == CostVigil {
+		if side != CostLib {
 			r.Heartbeat = cfg.Heartbeat
 			if r.Heartbeat == CostHeartbeatMatch {
 				r.Heartbeat = tr
 			}
-			a, err = StartAgents(cfg.VigilBin, n, DetectorSpec{H: h, Delta: delta, Check: check, RealTime: cfg.RealTime,
-				Heartbeat: r.Heartbeat}, stderr)
+			d := DetectorSpec{H: h, Delta: delta, Check: check, RealTime: cfg.RealTime, Heartbeat: r.Heartbeat}
+			if side == CostVigilGo {
+				d.Emitter = "go"
+			}
+			a, err = StartAgents(cfg.VigilBin, n, d, stderr)
 		} else {
 			rt := "0"
 			if cfg.RealTime {

@@ -286,7 +286,11 @@ func EmitterChild(args []string, stdout io.Writer) error {
 		allocate(*garbage, stop)
 	}()
 	e.SetObserver(1)
-	e.Start()
+	if err := e.Start(); err != nil {
+		close(stop)
+		<-done
+		return err
+	}
 	time.Sleep(*d)
 	close(stop)
 	<-done

@@ -19,10 +19,6 @@ import (
 // It runs on the emitter thread only.
 type SendFunc func(to ranks.Rank, seq uint64) error
 
-// CheckFunc is the observer's check run on the heartbeat thread: now is
-// CLOCK_MONOTONIC at the check (see Watch).
-type CheckFunc func(now int64)
-
 // EmitterConfig configures the heartbeat thread (task T1, and the
 // observer's check when Check is set).
 type EmitterConfig struct {
@@ -39,11 +35,20 @@ type EmitterConfig struct {
 	Priority int
 	// Send writes one heartbeat.
 	Send SendFunc
-	// Check, if set, runs on the thread after the heartbeat of every
-	// CheckEvery-th period (default 1): the observer's check, so that
-	// checking costs no wake-up of its own.
-	Check      CheckFunc
+	// Watch, if set, is the observer's check, run on the thread after the
+	// heartbeat of every CheckEvery-th period (default 1), after Drain (if
+	// set) has collected the heartbeats waiting in the transport: checking
+	// costs no wake-up of its own.
+	Watch      *Watch
+	Drain      func()
 	CheckEvery int
+	// Word, if set, runs the thread natively: in C, outside the Go
+	// runtime (see WordFunc). Heartbeats to a target with a word are one
+	// store; others go through Send. The native thread calls Drain only
+	// when the socket DrainFD (if > 0) has data waiting, and at every
+	// check otherwise. HoldP does not apply.
+	Word    WordFunc
+	DrainFD int
 	// HoldP makes the thread sleep with a raw system call that keeps its Go
 	// scheduler P. Without it, a SCHED_FIFO thread returning from its sleep
 	// may wait for a P held by a starved normal-priority thread: a priority
@@ -64,6 +69,8 @@ type EmitterStats struct {
 	Checks   uint64
 	Pinned   bool
 	RealTime bool
+	// Native: the thread runs in C (EmitterConfig.Word).
+	Native bool
 }
 
 // Emitter is task T1: a dedicated, locked OS thread that sends an
@@ -88,6 +95,9 @@ type Emitter struct {
 	sent, errs, missed, checks atomic.Uint64
 	maxLate                    atomic.Int64
 	pinned, rt                 atomic.Bool
+
+	nat   *native      // the native thread, when EmitterConfig.Word is set
+	final EmitterStats // the native thread's counters once it stopped
 
 	mu      sync.Mutex // guards started
 	started bool
@@ -130,12 +140,21 @@ func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
 // SetObserver retargets the heartbeats to observer and sends one at once
 // (T4: observer_i ← j; HB-TIMEOUT ← 0). Safe from any goroutine.
 func (e *Emitter) SetObserver(observer ranks.Rank) {
-	e.target.Store(observer)
+	e.setTarget(observer)
 	e.kick()
 }
 
 // Pause stops heartbeating (a departing rank, or one alone).
-func (e *Emitter) Pause() { e.target.Store(noTarget) }
+func (e *Emitter) Pause() { e.setTarget(noTarget) }
+
+func (e *Emitter) setTarget(to uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.target.Store(to)
+	if e.nat != nil {
+		e.nat.setTarget(to)
+	}
+}
 
 func (e *Emitter) kick() {
 	one := [8]byte{1}
@@ -147,18 +166,25 @@ func (e *Emitter) kick() {
 }
 
 // Start launches the thread. The first heartbeat goes out at once if a
-// target is set.
-func (e *Emitter) Start() {
+// target is set. It fails only when the native thread cannot be created.
+func (e *Emitter) Start() error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.started {
-		e.mu.Unlock()
-		return
+		return nil
+	}
+	if e.cfg.Word != nil {
+		if err := e.startNative(); err != nil {
+			return err
+		}
+		e.started = true
+		return nil
 	}
 	e.started = true
-	e.mu.Unlock()
 	ready := make(chan struct{})
 	go e.run(ready)
 	<-ready
+	return nil
 }
 
 // Close stops the thread, waits for it and frees its kernel objects.
@@ -167,8 +193,20 @@ func (e *Emitter) Close() error {
 	started := e.started
 	e.mu.Unlock()
 	if started && !e.stop.Swap(true) {
-		e.kick()
-		<-e.done
+		e.mu.Lock()
+		nat := e.nat
+		e.mu.Unlock()
+		if nat != nil {
+			nat.join() // not under e.mu: the thread may be in a callback
+			e.mu.Lock()
+			e.final = nat.stats()
+			e.nat = nil
+			nat.free()
+			e.mu.Unlock()
+		} else {
+			e.kick()
+			<-e.done
+		}
 	}
 	e.mu.Lock()
 	if e.efd >= 0 {
@@ -181,6 +219,14 @@ func (e *Emitter) Close() error {
 
 // Stats returns a snapshot of the thread's counters.
 func (e *Emitter) Stats() EmitterStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.nat != nil:
+		return e.nat.stats()
+	case e.final.Native:
+		return e.final
+	}
 	return EmitterStats{
 		Sent: e.sent.Load(), Errors: e.errs.Load(), Missed: e.missed.Load(),
 		MaxLateNs: e.maxLate.Load(), Checks: e.checks.Load(),
@@ -236,9 +282,12 @@ func (e *Emitter) run(ready chan<- struct{}) {
 			return
 		}
 		e.beat()
-		if period++; e.cfg.Check != nil && period >= e.cfg.CheckEvery {
+		if period++; e.cfg.Watch != nil && period >= e.cfg.CheckEvery {
 			period = 0
-			e.cfg.Check(mono.Now())
+			if e.cfg.Drain != nil {
+				e.cfg.Drain()
+			}
+			e.cfg.Watch.Check(mono.Now())
 			e.checks.Add(1)
 		}
 	}

@@ -59,7 +59,9 @@ func TestEmitterSendsIncreasingAndRetargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetObserver(3)
-	e.Start()
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
 	rec.waitFor(t, func() bool { return len(rec.sent) >= 3 })
 	e.SetObserver(7)
 	rec.waitFor(t, func() bool { return rec.sent[len(rec.sent)-1].to == 7 })

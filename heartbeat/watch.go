@@ -1,8 +1,13 @@
 package heartbeat
 
+// #include <stdlib.h>
+// #include "native.h"
+import "C"
+
 import (
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -25,37 +30,26 @@ import (
 // shared with a starved normal-priority goroutine would make it wait on
 // that goroutine (priority inversion). The record is published with a
 // sequence lock (one writer: the thread), and Set is a request the next
-// Check carries out.
+// Check carries out. The state lives in C memory and the check is C
+// (native.c), so that the native heartbeat thread runs the same check
+// without entering Go.
 type Watch struct {
-	slots *transport.Slots
-	guard int64
-
-	// Set's request: generation<<32 | emitter, and when it was made.
-	want  atomic.Uint64
-	setAt atomic.Int64
-
-	// The record, written by Check only: ver is odd while it writes.
-	ver                     atomic.Uint64
-	emitter                 atomic.Uint32
-	seq                     atomic.Uint64
-	grewAt, checkedAt       atomic.Int64
-	applied                 uint64 // the request the record follows (thread only)
-	last                    int64  // time of the previous Check (thread only)
-	recSeq                  uint64 // thread-only copies of the record
-	recGrewAt, recCheckedAt int64
-	recEmitter              ranks.Rank
-
-	// The silence alarm (SetAlarm): set before the checks start.
-	silence   int64
-	alarm     func()
-	alarmedAt int64 // thread only
+	slots *transport.Slots // kept alive for the words the checks load
+	c     *C.vg_watch      // C memory: the native thread reads it too
+	alarm func()
 }
 
 // NewWatch returns a Watch over slots with the given stall guard
 // (nanoseconds; 0 disables it). It watches nothing until Set.
 func NewWatch(slots *transport.Slots, stallGuard int64) *Watch {
-	w := &Watch{slots: slots, guard: stallGuard, recEmitter: noEmitter}
-	w.emitter.Store(uint32(noEmitter))
+	c := (*C.vg_watch)(C.calloc(1, C.sizeof_vg_watch))
+	c.guard = C.int64_t(stallGuard)
+	c.rec_emitter, c.emitter = C.VG_NO_TARGET, C.VG_NO_TARGET
+	if slots.Len() > 0 {
+		c.words, c.nwords = (*C.uint64_t)(unsafe.Pointer(slots.Word(0))), C.uint32_t(slots.Len())
+	}
+	w := &Watch{slots: slots, c: c}
+	runtime.AddCleanup(w, func(c *C.vg_watch) { C.free(unsafe.Pointer(c)) }, c)
 	return w
 }
 
@@ -66,7 +60,9 @@ const noEmitter = ranks.Rank(^uint32(0))
 // the event loop then needs no wake-up of its own to act on a silence
 // shorter than δ (block mending's early probes). alarm runs on the
 // heartbeat thread and must not block. Call it before the checks start.
-func (w *Watch) SetAlarm(silence int64, alarm func()) { w.silence, w.alarm = silence, alarm }
+func (w *Watch) SetAlarm(silence int64, alarm func()) {
+	w.c.silence, w.alarm = C.int64_t(silence), alarm
+}
 
 // Set asks the checks to watch emitter from now on: from the next check,
 // the record is about emitter, with SUSP-TIMEOUT running from now and its
@@ -74,39 +70,16 @@ func (w *Watch) SetAlarm(silence int64, alarm func()) { w.silence, w.alarm = sil
 // a change of emitter). Until then Record still describes the previous
 // emitter, which hb.Ring.Observe ignores. One goroutine calls Set.
 func (w *Watch) Set(emitter ranks.Rank, now int64) {
-	gen := w.want.Load()>>32 + 1
-	w.setAt.Store(now)
-	w.want.Store(gen<<32 | uint64(emitter))
+	want := (*uint64)(unsafe.Pointer(&w.c.want))
+	gen := atomic.LoadUint64(want)>>32 + 1
+	atomic.StoreInt64((*int64)(unsafe.Pointer(&w.c.set_at)), now)
+	atomic.StoreUint64(want, gen<<32|uint64(emitter))
 }
 
 // Check is one check at now: one load of the watched word. One thread
 // calls Check; it never blocks.
 func (w *Watch) Check(now int64) {
-	stalled := w.guard > 0 && w.last != 0 && now-w.last > w.guard
-	w.last = now
-	if want := w.want.Load(); want != w.applied {
-		w.applied = want
-		at := w.setAt.Load()
-		w.recEmitter, w.recSeq, w.recGrewAt, w.recCheckedAt = ranks.Rank(want), 0, at, at
-		stalled = false
-	}
-	if w.recEmitter == noEmitter {
-		return
-	}
-	if seq := w.slots.Load(w.recEmitter); seq > w.recSeq {
-		w.recSeq, w.recGrewAt = seq, now
-	} else if stalled {
-		w.recGrewAt = now
-	}
-	w.recCheckedAt = now
-	w.ver.Add(1)
-	w.emitter.Store(uint32(w.recEmitter))
-	w.seq.Store(w.recSeq)
-	w.grewAt.Store(w.recGrewAt)
-	w.checkedAt.Store(w.recCheckedAt)
-	w.ver.Add(1)
-	if w.alarm != nil && now-w.recGrewAt >= w.silence && now-w.alarmedAt >= w.silence {
-		w.alarmedAt = now // after the record: the alarmed loop reads this check
+	if C.vg_watch_check(w.c, C.int64_t(now)) != 0 && w.alarm != nil {
 		w.alarm()
 	}
 }
@@ -114,15 +87,18 @@ func (w *Watch) Check(now int64) {
 // Record returns what the checks saw. It never blocks for long: it retries
 // while a check is writing.
 func (w *Watch) Record() hb.WatchRecord {
+	ver := (*uint64)(unsafe.Pointer(&w.c.ver))
 	for {
-		v := w.ver.Load()
+		v := atomic.LoadUint64(ver)
 		if v&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
-		r := hb.WatchRecord{Emitter: ranks.Rank(w.emitter.Load()), Seq: w.seq.Load(),
-			GrewAt: w.grewAt.Load(), CheckedAt: w.checkedAt.Load()}
-		if w.ver.Load() == v {
+		r := hb.WatchRecord{Emitter: ranks.Rank(atomic.LoadUint32((*uint32)(unsafe.Pointer(&w.c.emitter)))),
+			Seq:       atomic.LoadUint64((*uint64)(unsafe.Pointer(&w.c.seq))),
+			GrewAt:    atomic.LoadInt64((*int64)(unsafe.Pointer(&w.c.grew_at))),
+			CheckedAt: atomic.LoadInt64((*int64)(unsafe.Pointer(&w.c.checked_at)))}
+		if atomic.LoadUint64(ver) == v {
 			return r
 		}
 	}

@@ -47,6 +47,9 @@ type Line struct {
 	MaxLateNs int64  `json:"max_late_ns,omitempty"`
 	Rejected  uint64 `json:"rejected,omitempty"`
 	RealTime  bool   `json:"realtime,omitempty"`
+	// NativeEmitter: the heartbeat thread ran in C, outside the Go
+	// runtime (heartbeat.EmitterStats.Native).
+	NativeEmitter bool `json:"native_emitter,omitempty"`
 	// Held counts the observer's checks held by the receive-path guard
 	// (node.Stats.ChecksHeld).
 	Held uint64 `json:"held,omitempty"`

@@ -75,6 +75,7 @@ type Node struct {
 	// (transport.Drainer; nil when they land in the slots directly).
 	drain func()
 	watch *heartbeat.Watch // the observer's checks, run on the emitter thread
+	heldP bool             // the emitter holds a P: GOMAXPROCS raised by one
 	em    *heartbeat.Emitter
 	// processRT: Config.RealTimeProcess was granted (set by Start).
 	processRT bool
@@ -174,7 +175,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if cfg.PinEmitter {
 		cpu = cfg.EmitterCPU
 	}
-	n.em, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{
+	ecfg := heartbeat.EmitterConfig{
 		Period:   int64(cfg.HeartbeatPeriod),
 		CPU:      cpu,
 		RealTime: cfg.RealTime,
@@ -182,19 +183,31 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		HoldP:    cfg.EmitterHoldsP,
 		Send:     n.tr.SendHeartbeat,
 
-		Check:      n.threadCheck,
+		Watch:      n.watch,
+		Drain:      n.drain,
 		CheckEvery: cfg.checkEvery(),
-	})
-	if err != nil {
+	}
+	if w, ok := n.tr.(transport.Worder); ok && !cfg.GoEmitter {
+		ecfg.Word, ecfg.HoldP = w.HeartbeatWord, false // the thread runs in C
+		if f, ok := n.tr.(transport.HeartbeatFD); ok {
+			ecfg.DrainFD = f.HeartbeatFD()
+		}
+	}
+	n.heldP = ecfg.HoldP
+	if n.em, err = heartbeat.NewEmitter(ecfg); err != nil {
 		n.tr.Close()
 		return nil, err
 	}
-	if cfg.EmitterHoldsP {
+	if n.heldP {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
 	n.core.Start(mono(), int64(cfg.StartGrace))
 	n.flush() // points the checks and the heartbeat thread
-	n.em.Start()
+	if err := n.em.Start(); err != nil {
+		n.em.Close()
+		n.tr.Close()
+		return nil, err
+	}
 	go n.loop()
 	return n, nil
 }
@@ -269,16 +282,6 @@ func (n *Node) loop() {
 			n.flush()
 		}
 	}
-}
-
-// threadCheck is the observer's check, run on the emitter thread every
-// CheckPeriod: collect heartbeats waiting in the transport, then one load
-// of the emitter's slot word (heartbeat.Watch).
-func (n *Node) threadCheck(now int64) {
-	if n.drain != nil {
-		n.drain()
-	}
-	n.watch.Check(now)
 }
 
 // observeAt returns when the loop should next look at the checks: at the
@@ -533,7 +536,7 @@ func (n *Node) Close() error {
 		close(n.quit)
 		<-n.done
 		n.em.Close()
-		if n.cfg.EmitterHoldsP {
+		if n.heldP {
 			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-1))
 		}
 		err = n.tr.Close()

@@ -1,8 +1,11 @@
 package transport
 
 import (
+	"runtime"
 	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -16,9 +19,22 @@ type Slots struct {
 	w []uint64
 }
 
-// NewSlots allocates n zeroed words on the Go heap (for transports whose
-// receive path stores into the words; RDMA transports use SlotsOver).
-func NewSlots(n int) *Slots { return &Slots{w: make([]uint64, n)} }
+// NewSlots allocates n zeroed words (for transports whose receive path
+// stores into the words; RDMA transports use SlotsOver). The words are an
+// anonymous mapping, not Go heap, so that a heartbeat thread outside Go may
+// load them (Word); they are unmapped once the Slots are unreachable.
+func NewSlots(n int) *Slots {
+	if n <= 0 {
+		return &Slots{}
+	}
+	mem, err := unix.Mmap(-1, 0, n*8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return &Slots{w: make([]uint64, n)} // out of mappings: the Go heap still works for Go readers
+	}
+	s := &Slots{w: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n)}
+	runtime.AddCleanup(s, func(mem []byte) { unix.Munmap(mem) }, mem)
+	return s
+}
 
 // SlotsOver wraps caller-owned words, such as an mmap'ed registered region.
 // The first word must be 8-byte aligned.
@@ -27,6 +43,16 @@ func SlotsOver(words []uint64) *Slots {
 		panic("transport: slot words not 8-byte aligned")
 	}
 	return &Slots{w: words}
+}
+
+// Word returns emitter's word, for a heartbeat thread outside Go that
+// stores or loads it directly; nil for an unknown emitter. Such a thread
+// may hold the pointer only while the Slots are reachable.
+func (s *Slots) Word(emitter ranks.Rank) *uint64 {
+	if int(emitter) >= len(s.w) {
+		return nil
+	}
+	return &s.w[emitter]
 }
 
 // Len returns the number of slots.

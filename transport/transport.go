@@ -58,6 +58,22 @@ type Drainer interface {
 	DrainHeartbeats()
 }
 
+// HeartbeatFD is implemented by a Drainer whose heartbeats wait in one
+// socket: a heartbeat thread outside Go drains only when it has data.
+type HeartbeatFD interface {
+	HeartbeatFD() int
+}
+
+// Worder is implemented by transports whose heartbeat to some observers is
+// one store into a word mapped in this process (shared memory): the
+// emitter's thread can then run outside the Go runtime
+// (heartbeat.WordFunc). HeartbeatWord returns this rank's word in to's slot
+// array, or nil while to is reached only through SendHeartbeat. The word
+// stays mapped until the transport closes.
+type Worder interface {
+	HeartbeatWord(to ranks.Rank) *uint64
+}
+
 // Backlogged is implemented by transports whose heartbeats pass through a
 // receive path in the observer's process (TCP): a goroutine reads them from
 // a socket and stores them in the slot word. When that goroutine is starved

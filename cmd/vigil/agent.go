@@ -81,7 +81,7 @@ func agentMain(args []string) error {
 			rejected += v
 		}
 		emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected,
-			RealTime: st.Emitter.RealTime, ProcessRT: st.ProcessRT,
+			RealTime: st.Emitter.RealTime, NativeEmitter: st.Emitter.Native, ProcessRT: st.ProcessRT,
 			HeartbeatsSent: st.Transport.HeartbeatsSent, MsgsSent: st.Transport.MsgsSent, MsgsRecv: st.Transport.MsgsRecv,
 			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
 			Bad: st.BadMessages, LoopWakes: st.LoopWakes})

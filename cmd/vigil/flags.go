@@ -18,7 +18,7 @@ type detectorFlags struct {
 	mendEarly              time.Duration
 	broadcast, transport   string
 	gossip                 node.GossipConfig
-	heartbeat              string
+	heartbeat, emitter     string
 	pin, mendProbe         int
 	realtime               bool
 	realtimeProcess        bool
@@ -38,6 +38,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.IntVar(&d.gossip.F, "gossip-f", 1, "fcg, ctree: failures tolerated during the correction, 1 to 3")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
+	fs.StringVar(&d.emitter, "emitter", "native", "heartbeat thread: native (in C, outside the Go runtime, where heartbeats are stores into shared memory; in Go otherwise) or go (always in Go, for comparisons)")
 	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
 	durationVar(fs, &d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default δ/2; negative: at the suspicion)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
@@ -50,7 +51,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 func (d *detectorFlags) args() []string {
 	a := []string{
 		"-h", d.h.String(), "-delta", d.delta.String(), "-broadcast", d.broadcast,
-		"-transport", d.transport, "-heartbeat", d.heartbeat, "-pin", strconv.Itoa(d.pin),
+		"-transport", d.transport, "-heartbeat", d.heartbeat, "-emitter", d.emitter, "-pin", strconv.Itoa(d.pin),
 		"-check", d.check.String(), "-grace", d.grace.String(), "-mend-probe", strconv.Itoa(d.mendProbe),
 		"-mend-early", d.mendEarly.String(),
 		"-gossip-step", d.gossip.Step.String(), "-gossip-latency", d.gossip.Latency.String(),
@@ -76,6 +77,7 @@ func (d *detectorFlags) config() node.Config {
 		RealTime:        d.realtime,
 		RealTimeProcess: d.realtimeProcess,
 		EmitterHoldsP:   true, // one node per process
+		GoEmitter:       d.emitter == "go",
 	}
 	if d.pin >= 0 {
 		c.PinEmitter, c.EmitterCPU = true, d.pin
@@ -92,6 +94,9 @@ func (d *detectorFlags) validate(size int) error {
 	}
 	if d.heartbeat != "shm" && d.heartbeat != "udp" {
 		return fmt.Errorf("-heartbeat %q: want shm or udp", d.heartbeat)
+	}
+	if d.emitter != "native" && d.emitter != "go" {
+		return fmt.Errorf("-emitter %q: want native or go", d.emitter)
 	}
 	if d.mendProbe < 0 {
 		return fmt.Errorf("-mend-probe %d: want ≥ 0 (0: Algorithm 1's one-at-a-time mending)", d.mendProbe)

@@ -93,6 +93,27 @@ func (t *Transport) DrainHeartbeats() {
 	}
 }
 
+// HeartbeatWord implements transport.Worder: this rank's word in to's
+// region once it is mapped.
+func (t *Transport) HeartbeatWord(to ranks.Rank) *uint64 {
+	if int64(to) >= int64(len(t.maps)) {
+		return nil
+	}
+	if s := t.maps[to].Load(); s != nil {
+		return s.Word(t.p.Rank)
+	}
+	return nil
+}
+
+// HeartbeatFD implements transport.HeartbeatFD for an inner transport
+// that does (-1 otherwise).
+func (t *Transport) HeartbeatFD() int {
+	if f, ok := t.inner.(transport.HeartbeatFD); ok {
+		return f.HeartbeatFD()
+	}
+	return -1
+}
+
 // Mapped reports whether heartbeats to rank r go through shared memory.
 func (t *Transport) Mapped(r ranks.Rank) bool {
 	return int64(r) < int64(len(t.maps)) && t.maps[r].Load() != nil

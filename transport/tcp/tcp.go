@@ -465,6 +465,14 @@ func (t *Transport) DrainHeartbeats() {
 	}
 }
 
+// HeartbeatFD implements transport.HeartbeatFD: the UDP socket the
+// heartbeats wait in (-1 once closed).
+func (t *Transport) HeartbeatFD() int {
+	t.hb.mu.RLock()
+	defer t.hb.mu.RUnlock()
+	return t.hb.fd
+}
+
 // gotHeartbeat checks one datagram and stores its sequence number.
 func (t *Transport) gotHeartbeat(b []byte) {
 	f, n, err := t.hb.codec.Decode(b)

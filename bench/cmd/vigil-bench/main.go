@@ -112,6 +112,7 @@ func benchMain(args []string) error {
 	propNs := fs.String("propagation-ns", "", "propagation part: comma-separated numbers of agents (default: the profile's)")
 	propRuns := fs.Int("propagation-runs", 0, "propagation part: runs per broadcast and size (default: the profile's)")
 	propStep := fs.String("propagation-gossip-step", "", "propagation part: -gossip-step for the corrected gossips, -gossip-latency twice that (default: the agents')")
+	costGoEmitter := fs.Bool("cost-go-emitter", false, "cost part: also run the agents with their heartbeat thread in Go (-emitter go), beside the native thread")
 	costInProcess := fs.Bool("cost-in-process", false, "cost part: also run libvigil's detector in a host process (default: the profile's; full: on)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -222,7 +223,7 @@ func benchMain(args []string) error {
 	} else if *vigilBin, err = filepath.Abs(*vigilBin); err != nil {
 		return err
 	}
-	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat,
+	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat, CostGoEmitter: *costGoEmitter,
 		Command: "vigil-bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,179 @@
+// The heartbeat thread outside the Go runtime: task T1 of seed 000's
+// Algorithm 1 and the observer's check, in one pthread that Go never
+// schedules (see native.go).
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "native.h"
+#include "_cgo_export.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+
+int64_t vg_now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); // the vDSO: no system call
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int vg_watch_check(vg_watch *w, int64_t now) {
+	int stalled = w->guard > 0 && w->last != 0 && now - w->last > w->guard;
+	w->last = now;
+	uint64_t want = LOAD(&w->want);
+	if (want != w->applied) {
+		w->applied = want;
+		int64_t at = LOAD(&w->set_at);
+		w->rec_emitter = (uint32_t)want;
+		w->rec_seq = 0;
+		w->rec_grew_at = w->rec_checked_at = at;
+		stalled = 0;
+	}
+	if (w->rec_emitter == VG_NO_TARGET) {
+		return 0;
+	}
+	uint64_t seq = w->rec_emitter < w->nwords ? LOAD(&w->words[w->rec_emitter]) : 0;
+	if (seq > w->rec_seq) {
+		w->rec_seq = seq;
+		w->rec_grew_at = now;
+	} else if (stalled) {
+		w->rec_grew_at = now;
+	}
+	w->rec_checked_at = now;
+	ADD(&w->ver, 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	STORE(&w->emitter, w->rec_emitter);
+	STORE(&w->seq, w->rec_seq);
+	STORE(&w->grew_at, w->rec_grew_at);
+	STORE(&w->checked_at, w->rec_checked_at);
+	__atomic_add_fetch(&w->ver, 1, __ATOMIC_RELEASE);
+	if (w->silence > 0 && now - w->rec_grew_at >= w->silence && now - w->alarmed_at >= w->silence) {
+		w->alarmed_at = now; // after the record: the alarmed loop reads this check
+		return 1;
+	}
+	return 0;
+}
+
+// store_max raises *word to seq (a late heartbeat never lowers it), as
+// transport.Slots.Store does.
+static void store_max(uint64_t *word, uint64_t seq) {
+	uint64_t old = LOAD(word);
+	while (seq > old &&
+	       !__atomic_compare_exchange_n(word, &old, seq, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+	}
+}
+
+// beat sends the next sequence number to the current target: a store when
+// Go resolved the target's word, otherwise through Go's SendFunc (which may
+// resolve it for the next heartbeats).
+static void beat(vg_emitter *e) {
+	uint32_t to = LOAD(&e->target);
+	if (to == VG_NO_TARGET) {
+		return;
+	}
+	e->seq++;
+	if (to != e->cur_to) {
+		e->cur_to = to;
+		e->cur_word = NULL;
+	}
+	if (e->cur_word != NULL) {
+		store_max(e->cur_word, e->seq);
+		ADD(&e->sent, 1);
+		return;
+	}
+	int failed = 0;
+	e->cur_word = vigilHeartbeatSend(e->handle, to, e->seq, &failed);
+	ADD(failed ? &e->errs : &e->sent, 1);
+}
+
+// check drains the heartbeats waiting in drain_fd through Go, if any (or
+// at every check with VG_DRAIN_ALWAYS), then runs the watch's check.
+static void check(vg_emitter *e) {
+	char b;
+	if (e->drain_fd == VG_DRAIN_ALWAYS ||
+	    (e->drain_fd >= 0 && recv(e->drain_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)) {
+		vigilHeartbeatDrain(e->handle);
+	}
+	if (vg_watch_check(e->watch, vg_now())) {
+		vigilHeartbeatAlarm(e->handle);
+	}
+	ADD(&e->checks, 1);
+}
+
+// sleep_for waits up to d nanoseconds for the eventfd: > 0 when it was
+// signalled, 0 on time-out, < 0 on EINTR.
+static int sleep_for(vg_emitter *e, int64_t d) {
+	struct pollfd p = {.fd = e->efd, .events = POLLIN};
+	struct timespec ts = {.tv_sec = d / 1000000000, .tv_nsec = d % 1000000000};
+	return ppoll(&p, 1, &ts, NULL);
+}
+
+static void *run(void *arg) {
+	vg_emitter *e = arg;
+	if (e->cpu >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(e->cpu, &set);
+		STORE(&e->pinned, sched_setaffinity(0, sizeof set, &set) == 0);
+	}
+	if (e->priority > 0) {
+		struct sched_param sp = {.sched_priority = e->priority};
+		STORE(&e->rt, pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0);
+	}
+	int64_t h = e->period, next = vg_now() + h;
+	uint64_t buf;
+	int period = 0;
+	beat(e); // the first heartbeat at once
+	for (;;) {
+		int64_t now = vg_now();
+		if (now < next) {
+			if (sleep_for(e, next - now) > 0) { // kicked: retarget or stop
+				if (read(e->efd, &buf, sizeof buf) < 0) {
+					// EAGAIN: another reader took it; nothing to do
+				}
+				if (LOAD(&e->stop)) {
+					return NULL;
+				}
+				beat(e);
+			}
+			continue; // EINTR, kick or time-out: look at the clock again
+		}
+		int64_t late = now - next;
+		if (late > LOAD(&e->max_late)) {
+			STORE(&e->max_late, late);
+		}
+		if (late > h) {
+			ADD(&e->missed, 1);
+			next += (late / h) * h; // skip the periods slept through; stay on the grid
+		}
+		next += h;
+		if (LOAD(&e->stop)) {
+			return NULL;
+		}
+		beat(e);
+		if (e->watch != NULL && ++period >= e->check_every) {
+			period = 0;
+			check(e);
+		}
+	}
+}
+
+int vg_emitter_start(vg_emitter *e) {
+	e->cur_to = VG_NO_TARGET;
+	return pthread_create(&e->tid, NULL, run, e);
+}
+
+void vg_emitter_stop(vg_emitter *e) {
+	uint64_t one = 1;
+	STORE(&e->stop, 1);
+	if (write(e->efd, &one, sizeof one) < 0) {
+		// EAGAIN: the counter is saturated, so the thread is kicked anyway
+	}
+	pthread_join(e->tid, NULL);
+}
