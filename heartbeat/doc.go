@@ -31,14 +31,17 @@
 // EmitterStats.RealTime reports and is not an error. EmitterConfig.HoldP
 // makes the thread keep its Go scheduler P while it sleeps, so that it
 // never waits for a P held by a starved normal-priority thread.
-// Where the transport makes a heartbeat one store into a word mapped in
-// this process (shared memory: EmitterConfig.Word), the thread runs in C
-// instead (native.c): a pthread the Go runtime never schedules, with the
-// same loop and the same check (Watch's state and check are C, shared by
-// both threads). It enters Go only for a target without a word, for
-// heartbeats waiting in the transport's socket and for the silence alarm,
-// so a quiet job's heartbeats and checks wake nothing in Go. The Go thread
-// remains for the other transports (UDP, verbs) and for comparisons.
+// Where the transport can make a heartbeat one store into a word mapped in
+// this process (shared memory) or one datagram on a socket
+// (EmitterConfig.Sink), the thread runs in C instead (native.c): a pthread
+// the Go runtime never schedules, with the same loop and the same check
+// (Watch's state and check are C, shared by both threads). Datagrams are
+// signed in advance by a goroutine, a ring of them at a time. The thread
+// enters Go only for a target without a Sink, for heartbeats waiting in the
+// transport's socket and for the silence alarm, so a quiet job's heartbeats
+// and checks wake nothing in Go but the signing, about twice a second at
+// h = 1 ms. The Go thread remains for the other transports (verbs, memory)
+// and for comparisons.
 //
 // SetProcessRealTime puts every thread of a process that runs only the
 // detector under SCHED_RR (the emitter then needs a higher Priority);

@@ -42,12 +42,13 @@ type EmitterConfig struct {
 	Watch      *Watch
 	Drain      func()
 	CheckEvery int
-	// Word, if set, runs the thread natively: in C, outside the Go
-	// runtime (see WordFunc). Heartbeats to a target with a word are one
-	// store; others go through Send. The native thread calls Drain only
-	// when the socket DrainFD (if > 0) has data waiting, and at every
-	// check otherwise. HoldP does not apply.
-	Word    WordFunc
+	// Sink, if set, runs the thread natively: in C, outside the Go
+	// runtime. A heartbeat to a target with a Sink is one store or one
+	// datagram signed in advance by Sign; others go through Send. The
+	// native thread calls Drain only when the socket DrainFD (if > 0) has
+	// data waiting, and at every check otherwise. HoldP does not apply.
+	Sink    SinkFunc
+	Sign    SignFunc
 	DrainFD int
 	// HoldP makes the thread sleep with a raw system call that keeps its Go
 	// scheduler P. Without it, a SCHED_FIFO thread returning from its sleep
@@ -60,6 +61,9 @@ type EmitterConfig struct {
 // EmitterStats counts what the emitter thread did.
 type EmitterStats struct {
 	Sent, Errors uint64
+	// NativeSent counts the heartbeats the native thread sent without Go
+	// (by its Sink; included in Sent, not in the transport's counters).
+	NativeSent uint64
 	// Missed counts periods the thread woke up for more than one period
 	// late (a heartbeat deadline missed: the scheduler starved it).
 	Missed uint64
@@ -69,7 +73,7 @@ type EmitterStats struct {
 	Checks   uint64
 	Pinned   bool
 	RealTime bool
-	// Native: the thread runs in C (EmitterConfig.Word).
+	// Native: the thread runs in C (EmitterConfig.Sink).
 	Native bool
 }
 
@@ -96,7 +100,7 @@ type Emitter struct {
 	maxLate                    atomic.Int64
 	pinned, rt                 atomic.Bool
 
-	nat   *native      // the native thread, when EmitterConfig.Word is set
+	nat   *native      // the native thread, when EmitterConfig.Sink is set
 	final EmitterStats // the native thread's counters once it stopped
 
 	mu      sync.Mutex // guards started
@@ -173,7 +177,7 @@ func (e *Emitter) Start() error {
 	if e.started {
 		return nil
 	}
-	if e.cfg.Word != nil {
+	if e.cfg.Sink != nil {
 		if err := e.startNative(); err != nil {
 			return err
 		}

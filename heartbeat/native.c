@@ -69,26 +69,61 @@ static void store_max(uint64_t *word, uint64_t seq) {
 	}
 }
 
-// beat sends the next sequence number to the current target: a store when
-// Go resolved the target's word, otherwise through Go's SendFunc (which may
-// resolve it for the next heartbeats).
-static void beat(vg_emitter *e) {
+// frame returns the signed frame of sequence number seq, or NULL when Go
+// has not signed it yet; it asks for a refill when the ring runs low.
+static const unsigned char *frame(vg_emitter *e, uint64_t seq) {
+	uint64_t filled = LOAD(&e->filled);
+	if (filled < seq + VG_RING / 2 && LOAD(&e->requested) != filled) {
+		uint64_t one = 1;
+		STORE(&e->requested, filled);
+		if (write(e->refill_efd, &one, sizeof one) < 0) {
+			// EAGAIN: the counter is saturated, so Go is signalled anyway
+		}
+	}
+	return seq <= filled ? e->frames[(seq - 1) % VG_RING] : NULL;
+}
+
+// beat sends the next sequence number to the current target: a store or a
+// pre-signed datagram when Go resolved the target's sink, otherwise through
+// Go's SendFunc (which resolves the sink for the next heartbeats).
+static void beat(vg_emitter *e, int64_t now) {
 	uint32_t to = LOAD(&e->target);
 	if (to == VG_NO_TARGET) {
 		return;
 	}
-	e->seq++;
+	uint64_t seq = e->seq + 1;
+	STORE(&e->seq, seq);
 	if (to != e->cur_to) {
 		e->cur_to = to;
-		e->cur_word = NULL;
+		e->sink.kind = VG_SINK_NONE;
+		e->resolve_at = now + VG_RESOLVE_NS;
 	}
-	if (e->cur_word != NULL) {
-		store_max(e->cur_word, e->seq);
+	const unsigned char *f;
+	switch (e->sink.kind) {
+	case VG_SINK_WORD:
+		store_max(e->sink.word, seq);
 		ADD(&e->sent, 1);
+		ADD(&e->native_sent, 1);
+		return;
+	case VG_SINK_DGRAM:
+		if ((f = frame(e, seq)) == NULL) {
+			break; // Go is behind with its signing: send through it
+		}
+		if (now >= e->resolve_at) {
+			e->resolve_at = now + VG_RESOLVE_NS;
+			break; // through Go, which resolves the sink again (a shared-memory region mapped since)
+		}
+		if (sendto(e->sink.fd, f, e->frame_len, MSG_DONTWAIT, (const struct sockaddr *)e->sink.addr,
+		           e->sink.addrlen) < 0) {
+			ADD(&e->errs, 1); // a full socket buffer drops the heartbeat, as SendFunc does
+		} else {
+			ADD(&e->sent, 1);
+			ADD(&e->native_sent, 1);
+		}
 		return;
 	}
 	int failed = 0;
-	e->cur_word = vigilHeartbeatSend(e->handle, to, e->seq, &failed);
+	vigilHeartbeatSend(e->handle, to, seq, &failed, &e->sink);
 	ADD(failed ? &e->errs : &e->sent, 1);
 }
 
@@ -129,7 +164,7 @@ static void *run(void *arg) {
 	int64_t h = e->period, next = vg_now() + h;
 	uint64_t buf;
 	int period = 0;
-	beat(e); // the first heartbeat at once
+	beat(e, vg_now()); // the first heartbeat at once
 	for (;;) {
 		int64_t now = vg_now();
 		if (now < next) {
@@ -140,7 +175,7 @@ static void *run(void *arg) {
 				if (LOAD(&e->stop)) {
 					return NULL;
 				}
-				beat(e);
+				beat(e, vg_now());
 			}
 			continue; // EINTR, kick or time-out: look at the clock again
 		}
@@ -156,7 +191,7 @@ static void *run(void *arg) {
 		if (LOAD(&e->stop)) {
 			return NULL;
 		}
-		beat(e);
+		beat(e, now);
 		if (e->watch != NULL && ++period >= e->check_every) {
 			period = 0;
 			check(e);

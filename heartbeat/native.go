@@ -8,30 +8,54 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"runtime/cgo"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
-// WordFunc resolves where a heartbeat to rank to is one store: the word of
-// this rank in to's slot array, mapped into this process (shared memory,
-// or any memory the observer reads), or nil when to is reached only
-// through the SendFunc. The word must stay mapped while the Emitter runs.
-type WordFunc func(to ranks.Rank) *uint64
+// Sink is how the native thread reaches an observer without entering Go:
+// one store into Word (the observer's slot word for this rank, mapped into
+// this process), or one datagram on socket FD to Addr (a kernel sockaddr),
+// signed in advance by EmitterConfig.Sign. Word and the socket must stay
+// valid while the Emitter runs.
+type Sink struct {
+	Word *uint64
+	FD   int
+	Addr []byte
+}
+
+// SinkFunc resolves the Sink for a heartbeat to rank to; false while to is
+// reached only through the SendFunc.
+type SinkFunc func(to ranks.Rank) (Sink, bool)
+
+// SignFunc writes the authenticated datagram of heartbeat seq into dst and
+// returns its length. It is called from one goroutine at a time, never
+// concurrently with itself.
+type SignFunc func(dst []byte, seq uint64) int
 
 // native is the state of an Emitter whose thread runs in C (native.c): a
 // pthread the Go runtime never schedules, which sleeps on absolute
 // deadlines (ppoll on the eventfd), stores each heartbeat into the
-// observer's word, and runs the Watch's check in C every CheckEvery
-// periods. It enters Go only for a target without a word (SendFunc), for
-// heartbeats waiting in DrainFD, and for the Watch's alarm: in a quiet job
-// with every observer's word mapped, never.
+// observer's word or sends a datagram signed in advance, and runs the
+// Watch's check in C every CheckEvery periods. It enters Go only for a
+// target without a Sink (SendFunc), for heartbeats waiting in DrainFD and
+// for the Watch's alarm. A goroutine signs the datagrams of the next
+// VG_RING heartbeats, woken (through an eventfd in the network poller) when
+// half of them are used: at h = 1 ms about twice a second.
 type native struct {
 	c      *C.vg_emitter // C memory
 	handle cgo.Handle
+
+	sign   SignFunc
+	refill *os.File // the thread's signal that the ring runs low
+	wg     sync.WaitGroup
 }
 
 func (e *Emitter) startNative() error {
@@ -54,16 +78,79 @@ func (e *Emitter) startNative() error {
 	default:
 		c.drain_fd = C.VG_DRAIN_ALWAYS
 	}
+	c.refill_efd = -1
 	c.target = C.uint32_t(e.target.Load())
-	e.nat = &native{c: c, handle: cgo.NewHandle(e)} // the handle keeps e, its Watch and Slots alive
-	c.handle = C.uintptr_t(e.nat.handle)
+	n := &native{c: c, handle: cgo.NewHandle(e), sign: e.cfg.Sign} // the handle keeps e, its Watch and Slots alive
+	c.handle = C.uintptr_t(n.handle)
+	if n.sign != nil {
+		if err := n.startSigning(); err != nil {
+			n.free()
+			return err
+		}
+	}
 	if rc := C.vg_emitter_start(c); rc != 0 {
-		e.nat.handle.Delete()
-		C.free(unsafe.Pointer(c))
-		e.nat = nil
+		n.stopSigning()
+		n.free()
 		return fmt.Errorf("heartbeat: pthread_create: %w", syscall.Errno(rc))
 	}
+	e.nat = n
 	return nil
+}
+
+// startSigning signs the first ring of datagrams and starts the goroutine
+// that signs the next ones.
+func (n *native) startSigning() error {
+	n.c.frames = (*[C.VG_FRAME_MAX]C.uchar)(C.calloc(C.VG_RING, C.VG_FRAME_MAX))
+	var probe [C.VG_FRAME_MAX + 1]byte
+	l := n.sign(probe[:], 1)
+	if l <= 0 || l > C.VG_FRAME_MAX {
+		return fmt.Errorf("heartbeat: a signed heartbeat of %d bytes, want 1 to %d", l, C.VG_FRAME_MAX)
+	}
+	n.c.frame_len = C.uint32_t(l)
+	n.fill()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("heartbeat: eventfd: %w", err)
+	}
+	n.c.refill_efd = C.int(efd)
+	n.refill = os.NewFile(uintptr(efd), "heartbeat-refill") // non-blocking: waits in the network poller
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		var b [8]byte
+		for {
+			if _, err := n.refill.Read(b[:]); err != nil {
+				return // closed
+			}
+			n.fill()
+		}
+	}()
+	return nil
+}
+
+// fill signs the datagrams of every sequence number the thread may use
+// before the next refill: up to one ring ahead of its current one, never
+// the slot of the heartbeat it may be sending.
+func (n *native) fill() {
+	c := n.c
+	filled := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.filled)))
+	limit := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.seq))) + C.VG_RING - 1
+	if limit <= filled {
+		return
+	}
+	ring := unsafe.Slice((*byte)(unsafe.Pointer(c.frames)), C.VG_RING*C.VG_FRAME_MAX)
+	for s := filled + 1; s <= limit; s++ {
+		i := int((s - 1) % C.VG_RING * C.VG_FRAME_MAX)
+		n.sign(ring[i:i+C.VG_FRAME_MAX], s)
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), limit)
+}
+
+func (n *native) stopSigning() {
+	if n.refill != nil {
+		n.refill.Close()
+		n.wg.Wait()
+	}
 }
 
 // setTarget publishes the target to the native thread.
@@ -71,42 +158,55 @@ func (n *native) setTarget(to uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&n.c.target)), to)
 }
 
-// join stops the thread and waits for it.
-func (n *native) join() { C.vg_emitter_stop(n.c) }
+// join stops the thread and waits for it, then for the signing goroutine.
+func (n *native) join() {
+	C.vg_emitter_stop(n.c)
+	n.stopSigning()
+}
 
 // free releases the stopped thread's memory and handle.
 func (n *native) free() {
 	n.handle.Delete()
+	C.free(unsafe.Pointer(n.c.frames))
 	C.free(unsafe.Pointer(n.c))
 }
 
 func (n *native) stats() EmitterStats {
 	c := n.c
 	return EmitterStats{
-		Sent:      atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.sent))),
-		Errors:    atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.errs))),
-		Missed:    atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.missed))),
-		MaxLateNs: atomic.LoadInt64((*int64)(unsafe.Pointer(&c.max_late))),
-		Checks:    atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.checks))),
-		Pinned:    atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.pinned))) != 0,
-		RealTime:  atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.rt))) != 0,
-		Native:    true,
+		Sent:       atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.sent))),
+		NativeSent: atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.native_sent))),
+		Errors:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.errs))),
+		Missed:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.missed))),
+		MaxLateNs:  atomic.LoadInt64((*int64)(unsafe.Pointer(&c.max_late))),
+		Checks:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.checks))),
+		Pinned:     atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.pinned))) != 0,
+		RealTime:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.rt))) != 0,
+		Native:     true,
 	}
 }
 
 // vigilHeartbeatSend sends one heartbeat through the SendFunc for the
-// native thread and returns the target's word if it now has one.
+// native thread and resolves the target's sink for the next ones.
 //
 //export vigilHeartbeatSend
-func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.int) unsafe.Pointer {
+func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.int, sink *C.vg_sink) {
 	e := cgo.Handle(h).Value().(*Emitter)
 	if e.cfg.Send(ranks.Rank(to), uint64(seq)) != nil {
 		*failed = 1
 	}
-	if w := e.cfg.Word(ranks.Rank(to)); w != nil {
-		return unsafe.Pointer(w)
+	s, ok := e.cfg.Sink(ranks.Rank(to))
+	switch {
+	case !ok:
+		sink.kind = C.VG_SINK_NONE
+	case s.Word != nil:
+		sink.kind, sink.word = C.VG_SINK_WORD, (*C.uint64_t)(unsafe.Pointer(s.Word))
+	case e.cfg.Sign != nil && len(s.Addr) > 0 && len(s.Addr) <= len(sink.addr):
+		sink.kind, sink.fd, sink.addrlen = C.VG_SINK_DGRAM, C.int(s.FD), C.uint32_t(len(s.Addr))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&sink.addr[0])), len(sink.addr)), s.Addr)
+	default:
+		sink.kind = C.VG_SINK_NONE
 	}
-	return nil
 }
 
 // vigilHeartbeatDrain runs the Drain function for the native thread.

@@ -36,6 +36,28 @@ typedef struct vg_watch {
 // is due.
 int vg_watch_check(vg_watch *w, int64_t now);
 
+// vg_sink is how the thread sends a heartbeat to its current target
+// without Go: a store into word (VG_SINK_WORD), or a pre-signed frame from
+// the ring sent on fd to addr (VG_SINK_DGRAM). Go fills it
+// (vigilHeartbeatSend).
+enum { VG_SINK_NONE, VG_SINK_WORD, VG_SINK_DGRAM };
+typedef struct vg_sink {
+	int kind;
+	uint64_t *word;
+	int fd;
+	uint32_t addrlen;
+	unsigned char addr[128]; // a struct sockaddr_storage
+} vg_sink;
+
+// VG_RING frames of at most VG_FRAME_MAX bytes: the datagrams of the next
+// heartbeats, signed in advance by Go. The frame of sequence number s is
+// in slot (s-1) % VG_RING once filled >= s.
+// VG_RESOLVE_NS: how often a datagram sink goes through Go once, to be
+// resolved again (the observer's shared memory may have been mapped since).
+#define VG_RESOLVE_NS 1000000000
+#define VG_RING 1024
+#define VG_FRAME_MAX 64
+
 // vg_emitter is the native heartbeat thread. Go sets the configuration
 // before vg_emitter_start; target and stop are written by Go, the counters
 // by the thread, all with atomic operations.
@@ -49,15 +71,25 @@ typedef struct vg_emitter {
 	int drain_fd;     // a socket the checks drain through Go when readable, -1 (none) or VG_DRAIN_ALWAYS
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
 
+	// The ring of signed frames (frame_len > 0 when used): Go writes the
+	// frames and then filled; the thread writes seq (atomically) and, when
+	// fewer than VG_RING/2 frames are left, signals refill_efd once per
+	// refill (requested).
+	uint32_t frame_len;
+	int refill_efd;
+	uint64_t filled, requested;
+	unsigned char (*frames)[VG_FRAME_MAX];
+
 	uint32_t target, stop;
-	uint64_t sent, errs, missed, checks;
+	uint64_t sent, native_sent, errs, missed, checks; // native_sent: without Go
 	int64_t max_late;
 	uint32_t pinned, rt;
 
-	// The thread's own.
+	// The thread's own (seq is read by Go's refills too).
 	uint64_t seq;
 	uint32_t cur_to;
-	uint64_t *cur_word;
+	vg_sink sink;
+	int64_t resolve_at; // a datagram sink is resolved again from then
 	pthread_t tid;
 } vg_emitter;
 

@@ -1,9 +1,11 @@
 package heartbeat_test
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -31,18 +33,18 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 	obs3, obs7 := transport.NewSlots(8), transport.NewSlots(8) // the observers' arrays; we are rank 2
 	var mapped7 atomic.Bool
-	word := func(to ranks.Rank) *uint64 {
+	sink := func(to ranks.Rank) (heartbeat.Sink, bool) {
 		switch {
 		case to == 3:
-			return obs3.Word(2)
+			return heartbeat.Sink{Word: obs3.Word(2)}, true
 		case to == 7 && mapped7.Load():
-			return obs7.Word(2)
+			return heartbeat.Sink{Word: obs7.Word(2)}, true
 		}
-		return nil
+		return heartbeat.Sink{}, false
 	}
 	rec := &recorder{got: make(chan struct{}, 1)}
 	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
-		Send: rec.send, Word: word})
+		Send: rec.send, Sink: sink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 		t.Fatalf("sequence not increasing across targets: rank 3 up to %d, Send up to %d, rank 7 from %d", last3, lastSent, seq7)
 	}
 	st := e.Stats()
-	if !st.Native || st.Sent < obs7.Load(2)-1 || st.Errors != 0 {
+	if !st.Native || st.Sent < obs7.Load(2)-1 || st.Errors != 0 || st.NativeSent != st.Sent-uint64(len(rec.sent)) {
 		t.Fatalf("stats %+v after %d heartbeats", st, obs7.Load(2))
 	}
 }
@@ -120,7 +122,7 @@ func TestNativeChecksDrainAndAlarm(t *testing.T) {
 		}
 	}
 	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
-		Send: func(ranks.Rank, uint64) error { return nil }, Word: func(ranks.Rank) *uint64 { return nil },
+		Send: func(ranks.Rank, uint64) error { return nil }, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
 		Watch: w, Drain: drain, DrainFD: fds[0], CheckEvery: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -149,5 +151,83 @@ func TestNativeChecksDrainAndAlarm(t *testing.T) {
 	}
 	if st := e.Stats(); st.Checks == 0 || !st.Native {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestNativeDatagrams: with a datagram sink, the C thread sends each
+// heartbeat as the frame Sign wrote for its sequence number, in order,
+// across many refills of the ring, without calling Send after the first.
+func TestNativeDatagrams(t *testing.T) {
+	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rx)
+	if err := unix.Bind(rx, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.SetsockoptInt(rx, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	sa, err := unix.Getsockname(rx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*unix.SockaddrInet4).Port
+	var raw unix.RawSockaddrInet4
+	raw.Family = unix.AF_INET
+	raw.Port = uint16(port)<<8 | uint16(port)>>8
+	raw.Addr = [4]byte{127, 0, 0, 1}
+	addr := unsafe.Slice((*byte)(unsafe.Pointer(&raw)), unix.SizeofSockaddrInet4)
+	tx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tx)
+	var sends atomic.Int32
+	sign := func(dst []byte, seq uint64) int { // "hb" + seq, as a transport's signed frame would carry it
+		copy(dst, "hb")
+		binary.LittleEndian.PutUint64(dst[2:], seq)
+		return 10
+	}
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(200 * time.Microsecond), CPU: -1,
+		Send: func(ranks.Rank, uint64) error { sends.Add(1); return nil },
+		Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{FD: tx, Addr: addr}, true },
+		Sign: sign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetObserver(1)
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const want = 3000 // about three refills of the ring
+	var last uint64
+	got := 0
+	buf := make([]byte, 64)
+	_ = unix.SetsockoptTimeval(rx, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 10})
+	for got < want {
+		n, _, err := unix.Recvfrom(rx, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("after %d datagrams: %v", got, err)
+		}
+		if n != 10 || string(buf[:2]) != "hb" {
+			t.Fatalf("datagram %q, want a signed frame", buf[:n])
+		}
+		seq := binary.LittleEndian.Uint64(buf[2:])
+		if seq <= last {
+			t.Fatalf("sequence %d after %d", seq, last)
+		}
+		last = seq
+		got++
+	}
+	e.Close()
+	st := e.Stats()
+	if s := uint64(sends.Load()); s+st.NativeSent != st.Sent || st.NativeSent < want-10 {
+		t.Fatalf("stats %+v with %d sends through Go", st, s)
+	}
+	if s := sends.Load(); s > int32(1+st.Sent*200_000/1e9+2) { // the first, then one per second
+		t.Fatalf("%d sends through Go for %d heartbeats", s, st.Sent)
 	}
 }

@@ -187,8 +187,8 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Drain:      n.drain,
 		CheckEvery: cfg.checkEvery(),
 	}
-	if w, ok := n.tr.(transport.Worder); ok && !cfg.GoEmitter {
-		ecfg.Word, ecfg.HoldP = w.HeartbeatWord, false // the thread runs in C
+	if sink, sign := nativeSinks(n.tr); sink != nil && !cfg.GoEmitter {
+		ecfg.Sink, ecfg.Sign, ecfg.HoldP = sink, sign, false // the thread runs in C
 		if f, ok := n.tr.(transport.HeartbeatFD); ok {
 			ecfg.DrainFD = f.HeartbeatFD()
 		}
@@ -282,6 +282,35 @@ func (n *Node) loop() {
 			n.flush()
 		}
 	}
+}
+
+// nativeSinks returns how the native heartbeat thread reaches an observer
+// through tr (a store into shared memory, else a datagram), or nil when tr
+// has no datagram path: heartbeats over verbs (to other hosts) would then
+// enter Go at every period, and the Go thread serves them better.
+func nativeSinks(tr transport.Transport) (heartbeat.SinkFunc, heartbeat.SignFunc) {
+	w, _ := tr.(transport.Worder)
+	d, ok := tr.(transport.Datagrams)
+	if !ok {
+		return nil, nil
+	}
+	sign := d.HeartbeatSigner()
+	if sign == nil {
+		return nil, nil
+	}
+	return func(to ranks.Rank) (heartbeat.Sink, bool) {
+		if w != nil {
+			if p := w.HeartbeatWord(to); p != nil {
+				return heartbeat.Sink{Word: p}, true
+			}
+		}
+		if d != nil {
+			if fd, addr, ok := d.HeartbeatDest(to); ok {
+				return heartbeat.Sink{FD: fd, Addr: addr}, true
+			}
+		}
+		return heartbeat.Sink{}, false
+	}, sign
 }
 
 // observeAt returns when the loop should next look at the checks: at the
@@ -474,9 +503,11 @@ func (n *Node) Status() (Status, error) {
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
+	tr, em := n.tr.Stats(), n.em.Stats()
+	tr.HeartbeatsSent += em.NativeSent // sent by the native thread, past the transport's counters
 	return Stats{
-		Transport:       n.tr.Stats(),
-		Emitter:         n.em.Stats(),
+		Transport:       tr,
+		Emitter:         em,
 		BcastsStarted:   n.started.Load(),
 		BcastsForwarded: n.forwarded.Load(),
 		SyncsSent:       n.syncsSent.Load(),

@@ -82,3 +82,46 @@ func TestEvictedNodeSleeps(t *testing.T) {
 		t.Fatalf("evicted node's loop woke %d times in 300 ms", d)
 	}
 }
+
+// TestNativeThreadOverUDP: over the TCP transport, whose heartbeats are UDP
+// datagrams, the heartbeat threads run natively: in a failure-free cluster
+// nearly every heartbeat is sent without entering Go, the checks run on
+// those threads, and the process allocates nothing per period.
+func TestNativeThreadOverUDP(t *testing.T) {
+	const n = 4
+	h, δ := 2*time.Millisecond, 40*time.Millisecond
+	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
+	time.Sleep(300 * time.Millisecond) // past the start-up: rings settled, sinks resolved
+	counts := func() (sent, native, checks uint64) {
+		for _, nd := range c.nodes {
+			st := nd.Stats()
+			if !st.Emitter.Native {
+				t.Fatalf("rank %d: heartbeat thread in Go over UDP", nd.Rank())
+			}
+			sent, native, checks = sent+st.Emitter.Sent, native+st.Emitter.NativeSent, checks+st.Emitter.Checks
+		}
+		return sent, native, checks
+	}
+	var before, after runtime.MemStats
+	s0, n0, k0 := counts()
+	runtime.ReadMemStats(&before)
+	const window = time.Second
+	time.Sleep(window)
+	runtime.ReadMemStats(&after)
+	s1, n1, k1 := counts()
+	sent, native := s1-s0, n1-n0
+	if sent < uint64(n*int(window/h))/2 || float64(native) < 0.95*float64(sent) {
+		t.Errorf("%d heartbeats in %v, %d of them without Go: want about %d, nearly all native", sent, window, native, n*int(window/h))
+	}
+	if k1 == k0 {
+		t.Error("no checks on the native threads")
+	}
+	if a := float64(after.Mallocs-before.Mallocs) / float64(sent); a > 0.05 {
+		t.Errorf("%.3f allocations per heartbeat, want none", a)
+	}
+	for _, nd := range c.nodes {
+		if len(nd.Dead()) != 0 {
+			t.Fatalf("rank %d reports %v dead in a failure-free run", nd.Rank(), nd.Dead())
+		}
+	}
+}

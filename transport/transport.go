@@ -74,6 +74,21 @@ type Worder interface {
 	HeartbeatWord(to ranks.Rank) *uint64
 }
 
+// Datagrams is implemented by transports whose heartbeat is one datagram
+// on one socket (UDP): a heartbeat thread outside the Go runtime then sends
+// it itself, with frames signed in advance (heartbeat.EmitterConfig.Sink
+// and Sign).
+type Datagrams interface {
+	// HeartbeatDest returns the socket and the kernel socket address of a
+	// heartbeat to rank to; false while that address is unknown. The
+	// socket stays open until the transport closes.
+	HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool)
+	// HeartbeatSigner returns a function that writes the authenticated
+	// heartbeat datagram of seq into dst and returns its length, with its
+	// own state (nil when heartbeats are not datagrams).
+	HeartbeatSigner() func(dst []byte, seq uint64) int
+}
+
 // Backlogged is implemented by transports whose heartbeats pass through a
 // receive path in the observer's process (TCP): a goroutine reads them from
 // a socket and stores them in the slot word. When that goroutine is starved

@@ -105,6 +105,24 @@ func (t *Transport) HeartbeatWord(to ranks.Rank) *uint64 {
 	return nil
 }
 
+// HeartbeatDest implements transport.Datagrams for an inner transport
+// that does: the path to a rank whose region is not mapped.
+func (t *Transport) HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool) {
+	if d, ok := t.inner.(transport.Datagrams); ok {
+		return d.HeartbeatDest(to)
+	}
+	return -1, nil, false
+}
+
+// HeartbeatSigner implements transport.Datagrams for an inner transport
+// that does (nil otherwise).
+func (t *Transport) HeartbeatSigner() func(dst []byte, seq uint64) int {
+	if d, ok := t.inner.(transport.Datagrams); ok {
+		return d.HeartbeatSigner()
+	}
+	return nil
+}
+
 // HeartbeatFD implements transport.HeartbeatFD for an inner transport
 // that does (-1 otherwise).
 func (t *Transport) HeartbeatFD() int {

@@ -465,6 +465,17 @@ func (t *Transport) DrainHeartbeats() {
 	}
 }
 
+// HeartbeatDest implements transport.Datagrams.
+func (t *Transport) HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool) {
+	return t.hb.dest(to)
+}
+
+// HeartbeatSigner implements transport.Datagrams.
+func (t *Transport) HeartbeatSigner() func(dst []byte, seq uint64) int {
+	f := wire.NewCodec(t.params).NewHeartbeatFrame()
+	return func(dst []byte, seq uint64) int { return copy(dst, f.Encode(seq)) }
+}
+
 // HeartbeatFD implements transport.HeartbeatFD: the UDP socket the
 // heartbeats wait in (-1 once closed).
 func (t *Transport) HeartbeatFD() int {

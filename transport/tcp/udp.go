@@ -151,6 +151,18 @@ func (s *hbSocket) send(to ranks.Rank, frame []byte) error {
 	return nil
 }
 
+// dest returns the socket and rank to's kernel address, for a sender
+// outside Go.
+func (s *hbSocket) dest(to ranks.Rank) (fd int, addr []byte, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.fd < 0 || int(to) >= len(s.peers) || s.peers[to].len == 0 {
+		return -1, nil, false
+	}
+	p := &s.peers[to]
+	return s.fd, unsafe.Slice((*byte)(unsafe.Pointer(&p.sa)), p.len), true
+}
+
 // recv receives the datagrams waiting in the socket, up to drainBatch, and
 // returns how many it got (0 when none wait or the socket is closed); see
 // datagram. It never blocks.
