@@ -36,12 +36,14 @@
 // (EmitterConfig.Sink), the thread runs in C instead (native.c): a pthread
 // the Go runtime never schedules, with the same loop and the same check
 // (Watch's state and check are C, shared by both threads). Datagrams are
-// signed in advance by a goroutine, a ring of them at a time. The thread
-// enters Go only for a target without a Sink, for heartbeats waiting in the
-// transport's socket and for the silence alarm, so a quiet job's heartbeats
-// and checks wake nothing in Go but the signing, about twice a second at
-// h = 1 ms. The Go thread remains for the other transports (verbs, memory)
-// and for comparisons.
+// signed in advance by a goroutine, a ring of them at a time; heartbeats
+// waiting in the transport's socket are collected by another, which then
+// checks in the thread's place. The thread enters Go only for a target
+// without a Sink and for the silence alarm, so a quiet job's heartbeats
+// over shared memory wake nothing in Go, and over UDP only the drainer at
+// the checks and the signing about twice a second at h = 1 ms. The Go
+// thread remains for the other transports (verbs, memory) and for
+// comparisons.
 //
 // SetProcessRealTime puts every thread of a process that runs only the
 // detector under SCHED_RR (the emitter then needs a higher Priority);

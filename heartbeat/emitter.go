@@ -44,9 +44,11 @@ type EmitterConfig struct {
 	CheckEvery int
 	// Sink, if set, runs the thread natively: in C, outside the Go
 	// runtime. A heartbeat to a target with a Sink is one store or one
-	// datagram signed in advance by Sign; others go through Send. The
-	// native thread calls Drain only when the socket DrainFD (if > 0) has
-	// data waiting, and at every check otherwise. HoldP does not apply.
+	// datagram signed in advance by Sign; others go through Send. With
+	// the native thread, Drain and the check that follows it run on a
+	// goroutine at the checks that find data waiting in the socket DrainFD
+	// (if > 0; at every check otherwise), and the thread checks by itself
+	// at the others. HoldP does not apply.
 	Sink    SinkFunc
 	Sign    SignFunc
 	DrainFD int

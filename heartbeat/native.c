@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +97,7 @@ static void beat(vg_emitter *e, int64_t now) {
 	if (to != e->cur_to) {
 		e->cur_to = to;
 		e->sink.kind = VG_SINK_NONE;
+		e->resolve_every = VG_RESOLVE_NS;
 		e->resolve_at = now + VG_RESOLVE_NS;
 	}
 	const unsigned char *f;
@@ -109,9 +111,10 @@ static void beat(vg_emitter *e, int64_t now) {
 		if ((f = frame(e, seq)) == NULL) {
 			break; // Go is behind with its signing: send through it
 		}
-		if (now >= e->resolve_at) {
-			e->resolve_at = now + VG_RESOLVE_NS;
-			break; // through Go, which resolves the sink again (a shared-memory region mapped since)
+		if (now >= e->resolve_at) { // through Go, which resolves the sink again (a region mapped since)
+			e->resolve_every = e->resolve_every < VG_RESOLVE_MAX_NS / 2 ? 2 * e->resolve_every : VG_RESOLVE_MAX_NS;
+			e->resolve_at = now + e->resolve_every;
+			break;
 		}
 		if (sendto(e->sink.fd, f, e->frame_len, MSG_DONTWAIT, (const struct sockaddr *)e->sink.addr,
 		           e->sink.addrlen) < 0) {
@@ -127,13 +130,24 @@ static void beat(vg_emitter *e, int64_t now) {
 	ADD(failed ? &e->errs : &e->sent, 1);
 }
 
-// check drains the heartbeats waiting in drain_fd through Go, if any (or
-// at every check with VG_DRAIN_ALWAYS), then runs the watch's check.
+// check is the observer's check: the watch's, here, when no heartbeat
+// waits in drain_fd; otherwise it hands the check to Go's drainer (which
+// collects the datagrams, checks, then clears drain_pending), and checks
+// nothing itself until the drainer is done: one thread at a time runs the
+// watch's check. With VG_DRAIN_ALWAYS every check goes to the drainer.
 static void check(vg_emitter *e) {
+	if (LOAD(&e->drain_pending)) {
+		return; // the drainer has not run yet: it will check
+	}
 	char b;
 	if (e->drain_fd == VG_DRAIN_ALWAYS ||
 	    (e->drain_fd >= 0 && recv(e->drain_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)) {
-		vigilHeartbeatDrain(e->handle);
+		uint64_t one = 1;
+		STORE(&e->drain_pending, 1);
+		if (write(e->drain_efd, &one, sizeof one) < 0) {
+			// EAGAIN: the counter is saturated, so the drainer is woken anyway
+		}
+		return;
 	}
 	if (vg_watch_check(e->watch, vg_now())) {
 		vigilHeartbeatAlarm(e->handle);
@@ -151,6 +165,12 @@ static int sleep_for(vg_emitter *e, int64_t d) {
 
 static void *run(void *arg) {
 	vg_emitter *e = arg;
+	// Process-directed signals (SIGTERM, SIGCHLD, SIGPROF...) are for Go's
+	// threads: handled here they would cost a borrowed Go context each.
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_setname_np(pthread_self(), "vigil-heartbeat");
 	if (e->cpu >= 0) {
 		cpu_set_t set;
 		CPU_ZERO(&set);

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -45,16 +46,21 @@ type SignFunc func(dst []byte, seq uint64) int
 // deadlines (ppoll on the eventfd), stores each heartbeat into the
 // observer's word or sends a datagram signed in advance, and runs the
 // Watch's check in C every CheckEvery periods. It enters Go only for a
-// target without a Sink (SendFunc), for heartbeats waiting in DrainFD and
-// for the Watch's alarm. A goroutine signs the datagrams of the next
-// VG_RING heartbeats, woken (through an eventfd in the network poller) when
-// half of them are used: at h = 1 ms about twice a second.
+// target without a Sink (SendFunc) and for the Watch's alarm: each entry
+// costs about two context switches (the P it takes stays with the thread
+// until the runtime's monitor retakes it). Two goroutines, woken through
+// eventfds in the network poller, do the rest: one signs the datagrams of
+// the next VG_RING heartbeats when half of them are used (at h = 1 ms about
+// twice a second); the drainer collects the heartbeats waiting in DrainFD
+// (Drain) and then runs the check in the thread's place, at the checks that
+// find some.
 type native struct {
 	c      *C.vg_emitter // C memory
 	handle cgo.Handle
 
 	sign   SignFunc
 	refill *os.File // the thread's signal that the ring runs low
+	drain  *os.File // the thread's signal that heartbeats wait in DrainFD
 	wg     sync.WaitGroup
 }
 
@@ -78,7 +84,7 @@ func (e *Emitter) startNative() error {
 	default:
 		c.drain_fd = C.VG_DRAIN_ALWAYS
 	}
-	c.refill_efd = -1
+	c.refill_efd, c.drain_efd = -1, -1
 	c.target = C.uint32_t(e.target.Load())
 	n := &native{c: c, handle: cgo.NewHandle(e), sign: e.cfg.Sign} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
@@ -88,8 +94,15 @@ func (e *Emitter) startNative() error {
 			return err
 		}
 	}
+	if c.drain_fd != -1 {
+		if err := n.startDrainer(e.cfg.Drain, e.cfg.Watch); err != nil {
+			n.stopGoroutines()
+			n.free()
+			return err
+		}
+	}
 	if rc := C.vg_emitter_start(c); rc != 0 {
-		n.stopSigning()
+		n.stopGoroutines()
 		n.free()
 		return fmt.Errorf("heartbeat: pthread_create: %w", syscall.Errno(rc))
 	}
@@ -108,24 +121,52 @@ func (n *native) startSigning() error {
 	}
 	n.c.frame_len = C.uint32_t(l)
 	n.fill()
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	f, err := n.wake(&n.c.refill_efd, "heartbeat-refill", n.fill)
+	n.refill = f
+	return err
+}
+
+// startDrainer starts the goroutine that collects the heartbeats waiting
+// in DrainFD and checks in the thread's place.
+func (n *native) startDrainer(drain func(), w *Watch) error {
+	pending := (*uint32)(unsafe.Pointer(&n.c.drain_pending))
+	checks := (*uint64)(unsafe.Pointer(&n.c.checks))
+	f, err := n.wake(&n.c.drain_efd, "heartbeat-drain", func() {
+		if atomic.LoadUint32(pending) == 0 {
+			return
+		}
+		drain()
+		if w != nil {
+			w.Check(mono.Now())
+		}
+		atomic.AddUint64(checks, 1)
+		atomic.StoreUint32(pending, 0) // after the check: the thread checks again from now on
+	})
+	n.drain = f
+	return err
+}
+
+// wake creates an eventfd for the thread (stored in *efd) and a goroutine
+// that runs do each time the thread signals it, until the file is closed.
+func (n *native) wake(efd *C.int, name string, do func()) (*os.File, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("heartbeat: eventfd: %w", err)
+		return nil, fmt.Errorf("heartbeat: eventfd: %w", err)
 	}
-	n.c.refill_efd = C.int(efd)
-	n.refill = os.NewFile(uintptr(efd), "heartbeat-refill") // non-blocking: waits in the network poller
+	*efd = C.int(fd)
+	f := os.NewFile(uintptr(fd), name) // non-blocking: waits in the network poller
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		var b [8]byte
 		for {
-			if _, err := n.refill.Read(b[:]); err != nil {
+			if _, err := f.Read(b[:]); err != nil {
 				return // closed
 			}
-			n.fill()
+			do()
 		}
 	}()
-	return nil
+	return f, nil
 }
 
 // fill signs the datagrams of every sequence number the thread may use
@@ -146,11 +187,15 @@ func (n *native) fill() {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), limit)
 }
 
-func (n *native) stopSigning() {
-	if n.refill != nil {
-		n.refill.Close()
-		n.wg.Wait()
+// stopGoroutines stops the signing and draining goroutines and waits for
+// them.
+func (n *native) stopGoroutines() {
+	for _, f := range []*os.File{n.refill, n.drain} {
+		if f != nil {
+			f.Close()
+		}
 	}
+	n.wg.Wait()
 }
 
 // setTarget publishes the target to the native thread.
@@ -158,10 +203,10 @@ func (n *native) setTarget(to uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&n.c.target)), to)
 }
 
-// join stops the thread and waits for it, then for the signing goroutine.
+// join stops the thread and waits for it, then for the goroutines.
 func (n *native) join() {
 	C.vg_emitter_stop(n.c)
-	n.stopSigning()
+	n.stopGoroutines()
 }
 
 // free releases the stopped thread's memory and handle.
@@ -206,15 +251,6 @@ func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&sink.addr[0])), len(sink.addr)), s.Addr)
 	default:
 		sink.kind = C.VG_SINK_NONE
-	}
-}
-
-// vigilHeartbeatDrain runs the Drain function for the native thread.
-//
-//export vigilHeartbeatDrain
-func vigilHeartbeatDrain(h C.uintptr_t) {
-	if d := cgo.Handle(h).Value().(*Emitter).cfg.Drain; d != nil {
-		d()
 	}
 }
 

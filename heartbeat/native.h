@@ -52,9 +52,12 @@ typedef struct vg_sink {
 // VG_RING frames of at most VG_FRAME_MAX bytes: the datagrams of the next
 // heartbeats, signed in advance by Go. The frame of sequence number s is
 // in slot (s-1) % VG_RING once filled >= s.
-// VG_RESOLVE_NS: how often a datagram sink goes through Go once, to be
-// resolved again (the observer's shared memory may have been mapped since).
+// A datagram sink goes through Go once, to be resolved again (the
+// observer's shared memory may have been mapped since), VG_RESOLVE_NS after
+// a retarget, then at intervals doubling up to VG_RESOLVE_MAX_NS: each
+// entry into Go from this thread costs about two context switches.
 #define VG_RESOLVE_NS 1000000000
+#define VG_RESOLVE_MAX_NS 64000000000
 #define VG_RING 1024
 #define VG_FRAME_MAX 64
 
@@ -68,7 +71,9 @@ typedef struct vg_emitter {
 	int priority;     // SCHED_FIFO priority when > 0
 	int check_every;  // periods between checks (>= 1)
 	vg_watch *watch;  // the checks' watch, or NULL for no checks
-	int drain_fd;     // a socket the checks drain through Go when readable, -1 (none) or VG_DRAIN_ALWAYS
+	int drain_fd;     // a socket whose heartbeats Go's drainer collects, -1 (none) or VG_DRAIN_ALWAYS
+	int drain_efd;    // wakes the drainer
+	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
 
 	// The ring of signed frames (frame_len > 0 when used): Go writes the
@@ -89,7 +94,7 @@ typedef struct vg_emitter {
 	uint64_t seq;
 	uint32_t cur_to;
 	vg_sink sink;
-	int64_t resolve_at; // a datagram sink is resolved again from then
+	int64_t resolve_at, resolve_every; // a datagram sink is resolved again from resolve_at
 	pthread_t tid;
 } vg_emitter;
 

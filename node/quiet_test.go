@@ -9,6 +9,8 @@ import (
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
+	"github.com/vigil-hpc/vigil/transport/shm"
+	"github.com/vigil-hpc/vigil/transport/tcp"
 )
 
 // TestSteadyStateIsQuiet: a running failure-free cluster allocates
@@ -83,20 +85,63 @@ func TestEvictedNodeSleeps(t *testing.T) {
 	}
 }
 
-// TestNativeThreadOverUDP: over the TCP transport, whose heartbeats are UDP
-// datagrams, the heartbeat threads run natively: in a failure-free cluster
-// nearly every heartbeat is sent without entering Go, the checks run on
-// those threads, and the process allocates nothing per period.
-func TestNativeThreadOverUDP(t *testing.T) {
+// TestNativeThread: over shared memory wrapping TCP (the default on one
+// host), the heartbeat threads run natively. Rank 3 offers no region, so
+// heartbeats to it are UDP datagrams signed in advance and it collects
+// them with the drainer; the others store into shared memory. In a
+// failure-free cluster nearly every heartbeat is sent without entering
+// Go, the checks run, nobody is reported, and the process allocates
+// nothing per heartbeat.
+func TestNativeThread(t *testing.T) {
 	const n = 4
 	h, δ := 2*time.Millisecond, 40*time.Millisecond
-	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
-	time.Sleep(300 * time.Millisecond) // past the start-up: rings settled, sinks resolved
+	job := uint64(time.Now().UnixNano())
+	key := []byte("vigil-native-test-key")
+	c := &cluster{t: t, killed: map[ranks.Rank]bool{}}
+	trs := make([]*tcp.Transport, n)
+	addrs := make([]string, n)
+	for i := range n {
+		p := wire.Params{JobID: job, Key: key, Rank: uint32(i), N: n}
+		cfg := node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ}
+		var region *shm.Region
+		if i != 3 {
+			var err error
+			if region, err = shm.NewRegion(p, nil); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { region.Close() })
+			cfg.Slots = region.Slots()
+		}
+		nd, err := node.Start(cfg, func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
+			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: job, Key: key, Slots: s, Handler: hd})
+			trs[i] = tr
+			if err != nil {
+				return nil, err
+			}
+			return shm.Wrap(tr, p, nil), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = trs[i].Addr()
+		c.nodes = append(c.nodes, nd)
+	}
+	for _, tr := range trs {
+		if err := tr.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, nd := range c.nodes {
+			nd.Close()
+		}
+	})
+	time.Sleep(time.Second) // past the start-up: rings settled, regions mapped, sinks resolved
 	counts := func() (sent, native, checks uint64) {
 		for _, nd := range c.nodes {
 			st := nd.Stats()
 			if !st.Emitter.Native {
-				t.Fatalf("rank %d: heartbeat thread in Go over UDP", nd.Rank())
+				t.Fatalf("rank %d: heartbeat thread in Go over shared memory", nd.Rank())
 			}
 			sent, native, checks = sent+st.Emitter.Sent, native+st.Emitter.NativeSent, checks+st.Emitter.Checks
 		}
@@ -114,7 +159,7 @@ func TestNativeThreadOverUDP(t *testing.T) {
 		t.Errorf("%d heartbeats in %v, %d of them without Go: want about %d, nearly all native", sent, window, native, n*int(window/h))
 	}
 	if k1 == k0 {
-		t.Error("no checks on the native threads")
+		t.Error("no checks")
 	}
 	if a := float64(after.Mallocs-before.Mallocs) / float64(sent); a > 0.05 {
 		t.Errorf("%.3f allocations per heartbeat, want none", a)
@@ -123,5 +168,8 @@ func TestNativeThreadOverUDP(t *testing.T) {
 		if len(nd.Dead()) != 0 {
 			t.Fatalf("rank %d reports %v dead in a failure-free run", nd.Rank(), nd.Dead())
 		}
+	}
+	if st := c.nodes[2].Stats(); st.Transport.HeartbeatsSent < st.Emitter.NativeSent {
+		t.Errorf("rank 2: the node counts %d heartbeats sent, the thread sent %d without Go", st.Transport.HeartbeatsSent, st.Emitter.NativeSent)
 	}
 }
