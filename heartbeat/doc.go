@@ -38,8 +38,10 @@
 // (Watch's state and check are C, shared by both threads). Datagrams are
 // signed in advance by a goroutine, a ring of them at a time; heartbeats
 // waiting in the transport's socket are collected by another, which then
-// checks in the thread's place. The thread enters Go only for a target
-// without a Sink and for the silence alarm, so a quiet job's heartbeats
+// checks in the thread's place. Go resolves each target's Sink and
+// publishes both to the thread (a sequence lock it never waits on). The
+// thread enters Go only for a target without a Sink and for the silence
+// alarm, so a quiet job's heartbeats
 // over shared memory wake nothing in Go, and over UDP only the drainer at
 // the checks and the signing about twice a second at h = 1 ms. The Go
 // thread remains for the other transports (verbs, memory) and for

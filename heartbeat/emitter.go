@@ -64,8 +64,9 @@ type EmitterConfig struct {
 type EmitterStats struct {
 	Sent, Errors uint64
 	// NativeSent counts the heartbeats the native thread sent without Go
-	// (by its Sink; included in Sent, not in the transport's counters).
-	NativeSent uint64
+	// (by its Sink; included in Sent, not in the transport's counters),
+	// and Dropped those of them a full socket buffer dropped.
+	NativeSent, Dropped uint64
 	// Missed counts periods the thread woke up for more than one period
 	// late (a heartbeat deadline missed: the scheduler starved it).
 	Missed uint64
@@ -158,7 +159,7 @@ func (e *Emitter) setTarget(to uint32) {
 	defer e.mu.Unlock()
 	e.target.Store(to)
 	if e.nat != nil {
-		e.nat.setTarget(to)
+		e.nat.publish(to)
 	}
 }
 
@@ -178,6 +179,9 @@ func (e *Emitter) Start() error {
 	defer e.mu.Unlock()
 	if e.started {
 		return nil
+	}
+	if e.efd < 0 {
+		return errors.New("heartbeat: Start after Close")
 	}
 	if e.cfg.Sink != nil {
 		if err := e.startNative(); err != nil {

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,7 +72,7 @@ static void store_max(uint64_t *word, uint64_t seq) {
 }
 
 // frame returns the signed frame of sequence number seq, or NULL when Go
-// has not signed it yet; it asks for a refill when the ring runs low.
+// has not signed it; it asks for a refill when the ring runs low.
 static const unsigned char *frame(vg_emitter *e, uint64_t seq) {
 	uint64_t filled = LOAD(&e->filled);
 	if (filled < seq + VG_RING / 2 && LOAD(&e->requested) != filled) {
@@ -81,25 +82,40 @@ static const unsigned char *frame(vg_emitter *e, uint64_t seq) {
 			// EAGAIN: the counter is saturated, so Go is signalled anyway
 		}
 	}
-	return seq <= filled ? e->frames[(seq - 1) % VG_RING] : NULL;
+	uint64_t i = (seq - 1) % VG_RING;
+	return LOAD(&e->stamps[i]) == seq ? e->frames[i] : NULL;
+}
+
+// adopt takes the target and sink Go published last, unless Go is writing
+// them now (then the next heartbeat does): the thread never waits for Go.
+static void adopt(vg_emitter *e) {
+	uint64_t v = LOAD(&e->pub_ver);
+	if (v == e->seen_ver || (v & 1) != 0) {
+		return;
+	}
+	uint32_t to = LOAD(&e->pub_to);
+	vg_sink s;
+	memcpy(&s, &e->pub_sink, sizeof s);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (LOAD(&e->pub_ver) != v) {
+		return;
+	}
+	e->seen_ver = v;
+	e->cur_to = to;
+	e->sink = s;
 }
 
 // beat sends the next sequence number to the current target: a store or a
-// pre-signed datagram when Go resolved the target's sink, otherwise through
-// Go's SendFunc (which resolves the sink for the next heartbeats).
-static void beat(vg_emitter *e, int64_t now) {
-	uint32_t to = LOAD(&e->target);
+// pre-signed datagram by the sink Go resolved, otherwise through Go's
+// SendFunc (which resolves the sink for the next heartbeats).
+static void beat(vg_emitter *e) {
+	adopt(e);
+	uint32_t to = e->cur_to;
 	if (to == VG_NO_TARGET) {
 		return;
 	}
 	uint64_t seq = e->seq + 1;
 	STORE(&e->seq, seq);
-	if (to != e->cur_to) {
-		e->cur_to = to;
-		e->sink.kind = VG_SINK_NONE;
-		e->resolve_every = VG_RESOLVE_NS;
-		e->resolve_at = now + VG_RESOLVE_NS;
-	}
 	const unsigned char *f;
 	switch (e->sink.kind) {
 	case VG_SINK_WORD:
@@ -111,18 +127,12 @@ static void beat(vg_emitter *e, int64_t now) {
 		if ((f = frame(e, seq)) == NULL) {
 			break; // Go is behind with its signing: send through it
 		}
-		if (now >= e->resolve_at) { // through Go, which resolves the sink again (a region mapped since)
-			e->resolve_every = e->resolve_every < VG_RESOLVE_MAX_NS / 2 ? 2 * e->resolve_every : VG_RESOLVE_MAX_NS;
-			e->resolve_at = now + e->resolve_every;
-			break;
-		}
 		if (sendto(e->sink.fd, f, e->frame_len, MSG_DONTWAIT, (const struct sockaddr *)e->sink.addr,
 		           e->sink.addrlen) < 0) {
-			ADD(&e->errs, 1); // a full socket buffer drops the heartbeat, as SendFunc does
-		} else {
-			ADD(&e->sent, 1);
-			ADD(&e->native_sent, 1);
+			ADD(&e->dropped, 1); // a full socket buffer drops the heartbeat, as SendFunc does
 		}
+		ADD(&e->sent, 1);
+		ADD(&e->native_sent, 1);
 		return;
 	}
 	int failed = 0;
@@ -165,11 +175,6 @@ static int sleep_for(vg_emitter *e, int64_t d) {
 
 static void *run(void *arg) {
 	vg_emitter *e = arg;
-	// Process-directed signals (SIGTERM, SIGCHLD, SIGPROF...) are for Go's
-	// threads: handled here they would cost a borrowed Go context each.
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_setname_np(pthread_self(), "vigil-heartbeat");
 	if (e->cpu >= 0) {
 		cpu_set_t set;
@@ -184,7 +189,7 @@ static void *run(void *arg) {
 	int64_t h = e->period, next = vg_now() + h;
 	uint64_t buf;
 	int period = 0;
-	beat(e, vg_now()); // the first heartbeat at once
+	beat(e); // the first heartbeat at once
 	for (;;) {
 		int64_t now = vg_now();
 		if (now < next) {
@@ -195,7 +200,7 @@ static void *run(void *arg) {
 				if (LOAD(&e->stop)) {
 					return NULL;
 				}
-				beat(e, vg_now());
+				beat(e);
 			}
 			continue; // EINTR, kick or time-out: look at the clock again
 		}
@@ -211,7 +216,7 @@ static void *run(void *arg) {
 		if (LOAD(&e->stop)) {
 			return NULL;
 		}
-		beat(e, now);
+		beat(e);
 		if (e->watch != NULL && ++period >= e->check_every) {
 			period = 0;
 			check(e);
@@ -221,7 +226,17 @@ static void *run(void *arg) {
 
 int vg_emitter_start(vg_emitter *e) {
 	e->cur_to = VG_NO_TARGET;
-	return pthread_create(&e->tid, NULL, run, e);
+	// Process-directed signals (SIGTERM, SIGCHLD, SIGPROF...) are for Go's
+	// threads: handled here they would cost a borrowed Go context each.
+	pthread_attr_t attr;
+	sigset_t all;
+	sigfillset(&all);
+	int rc = pthread_attr_init(&attr);
+	if (rc == 0 && (rc = pthread_attr_setsigmask_np(&attr, &all)) == 0) {
+		rc = pthread_create(&e->tid, &attr, run, e);
+	}
+	pthread_attr_destroy(&attr);
+	return rc;
 }
 
 void vg_emitter_stop(vg_emitter *e) {

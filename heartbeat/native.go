@@ -7,12 +7,14 @@ package heartbeat
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -55,17 +57,39 @@ type SignFunc func(dst []byte, seq uint64) int
 // (Drain) and then runs the check in the thread's place, at the checks that
 // find some.
 type native struct {
+	e      *Emitter
 	c      *C.vg_emitter // C memory
 	handle cgo.Handle
+	sink   SinkFunc
 
 	sign   SignFunc
-	refill *os.File // the thread's signal that the ring runs low
-	drain  *os.File // the thread's signal that heartbeats wait in DrainFD
+	fillMu sync.Mutex // one fill at a time: the refill goroutine, publish
+	refill *os.File   // the thread's signal that the ring runs low
+	drain  *os.File   // the thread's signal that heartbeats wait in DrainFD
 	wg     sync.WaitGroup
+
+	// Guarded by the Emitter's mu: the published target, and the timer
+	// that resolves its sink again while it is not a word.
+	to       uint32
+	kind     C.int
+	resolve  *time.Timer
+	interval time.Duration
 }
+
+// Re-resolving a sink that is not a word (a datagram, or none): first
+// resolveFirst after the target was published, then at intervals doubling
+// up to resolveMax. It is how a shared-memory region mapped since (the
+// attach runs in the background) replaces the datagrams.
+const (
+	resolveFirst = time.Second
+	resolveMax   = 64 * time.Second
+)
 
 func (e *Emitter) startNative() error {
 	c := (*C.vg_emitter)(C.calloc(1, C.sizeof_vg_emitter))
+	if c == nil {
+		return errors.New("heartbeat: out of memory for the native thread")
+	}
 	c.period = C.int64_t(e.cfg.Period)
 	c.efd = C.int(e.efd)
 	c.cpu = C.int(e.cfg.CPU)
@@ -85,9 +109,9 @@ func (e *Emitter) startNative() error {
 		c.drain_fd = C.VG_DRAIN_ALWAYS
 	}
 	c.refill_efd, c.drain_efd = -1, -1
-	c.target = C.uint32_t(e.target.Load())
-	n := &native{c: c, handle: cgo.NewHandle(e), sign: e.cfg.Sign} // the handle keeps e, its Watch and Slots alive
+	n := &native{e: e, c: c, handle: cgo.NewHandle(e), sign: e.cfg.Sign, sink: e.cfg.Sink} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
+	n.publish(e.target.Load())
 	if n.sign != nil {
 		if err := n.startSigning(); err != nil {
 			n.free()
@@ -114,6 +138,10 @@ func (e *Emitter) startNative() error {
 // that signs the next ones.
 func (n *native) startSigning() error {
 	n.c.frames = (*[C.VG_FRAME_MAX]C.uchar)(C.calloc(C.VG_RING, C.VG_FRAME_MAX))
+	n.c.stamps = (*C.uint64_t)(C.calloc(C.VG_RING, 8))
+	if n.c.frames == nil || n.c.stamps == nil {
+		return errors.New("heartbeat: out of memory for the signed heartbeats")
+	}
 	var probe [C.VG_FRAME_MAX + 1]byte
 	l := n.sign(probe[:], 1)
 	if l <= 0 || l > C.VG_FRAME_MAX {
@@ -169,20 +197,27 @@ func (n *native) wake(efd *C.int, name string, do func()) (*os.File, error) {
 	return f, nil
 }
 
-// fill signs the datagrams of every sequence number the thread may use
-// before the next refill: up to one ring ahead of its current one, never
-// the slot of the heartbeat it may be sending.
+// fill signs the datagrams of the sequence numbers the thread may use
+// before the next refill: after its current one (skipping those it went
+// past without datagrams) up to one ring ahead, so never the slot of the
+// heartbeat it may be sending. Each frame is stamped with its sequence
+// number once written: the thread sends a slot only with the right stamp.
 func (n *native) fill() {
+	n.fillMu.Lock()
+	defer n.fillMu.Unlock()
 	c := n.c
 	filled := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.filled)))
-	limit := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.seq))) + C.VG_RING - 1
+	seq := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.seq)))
+	limit := seq + C.VG_RING - 1
 	if limit <= filled {
 		return
 	}
 	ring := unsafe.Slice((*byte)(unsafe.Pointer(c.frames)), C.VG_RING*C.VG_FRAME_MAX)
-	for s := filled + 1; s <= limit; s++ {
-		i := int((s - 1) % C.VG_RING * C.VG_FRAME_MAX)
-		n.sign(ring[i:i+C.VG_FRAME_MAX], s)
+	stamps := unsafe.Slice((*uint64)(unsafe.Pointer(c.stamps)), C.VG_RING)
+	for s := max(filled, seq) + 1; s <= limit; s++ {
+		i := (s - 1) % C.VG_RING
+		n.sign(ring[i*C.VG_FRAME_MAX:(i+1)*C.VG_FRAME_MAX], s)
+		atomic.StoreUint64(&stamps[i], s)
 	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), limit)
 }
@@ -198,12 +233,68 @@ func (n *native) stopGoroutines() {
 	n.wg.Wait()
 }
 
-// setTarget publishes the target to the native thread.
-func (n *native) setTarget(to uint32) {
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&n.c.target)), to)
+// publish resolves to's sink and publishes both to the thread, which
+// adopts them at its next heartbeat without entering Go. While the sink is
+// not a word, a timer resolves it again. The Emitter's mu is held (or the
+// thread not started).
+func (n *native) publish(to uint32) {
+	var s Sink
+	ok := false
+	if to != noTarget {
+		s, ok = n.sink(ranks.Rank(to))
+	}
+	c := n.c
+	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
+	v := atomic.LoadUint64(ver)
+	atomic.StoreUint64(ver, v+1) // odd: the thread leaves them alone
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.pub_to)), to)
+	setSink(&c.pub_sink, s, ok, n.sign != nil)
+	atomic.StoreUint64(ver, v+2)
+	if c.pub_sink.kind == C.VG_SINK_DGRAM && c.frames != nil {
+		n.fill() // the ring may lag behind heartbeats sent otherwise
+	}
+	if to != n.to || c.pub_sink.kind != n.kind {
+		n.interval = resolveFirst
+	}
+	n.to, n.kind = to, c.pub_sink.kind
+	if n.resolve != nil {
+		n.resolve.Stop()
+		n.resolve = nil
+	}
+	if to != noTarget && n.kind != C.VG_SINK_WORD {
+		n.resolve = time.AfterFunc(n.interval, n.reresolve)
+		n.interval = min(2*n.interval, resolveMax)
+	}
 }
 
-// join stops the thread and waits for it, then for the goroutines.
+// reresolve publishes the current target again, with its sink resolved
+// anew.
+func (n *native) reresolve() {
+	e := n.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.nat == n {
+		n.publish(n.to)
+	}
+}
+
+// setSink fills a C sink from s (a datagram only when frames are signed).
+func setSink(sink *C.vg_sink, s Sink, ok, signed bool) {
+	switch {
+	case !ok:
+		sink.kind = C.VG_SINK_NONE
+	case s.Word != nil:
+		sink.kind, sink.word = C.VG_SINK_WORD, (*C.uint64_t)(unsafe.Pointer(s.Word))
+	case signed && len(s.Addr) > 0 && len(s.Addr) <= len(sink.addr):
+		sink.kind, sink.fd, sink.addrlen = C.VG_SINK_DGRAM, C.int(s.FD), C.uint32_t(len(s.Addr))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&sink.addr[0])), len(sink.addr)), s.Addr)
+	default:
+		sink.kind = C.VG_SINK_NONE
+	}
+}
+
+// join stops the thread and waits for it, then for the goroutines. The
+// Emitter's mu is not held: the thread may be in a callback.
 func (n *native) join() {
 	C.vg_emitter_stop(n.c)
 	n.stopGoroutines()
@@ -211,8 +302,12 @@ func (n *native) join() {
 
 // free releases the stopped thread's memory and handle.
 func (n *native) free() {
+	if n.resolve != nil {
+		n.resolve.Stop()
+	}
 	n.handle.Delete()
 	C.free(unsafe.Pointer(n.c.frames))
+	C.free(unsafe.Pointer(n.c.stamps))
 	C.free(unsafe.Pointer(n.c))
 }
 
@@ -220,6 +315,7 @@ func (n *native) stats() EmitterStats {
 	c := n.c
 	return EmitterStats{
 		Sent:       atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.sent))),
+		Dropped:    atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.dropped))),
 		NativeSent: atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.native_sent))),
 		Errors:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.errs))),
 		Missed:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.missed))),
@@ -232,7 +328,8 @@ func (n *native) stats() EmitterStats {
 }
 
 // vigilHeartbeatSend sends one heartbeat through the SendFunc for the
-// native thread and resolves the target's sink for the next ones.
+// native thread (a target without a sink) and resolves the target's sink
+// for the next ones.
 //
 //export vigilHeartbeatSend
 func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.int, sink *C.vg_sink) {
@@ -241,17 +338,7 @@ func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.
 		*failed = 1
 	}
 	s, ok := e.cfg.Sink(ranks.Rank(to))
-	switch {
-	case !ok:
-		sink.kind = C.VG_SINK_NONE
-	case s.Word != nil:
-		sink.kind, sink.word = C.VG_SINK_WORD, (*C.uint64_t)(unsafe.Pointer(s.Word))
-	case e.cfg.Sign != nil && len(s.Addr) > 0 && len(s.Addr) <= len(sink.addr):
-		sink.kind, sink.fd, sink.addrlen = C.VG_SINK_DGRAM, C.int(s.FD), C.uint32_t(len(s.Addr))
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&sink.addr[0])), len(sink.addr)), s.Addr)
-	default:
-		sink.kind = C.VG_SINK_NONE
-	}
+	setSink(sink, s, ok, e.cfg.Sign != nil)
 }
 
 // vigilHeartbeatAlarm runs the Watch's alarm for the native thread.

@@ -38,8 +38,8 @@ int vg_watch_check(vg_watch *w, int64_t now);
 
 // vg_sink is how the thread sends a heartbeat to its current target
 // without Go: a store into word (VG_SINK_WORD), or a pre-signed frame from
-// the ring sent on fd to addr (VG_SINK_DGRAM). Go fills it
-// (vigilHeartbeatSend).
+// the ring sent on fd to addr (VG_SINK_DGRAM). Go resolves it when it
+// publishes a target, and again while it is not a word.
 enum { VG_SINK_NONE, VG_SINK_WORD, VG_SINK_DGRAM };
 typedef struct vg_sink {
 	int kind;
@@ -51,19 +51,13 @@ typedef struct vg_sink {
 
 // VG_RING frames of at most VG_FRAME_MAX bytes: the datagrams of the next
 // heartbeats, signed in advance by Go. The frame of sequence number s is
-// in slot (s-1) % VG_RING once filled >= s.
-// A datagram sink goes through Go once, to be resolved again (the
-// observer's shared memory may have been mapped since), VG_RESOLVE_NS after
-// a retarget, then at intervals doubling up to VG_RESOLVE_MAX_NS: each
-// entry into Go from this thread costs about two context switches.
-#define VG_RESOLVE_NS 1000000000
-#define VG_RESOLVE_MAX_NS 64000000000
+// in slot (s-1) % VG_RING when stamps[(s-1) % VG_RING] == s.
 #define VG_RING 1024
 #define VG_FRAME_MAX 64
 
 // vg_emitter is the native heartbeat thread. Go sets the configuration
-// before vg_emitter_start; target and stop are written by Go, the counters
-// by the thread, all with atomic operations.
+// before vg_emitter_start. Fields shared with Go are read and written with
+// atomic operations, except the published sink (a sequence lock).
 typedef struct vg_emitter {
 	int64_t period;
 	int efd;          // eventfd: retarget or stop
@@ -76,25 +70,31 @@ typedef struct vg_emitter {
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
 
-	// The ring of signed frames (frame_len > 0 when used): Go writes the
-	// frames and then filled; the thread writes seq (atomically) and, when
+	// The target and its sink, published by Go: pub_ver is odd while Go
+	// writes them; the thread adopts a new version at its next heartbeat.
+	uint64_t pub_ver;
+	uint32_t pub_to;
+	vg_sink pub_sink;
+
+	// The ring of signed frames (frame_len > 0 when used): Go writes a
+	// frame, then its stamp, then filled; the thread writes seq and, when
 	// fewer than VG_RING/2 frames are left, signals refill_efd once per
 	// refill (requested).
 	uint32_t frame_len;
 	int refill_efd;
 	uint64_t filled, requested;
 	unsigned char (*frames)[VG_FRAME_MAX];
+	uint64_t *stamps;
 
-	uint32_t target, stop;
-	uint64_t sent, native_sent, errs, missed, checks; // native_sent: without Go
+	uint32_t stop;
+	uint64_t sent, native_sent, dropped, errs, missed, checks; // native_sent: without Go; dropped: a full socket buffer
 	int64_t max_late;
 	uint32_t pinned, rt;
 
 	// The thread's own (seq is read by Go's refills too).
-	uint64_t seq;
+	uint64_t seq, seen_ver;
 	uint32_t cur_to;
 	vg_sink sink;
-	int64_t resolve_at, resolve_every; // a datagram sink is resolved again from resolve_at
 	pthread_t tid;
 } vg_emitter;
 

@@ -156,7 +156,9 @@ func TestNativeChecksDrainAndAlarm(t *testing.T) {
 
 // TestNativeDatagrams: with a datagram sink, the C thread sends each
 // heartbeat as the frame Sign wrote for its sequence number, in order,
-// across many refills of the ring, without calling Send after the first.
+// across many refills of the ring, without calling Send. It starts on a
+// word target for several rings' worth of heartbeats: the signing skips
+// the sequence numbers it went past.
 func TestNativeDatagrams(t *testing.T) {
 	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 	if err != nil {
@@ -182,23 +184,32 @@ func TestNativeDatagrams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(tx)
-	var sends atomic.Int32
+	var sends, signed atomic.Int32
 	sign := func(dst []byte, seq uint64) int { // "hb" + seq, as a transport's signed frame would carry it
+		signed.Add(1)
 		copy(dst, "hb")
 		binary.LittleEndian.PutUint64(dst[2:], seq)
 		return 10
 	}
+	local := transport.NewSlots(4)
 	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(200 * time.Microsecond), CPU: -1,
 		Send: func(ranks.Rank, uint64) error { sends.Add(1); return nil },
-		Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{FD: tx, Addr: addr}, true },
+		Sink: func(to ranks.Rank) (heartbeat.Sink, bool) {
+			if to == 2 {
+				return heartbeat.Sink{Word: local.Word(0)}, true
+			}
+			return heartbeat.Sink{FD: tx, Addr: addr}, true
+		},
 		Sign: sign})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetObserver(1)
+	e.SetObserver(2)
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waitUntil(t, "3,000 stores to the word target", func() bool { return local.Load(0) >= 3000 })
+	e.SetObserver(1)
 	const want = 3000 // about three refills of the ring
 	var last uint64
 	got := 0
@@ -216,6 +227,9 @@ func TestNativeDatagrams(t *testing.T) {
 			t.Fatalf("datagram %q, want a signed frame", buf[:n])
 		}
 		seq := binary.LittleEndian.Uint64(buf[2:])
+		if got == 0 && seq <= 3000 {
+			t.Fatalf("first datagram carries %d, after 3,000 stores", seq)
+		}
 		if seq <= last {
 			t.Fatalf("sequence %d after %d", seq, last)
 		}
@@ -224,10 +238,13 @@ func TestNativeDatagrams(t *testing.T) {
 	}
 	e.Close()
 	st := e.Stats()
-	if s := uint64(sends.Load()); s+st.NativeSent != st.Sent || st.NativeSent < want-10 {
+	if s := uint64(sends.Load()); s+st.NativeSent != st.Sent || st.NativeSent < want+3000 {
 		t.Fatalf("stats %+v with %d sends through Go", st, s)
 	}
-	if s := sends.Load(); s > int32(1+st.Sent*200_000/1e9+2) { // the first, then one per second
+	if s := sends.Load(); s != 0 {
 		t.Fatalf("%d sends through Go for %d heartbeats", s, st.Sent)
+	}
+	if n := signed.Load(); uint64(n) > want+3*1024 {
+		t.Fatalf("%d frames signed for %d datagrams: the signing did not skip the stores' sequence numbers", n, want)
 	}
 }

@@ -74,6 +74,7 @@ func (w *Watch) Set(emitter ranks.Rank, now int64) {
 	gen := atomic.LoadUint64(want)>>32 + 1
 	atomic.StoreInt64((*int64)(unsafe.Pointer(&w.c.set_at)), now)
 	atomic.StoreUint64(want, gen<<32|uint64(emitter))
+	runtime.KeepAlive(w) // its cleanup frees the C state
 }
 
 // Check is one check at now: one load of the watched word. One thread
@@ -82,6 +83,7 @@ func (w *Watch) Check(now int64) {
 	if C.vg_watch_check(w.c, C.int64_t(now)) != 0 && w.alarm != nil {
 		w.alarm()
 	}
+	runtime.KeepAlive(w)
 }
 
 // Record returns what the checks saw. It never blocks for long: it retries
@@ -99,6 +101,7 @@ func (w *Watch) Record() hb.WatchRecord {
 			GrewAt:    atomic.LoadInt64((*int64)(unsafe.Pointer(&w.c.grew_at))),
 			CheckedAt: atomic.LoadInt64((*int64)(unsafe.Pointer(&w.c.checked_at)))}
 		if atomic.LoadUint64(ver) == v {
+			runtime.KeepAlive(w)
 			return r
 		}
 	}

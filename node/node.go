@@ -121,7 +121,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger.With("rank", cfg.Rank),
-		slots:   transport.NewSlots(cfg.Size),
+		slots:   cfg.Slots,
 		waiters: map[agreeKey]chan Agreement{},
 		inbox:   make(chan inbound, 1024),
 		alarm:   make(chan struct{}, 1),
@@ -131,8 +131,8 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		byRank:  map[ranks.Rank]int{},
 		evicted: make(chan struct{}),
 	}
-	if cfg.Slots != nil {
-		n.slots = cfg.Slots
+	if n.slots == nil {
+		n.slots = transport.NewSlots(cfg.Size)
 	}
 	var err error
 	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
@@ -507,6 +507,7 @@ func (n *Node) Status() (Status, error) {
 func (n *Node) Stats() Stats {
 	tr, em := n.tr.Stats(), n.em.Stats()
 	tr.HeartbeatsSent += em.NativeSent // sent by the native thread, past the transport's counters
+	tr.HeartbeatsDropped += em.Dropped
 	return Stats{
 		Transport:       tr,
 		Emitter:         em,

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -29,7 +30,7 @@ func NewSlots(n int) *Slots {
 	}
 	mem, err := unix.Mmap(-1, 0, n*8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return &Slots{w: make([]uint64, n)} // out of mappings: the Go heap still works for Go readers
+		panic(fmt.Sprintf("transport: mapping %d slot words: %v", n, err)) // a few pages: the process is out of memory
 	}
 	s := &Slots{w: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n)}
 	runtime.AddCleanup(s, func(mem []byte) { unix.Munmap(mem) }, mem)

@@ -67,9 +67,10 @@ type HeartbeatFD interface {
 // Worder is implemented by transports whose heartbeat to some observers is
 // one store into a word mapped in this process (shared memory): the
 // emitter's thread can then run outside the Go runtime
-// (heartbeat.WordFunc). HeartbeatWord returns this rank's word in to's slot
-// array, or nil while to is reached only through SendHeartbeat. The word
-// stays mapped until the transport closes.
+// (heartbeat.EmitterConfig.Sink). HeartbeatWord returns this rank's word
+// in to's slot array, or nil while to is reached only otherwise (it may
+// then start mapping it in the background). The word stays mapped until
+// the transport closes.
 type Worder interface {
 	HeartbeatWord(to ranks.Rank) *uint64
 }

@@ -94,7 +94,8 @@ func (t *Transport) DrainHeartbeats() {
 }
 
 // HeartbeatWord implements transport.Worder: this rank's word in to's
-// region once it is mapped.
+// region once it is mapped; until then it starts an attach in the
+// background when one is due, as SendHeartbeat does.
 func (t *Transport) HeartbeatWord(to ranks.Rank) *uint64 {
 	if int64(to) >= int64(len(t.maps)) {
 		return nil
@@ -102,6 +103,7 @@ func (t *Transport) HeartbeatWord(to ranks.Rank) *uint64 {
 	if s := t.maps[to].Load(); s != nil {
 		return s.Word(t.p.Rank)
 	}
+	t.maybeAttach(to)
 	return nil
 }
 
