@@ -40,12 +40,11 @@
 // waiting in the transport's socket are collected by another, which then
 // checks in the thread's place. Go resolves each target's Sink and
 // publishes both to the thread (a sequence lock it never waits on). The
-// thread enters Go only for a target without a Sink and for the silence
-// alarm, so a quiet job's heartbeats
-// over shared memory wake nothing in Go, and over UDP only the drainer at
-// the checks and the signing about twice a second at h = 1 ms. The Go
-// thread remains for the other transports (verbs, memory) and for
-// comparisons.
+// thread enters Go only for a target without a Sink (the silence alarm
+// too is rung by a goroutine), so a quiet job's heartbeats over shared
+// memory wake nothing in Go, and over UDP only the drainer at the checks
+// and the signing about twice a second at h = 1 ms. The Go thread remains
+// for the other transports (verbs, memory) and for comparisons.
 //
 // SetProcessRealTime puts every thread of a process that runs only the
 // detector under SCHED_RR (the emitter then needs a higher Priority);

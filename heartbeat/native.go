@@ -48,14 +48,14 @@ type SignFunc func(dst []byte, seq uint64) int
 // deadlines (ppoll on the eventfd), stores each heartbeat into the
 // observer's word or sends a datagram signed in advance, and runs the
 // Watch's check in C every CheckEvery periods. It enters Go only for a
-// target without a Sink (SendFunc) and for the Watch's alarm: each entry
-// costs about two context switches (the P it takes stays with the thread
-// until the runtime's monitor retakes it). Two goroutines, woken through
-// eventfds in the network poller, do the rest: one signs the datagrams of
-// the next VG_RING heartbeats when half of them are used (at h = 1 ms about
-// twice a second); the drainer collects the heartbeats waiting in DrainFD
-// (Drain) and then runs the check in the thread's place, at the checks that
-// find some.
+// target without a Sink (SendFunc), or when Go is behind with the signing:
+// each entry costs about two context switches, and may wait for a Go
+// scheduler P, during which no heartbeat goes out. Goroutines woken
+// through eventfds in the network poller do the rest: one signs the
+// datagrams of the next VG_RING heartbeats when half of them are used (at
+// h = 1 ms about twice a second); the drainer collects the heartbeats
+// waiting in DrainFD (Drain) and then runs the check in the thread's place,
+// at the checks that find some; one rings the Watch's alarm.
 type native struct {
 	e      *Emitter
 	c      *C.vg_emitter // C memory
@@ -66,6 +66,7 @@ type native struct {
 	fillMu sync.Mutex // one fill at a time: the refill goroutine, publish
 	refill *os.File   // the thread's signal that the ring runs low
 	drain  *os.File   // the thread's signal that heartbeats wait in DrainFD
+	alarm  *os.File   // the thread's signal that the watch's alarm is due
 	wg     sync.WaitGroup
 
 	// Guarded by the Emitter's mu: the published target, and the timer
@@ -108,7 +109,7 @@ func (e *Emitter) startNative() error {
 	default:
 		c.drain_fd = C.VG_DRAIN_ALWAYS
 	}
-	c.refill_efd, c.drain_efd = -1, -1
+	c.refill_efd, c.drain_efd, c.alarm_efd = -1, -1, -1
 	n := &native{e: e, c: c, handle: cgo.NewHandle(e), sign: e.cfg.Sign, sink: e.cfg.Sink} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
 	n.publish(e.target.Load())
@@ -120,6 +121,14 @@ func (e *Emitter) startNative() error {
 	}
 	if c.drain_fd != -1 {
 		if err := n.startDrainer(e.cfg.Drain, e.cfg.Watch); err != nil {
+			n.stopGoroutines()
+			n.free()
+			return err
+		}
+	}
+	if w := e.cfg.Watch; w != nil && w.alarm != nil {
+		f, err := n.wake(&c.alarm_efd, "heartbeat-alarm", w.alarm)
+		if n.alarm = f; err != nil {
 			n.stopGoroutines()
 			n.free()
 			return err
@@ -225,7 +234,7 @@ func (n *native) fill() {
 // stopGoroutines stops the signing and draining goroutines and waits for
 // them.
 func (n *native) stopGoroutines() {
-	for _, f := range []*os.File{n.refill, n.drain} {
+	for _, f := range []*os.File{n.refill, n.drain, n.alarm} {
 		if f != nil {
 			f.Close()
 		}
@@ -339,13 +348,4 @@ func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.
 	}
 	s, ok := e.cfg.Sink(ranks.Rank(to))
 	setSink(sink, s, ok, e.cfg.Sign != nil)
-}
-
-// vigilHeartbeatAlarm runs the Watch's alarm for the native thread.
-//
-//export vigilHeartbeatAlarm
-func vigilHeartbeatAlarm(h C.uintptr_t) {
-	if w := cgo.Handle(h).Value().(*Emitter).cfg.Watch; w != nil && w.alarm != nil {
-		w.alarm()
-	}
 }

@@ -67,6 +67,7 @@ typedef struct vg_emitter {
 	vg_watch *watch;  // the checks' watch, or NULL for no checks
 	int drain_fd;     // a socket whose heartbeats Go's drainer collects, -1 (none) or VG_DRAIN_ALWAYS
 	int drain_efd;    // wakes the drainer
+	int alarm_efd;    // wakes the goroutine that rings the watch's alarm (-1: none)
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
 
