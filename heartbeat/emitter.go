@@ -106,8 +106,9 @@ type Emitter struct {
 	nat   *native      // the native thread, when EmitterConfig.Sink is set
 	final EmitterStats // the native thread's counters once it stopped
 
-	mu      sync.Mutex // guards started
-	started bool
+	closeOnce sync.Once
+	mu        sync.Mutex // guards started
+	started   bool
 }
 
 const noTarget = ^uint32(0)
@@ -198,7 +199,13 @@ func (e *Emitter) Start() error {
 }
 
 // Close stops the thread, waits for it and frees its kernel objects.
+// Every call returns once that is done.
 func (e *Emitter) Close() error {
+	e.closeOnce.Do(e.close)
+	return nil
+}
+
+func (e *Emitter) close() {
 	e.mu.Lock()
 	started := e.started
 	e.mu.Unlock()
@@ -224,7 +231,6 @@ func (e *Emitter) Close() error {
 		e.efd = -1
 	}
 	e.mu.Unlock()
-	return nil
 }
 
 // Stats returns a snapshot of the thread's counters.

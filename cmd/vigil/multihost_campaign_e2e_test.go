@@ -18,6 +18,7 @@ import (
 // The kinds of fault of TestMultiHostCampaign.
 const (
 	ckKill      = "kill-9"      // SIGKILL of a live rank: reported
+	ckBlockKill = "block-kill"  // SIGKILL of 2–4 ring-consecutive live ranks at once: all reported
 	ckStopShort = "stop<δ-h"    // SIGSTOP shorter than δ − h, then SIGCONT: not reported
 	ckStopLong  = "stop>δ"      // SIGSTOP until reported (longer than δ), then SIGCONT: reported, evicted
 	ckDelay     = "delay<δ-h"   // a host's link delayed below δ − h for seconds: not reported
@@ -26,7 +27,7 @@ const (
 	ckHostKill  = "host-killed" // a host cut off and every process in it killed: its ranks reported
 )
 
-var campaignKinds = []string{ckKill, ckStopShort, ckStopLong, ckDelay, ckLoss, ckPartition, ckHostKill}
+var campaignKinds = []string{ckKill, ckBlockKill, ckStopShort, ckStopLong, ckDelay, ckLoss, ckPartition, ckHostKill}
 
 // Bounds of the campaign's waits.
 const (
@@ -45,6 +46,9 @@ const (
 // The faults (campaignKinds):
 //
 //   - kill -9 of a live rank: reported by every survivor;
+//   - kill -9 of 2–4 live ranks consecutive on the ring (in rank order
+//     among the survivors, wrapping) at the same instant, the shape of a
+//     host crash under block placement: all reported by every survivor;
 //   - SIGSTOP of a live rank for 100–350 ms, below δ − h, then SIGCONT:
 //     nobody reports anything;
 //   - SIGSTOP of a live rank held until every survivor has reported it (at
@@ -275,6 +279,10 @@ func (j *campaignJob) pick() (kind string, host int) {
 		switch k {
 		case ckKill, ckStopShort, ckStopLong:
 			choices = append(choices, choice{k, nil})
+		case ckBlockKill:
+			if len(j.survivors) >= 10 { // leaves at least 6
+				choices = append(choices, choice{k, nil})
+			}
 		case ckDelay, ckLoss:
 			if len(live) > 0 {
 				choices = append(choices, choice{k, live})
@@ -339,6 +347,23 @@ func (j *campaignJob) inject(kind string, host int) string {
 		}
 		j.lose([]uint32{r}, 0)
 		return fmt.Sprintf("rank %d; %s", r, j.reported(kind, t0, []uint32{r}))
+
+	case ckBlockKill:
+		live := keys(j.survivors) // in rank order: the ring's
+		k := 2 + j.rng.IntN(3)
+		first := j.rng.IntN(len(live))
+		block := make([]uint32, k)
+		for i := range block {
+			block[i] = live[(first+i)%len(live)]
+		}
+		t0 := node.Mono()
+		for _, r := range block {
+			if err := syscall.Kill(j.pids[int(r)], syscall.SIGKILL); err != nil {
+				c.t.Fatalf("kill -9 rank %d: %v", r, err)
+			}
+		}
+		j.lose(block, 0)
+		return fmt.Sprintf("ranks %v; %s", block, j.reported(kind, t0, block))
 
 	case ckStopShort:
 		r, d := j.randRank(), c.randDur(100*time.Millisecond, 350*time.Millisecond)
