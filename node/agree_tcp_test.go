@@ -13,8 +13,9 @@ import (
 
 // startTCPCluster starts n nodes over TCP on loopback. The cluster's
 // network is not used: kill closes a node (its sockets close, as a crash
-// would close them).
-func startTCPCluster(t *testing.T, n int, cfg node.Config) *cluster {
+// would close them). With a wrap, rank i's configuration may be adjusted
+// and its transport wrapped (nil: as is).
+func startTCPCluster(t *testing.T, n int, cfg node.Config, wrap ...tcpWrap) *cluster {
 	t.Helper()
 	c := &cluster{t: t, killed: map[ranks.Rank]bool{}}
 	trs := make([]*tcp.Transport, n)
@@ -22,11 +23,18 @@ func startTCPCluster(t *testing.T, n int, cfg node.Config) *cluster {
 	for i := range n {
 		cfg := cfg
 		cfg.Rank, cfg.Size = ranks.Rank(i), n
+		var outer func(*tcp.Transport) transport.Transport
+		for _, w := range wrap {
+			outer = w(i, &cfg)
+		}
 		nd, err := node.Start(cfg, func(s *transport.Slots, h transport.Handler) (transport.Transport, error) {
-			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: 42, Key: []byte("vigil-agree-test-key"),
+			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: tcpClusterJob, Key: tcpClusterKey,
 				Slots: s, Handler: h})
 			trs[i] = tr
-			return tr, err
+			if err != nil || outer == nil {
+				return tr, err
+			}
+			return outer(tr), nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -46,6 +54,17 @@ func startTCPCluster(t *testing.T, n int, cfg node.Config) *cluster {
 	})
 	return c
 }
+
+// tcpWrap adjusts rank i of a TCP cluster before it starts; it returns a
+// wrapper for its transport, or nil.
+type tcpWrap func(i int, cfg *node.Config) func(*tcp.Transport) transport.Transport
+
+// The job of startTCPCluster's nodes: its own per test process, so that
+// the shared-memory regions of concurrent runs never meet.
+var (
+	tcpClusterJob = uint64(time.Now().UnixNano())
+	tcpClusterKey = []byte("vigil-agree-test-key")
+)
 
 func TestAgreeOverTCP(t *testing.T) {
 	const n, count = 8, 40

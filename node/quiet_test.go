@@ -95,47 +95,19 @@ func TestEvictedNodeSleeps(t *testing.T) {
 func TestNativeThread(t *testing.T) {
 	const n = 4
 	h, δ := 2*time.Millisecond, 40*time.Millisecond
-	job := uint64(time.Now().UnixNano())
-	key := []byte("vigil-native-test-key")
-	c := &cluster{t: t, killed: map[ranks.Rank]bool{}}
-	trs := make([]*tcp.Transport, n)
-	addrs := make([]string, n)
-	for i := range n {
-		p := wire.Params{JobID: job, Key: key, Rank: uint32(i), N: n}
-		cfg := node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ}
-		var region *shm.Region
-		if i != 3 {
-			var err error
-			if region, err = shm.NewRegion(p, nil); err != nil {
-				t.Fatal(err)
+	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ},
+		func(i int, cfg *node.Config) func(*tcp.Transport) transport.Transport {
+			p := wire.Params{JobID: tcpClusterJob, Key: tcpClusterKey, Rank: uint32(i), N: n}
+			if i != 3 {
+				region, err := shm.NewRegion(p, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { region.Close() })
+				cfg.Slots = region.Slots()
 			}
-			t.Cleanup(func() { region.Close() })
-			cfg.Slots = region.Slots()
-		}
-		nd, err := node.Start(cfg, func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
-			tr, err := tcp.Listen(tcp.Config{Self: uint32(i), N: n, JobID: job, Key: key, Slots: s, Handler: hd})
-			trs[i] = tr
-			if err != nil {
-				return nil, err
-			}
-			return shm.Wrap(tr, p, nil), nil
+			return func(tr *tcp.Transport) transport.Transport { return shm.Wrap(tr, p, nil) }
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = trs[i].Addr()
-		c.nodes = append(c.nodes, nd)
-	}
-	for _, tr := range trs {
-		if err := tr.SetPeers(addrs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, nd := range c.nodes {
-			nd.Close()
-		}
-	})
 	time.Sleep(time.Second) // past the start-up: rings settled, regions mapped, sinks resolved
 	counts := func() (sent, native, checks uint64) {
 		for _, nd := range c.nodes {
