@@ -32,12 +32,14 @@ type agreeFlags struct {
 	count   int
 	dir     string
 	timeout time.Duration
+	pause   time.Duration
 }
 
 func (a *agreeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.count, "agree-loop", 0, "run this many agreements in a loop after start-up (0: none)")
 	fs.StringVar(&a.dir, "agree-log", "", "with -agree-loop: write each decision to DIR/rank<r>.log (default: no log)")
 	durationVar(fs, &a.timeout, "agree-timeout", 60*time.Second, "with -agree-loop: give up (and log an error) when one agreement takes longer")
+	durationVar(fs, &a.pause, "agree-pause", 0, "with -agree-loop: wait this long after each agreement (0: back to back)")
 }
 
 // agreeContrib is rank r's contribution to agreement k: 8 pseudo-random
@@ -54,6 +56,9 @@ func agreeContrib(r ranks.Rank, k uint64) []byte {
 func (a *agreeFlags) start(nd *node.Node, logger *slog.Logger) error {
 	if a.count < 0 {
 		return fmt.Errorf("-agree-loop %d: want ≥ 0", a.count)
+	}
+	if a.pause < 0 {
+		return fmt.Errorf("-agree-pause %v: want ≥ 0", a.pause)
 	}
 	if a.count == 0 {
 		return nil
@@ -97,6 +102,9 @@ func (a *agreeFlags) start(nd *node.Node, logger *slog.Logger) error {
 				unacked = 1
 			}
 			logf("k %d %x %s %d %d\n", ag.ID.Seq, ag.Value, dead, unacked, time.Since(t0).Nanoseconds())
+			if a.pause > 0 {
+				time.Sleep(a.pause)
+			}
 		}
 		logf("done %d\n", a.count)
 	}()
