@@ -300,13 +300,20 @@ func (e *Emitter) run(ready chan<- struct{}) {
 		e.beat()
 		if period++; e.cfg.Watch != nil && period >= e.cfg.CheckEvery {
 			period = 0
-			if e.cfg.Drain != nil {
-				e.cfg.Drain()
-			}
-			e.cfg.Watch.Check(mono.Now())
+			e.check()
 			e.checks.Add(1)
 		}
 	}
+}
+
+// check is the observer's check: Drain collects the heartbeats waiting in
+// the transport, then the Watch checks. The Go thread and the native
+// thread's drainer run it; Watch is set.
+func (e *Emitter) check() {
+	if e.cfg.Drain != nil {
+		e.cfg.Drain()
+	}
+	e.cfg.Watch.Check(mono.Now())
 }
 
 // beat sends the next sequence number to the current target.

@@ -62,6 +62,15 @@ int vg_watch_check(vg_watch *w, int64_t now) {
 	return 0;
 }
 
+// notify adds one to eventfd fd: it wakes its reader. EAGAIN (the counter
+// saturated) leaves the reader signalled anyway.
+static void notify(int fd) {
+	uint64_t one = 1;
+	if (write(fd, &one, sizeof one) < 0) {
+		// EAGAIN: still signalled
+	}
+}
+
 // store_max raises *word to seq (a late heartbeat never lowers it), as
 // transport.Slots.Store does.
 static void store_max(uint64_t *word, uint64_t seq) {
@@ -76,11 +85,8 @@ static void store_max(uint64_t *word, uint64_t seq) {
 static const unsigned char *frame(vg_emitter *e, uint64_t seq) {
 	uint64_t filled = LOAD(&e->filled);
 	if (filled < seq + VG_RING / 2 && LOAD(&e->requested) != filled) {
-		uint64_t one = 1;
 		STORE(&e->requested, filled);
-		if (write(e->refill_efd, &one, sizeof one) < 0) {
-			// EAGAIN: the counter is saturated, so Go is signalled anyway
-		}
+		notify(e->refill_efd);
 	}
 	uint64_t i = (seq - 1) % VG_RING;
 	return LOAD(&e->stamps[i]) == seq ? e->frames[i] : NULL;
@@ -152,18 +158,12 @@ static void check(vg_emitter *e) {
 	char b;
 	if (e->drain_fd == VG_DRAIN_ALWAYS ||
 	    (e->drain_fd >= 0 && recv(e->drain_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)) {
-		uint64_t one = 1;
 		STORE(&e->drain_pending, 1);
-		if (write(e->drain_efd, &one, sizeof one) < 0) {
-			// EAGAIN: the counter is saturated, so the drainer is woken anyway
-		}
+		notify(e->drain_efd);
 		return;
 	}
 	if (vg_watch_check(e->watch, vg_now())) {
-		uint64_t one = 1;
-		if (write(e->alarm_efd, &one, sizeof one) < 0) {
-			// EAGAIN: the counter is saturated, so Go is signalled anyway
-		}
+		notify(e->alarm_efd);
 	}
 	ADD(&e->checks, 1);
 }
@@ -243,10 +243,7 @@ int vg_emitter_start(vg_emitter *e) {
 }
 
 void vg_emitter_stop(vg_emitter *e) {
-	uint64_t one = 1;
 	STORE(&e->stop, 1);
-	if (write(e->efd, &one, sizeof one) < 0) {
-		// EAGAIN: the counter is saturated, so the thread is kicked anyway
-	}
+	notify(e->efd);
 	pthread_join(e->tid, NULL);
 }

@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -57,12 +56,10 @@ type SignFunc func(dst []byte, seq uint64) int
 // waiting in DrainFD (Drain) and then runs the check in the thread's place,
 // at the checks that find some; one rings the Watch's alarm.
 type native struct {
-	e      *Emitter
+	e      *Emitter      // its configuration: Sink, Sign, Watch, Drain
 	c      *C.vg_emitter // C memory
 	handle cgo.Handle
-	sink   SinkFunc
 
-	sign   SignFunc
 	fillMu sync.Mutex // one fill at a time: the refill goroutine, publish
 	refill *os.File   // the thread's signal that the ring runs low
 	drain  *os.File   // the thread's signal that heartbeats wait in DrainFD
@@ -110,36 +107,41 @@ func (e *Emitter) startNative() error {
 		c.drain_fd = C.VG_DRAIN_ALWAYS
 	}
 	c.refill_efd, c.drain_efd, c.alarm_efd = -1, -1, -1
-	n := &native{e: e, c: c, handle: cgo.NewHandle(e), sign: e.cfg.Sign, sink: e.cfg.Sink} // the handle keeps e, its Watch and Slots alive
+	n := &native{e: e, c: c, handle: cgo.NewHandle(e)} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
 	n.publish(e.target.Load())
-	if n.sign != nil {
+	if err := n.start(); err != nil {
+		n.stopGoroutines()
+		n.free()
+		return err
+	}
+	e.nat = n
+	return nil
+}
+
+// start starts the goroutines the configuration needs, then the thread.
+func (n *native) start() error {
+	cfg, c := &n.e.cfg, n.c
+	if cfg.Sign != nil {
 		if err := n.startSigning(); err != nil {
-			n.free()
 			return err
 		}
 	}
 	if c.drain_fd != -1 {
-		if err := n.startDrainer(e.cfg.Drain, e.cfg.Watch); err != nil {
-			n.stopGoroutines()
-			n.free()
+		f, err := n.wake(&c.drain_efd, "heartbeat-drain", n.drainAndCheck)
+		if n.drain = f; err != nil {
 			return err
 		}
 	}
-	if w := e.cfg.Watch; w != nil && w.alarm != nil {
+	if w := cfg.Watch; w != nil && w.alarm != nil {
 		f, err := n.wake(&c.alarm_efd, "heartbeat-alarm", w.alarm)
 		if n.alarm = f; err != nil {
-			n.stopGoroutines()
-			n.free()
 			return err
 		}
 	}
 	if rc := C.vg_emitter_start(c); rc != 0 {
-		n.stopGoroutines()
-		n.free()
 		return fmt.Errorf("heartbeat: pthread_create: %w", syscall.Errno(rc))
 	}
-	e.nat = n
 	return nil
 }
 
@@ -152,7 +154,7 @@ func (n *native) startSigning() error {
 		return errors.New("heartbeat: out of memory for the signed heartbeats")
 	}
 	var probe [C.VG_FRAME_MAX + 1]byte
-	l := n.sign(probe[:], 1)
+	l := n.e.cfg.Sign(probe[:], 1)
 	if l <= 0 || l > C.VG_FRAME_MAX {
 		return fmt.Errorf("heartbeat: a signed heartbeat of %d bytes, want 1 to %d", l, C.VG_FRAME_MAX)
 	}
@@ -163,24 +165,17 @@ func (n *native) startSigning() error {
 	return err
 }
 
-// startDrainer starts the goroutine that collects the heartbeats waiting
-// in DrainFD and checks in the thread's place.
-func (n *native) startDrainer(drain func(), w *Watch) error {
+// drainAndCheck is the drainer: it collects the heartbeats waiting in
+// DrainFD and checks in the thread's place, when the thread asked for it
+// (the thread signals only with a Watch).
+func (n *native) drainAndCheck() {
 	pending := (*uint32)(unsafe.Pointer(&n.c.drain_pending))
-	checks := (*uint64)(unsafe.Pointer(&n.c.checks))
-	f, err := n.wake(&n.c.drain_efd, "heartbeat-drain", func() {
-		if atomic.LoadUint32(pending) == 0 {
-			return
-		}
-		drain()
-		if w != nil {
-			w.Check(mono.Now())
-		}
-		atomic.AddUint64(checks, 1)
-		atomic.StoreUint32(pending, 0) // after the check: the thread checks again from now on
-	})
-	n.drain = f
-	return err
+	if atomic.LoadUint32(pending) == 0 {
+		return
+	}
+	n.e.check()
+	atomic.AddUint64((*uint64)(unsafe.Pointer(&n.c.checks)), 1)
+	atomic.StoreUint32(pending, 0) // after the check: the thread checks again from now on
 }
 
 // wake creates an eventfd for the thread (stored in *efd) and a goroutine
@@ -223,9 +218,10 @@ func (n *native) fill() {
 	}
 	ring := unsafe.Slice((*byte)(unsafe.Pointer(c.frames)), C.VG_RING*C.VG_FRAME_MAX)
 	stamps := unsafe.Slice((*uint64)(unsafe.Pointer(c.stamps)), C.VG_RING)
+	sign := n.e.cfg.Sign
 	for s := max(filled, seq) + 1; s <= limit; s++ {
 		i := (s - 1) % C.VG_RING
-		n.sign(ring[i*C.VG_FRAME_MAX:(i+1)*C.VG_FRAME_MAX], s)
+		sign(ring[i*C.VG_FRAME_MAX:(i+1)*C.VG_FRAME_MAX], s)
 		atomic.StoreUint64(&stamps[i], s)
 	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), limit)
@@ -247,17 +243,12 @@ func (n *native) stopGoroutines() {
 // not a word, a timer resolves it again. The Emitter's mu is held (or the
 // thread not started).
 func (n *native) publish(to uint32) {
-	var s Sink
-	ok := false
-	if to != noTarget {
-		s, ok = n.sink(ranks.Rank(to))
-	}
 	c := n.c
 	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
 	v := atomic.LoadUint64(ver)
 	atomic.StoreUint64(ver, v+1) // odd: the thread leaves them alone
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.pub_to)), to)
-	setSink(&c.pub_sink, s, ok, n.sign != nil)
+	n.e.resolveSink(&c.pub_sink, to)
 	atomic.StoreUint64(ver, v+2)
 	if c.pub_sink.kind == C.VG_SINK_DGRAM && c.frames != nil {
 		n.fill() // the ring may lag behind heartbeats sent otherwise
@@ -287,14 +278,20 @@ func (n *native) reresolve() {
 	}
 }
 
-// setSink fills a C sink from s (a datagram only when frames are signed).
-func setSink(sink *C.vg_sink, s Sink, ok, signed bool) {
+// resolveSink fills a C sink with the path to rank to (none for noTarget;
+// a datagram only when frames are signed).
+func (e *Emitter) resolveSink(sink *C.vg_sink, to uint32) {
+	var s Sink
+	ok := false
+	if to != noTarget {
+		s, ok = e.cfg.Sink(ranks.Rank(to))
+	}
 	switch {
 	case !ok:
 		sink.kind = C.VG_SINK_NONE
 	case s.Word != nil:
 		sink.kind, sink.word = C.VG_SINK_WORD, (*C.uint64_t)(unsafe.Pointer(s.Word))
-	case signed && len(s.Addr) > 0 && len(s.Addr) <= len(sink.addr):
+	case e.cfg.Sign != nil && len(s.Addr) > 0 && len(s.Addr) <= len(sink.addr):
 		sink.kind, sink.fd, sink.addrlen = C.VG_SINK_DGRAM, C.int(s.FD), C.uint32_t(len(s.Addr))
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&sink.addr[0])), len(sink.addr)), s.Addr)
 	default:
@@ -346,6 +343,5 @@ func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.
 	if e.cfg.Send(ranks.Rank(to), uint64(seq)) != nil {
 		*failed = 1
 	}
-	s, ok := e.cfg.Sink(ranks.Rank(to))
-	setSink(sink, s, ok, e.cfg.Sign != nil)
+	e.resolveSink(sink, uint32(to))
 }

@@ -53,13 +53,12 @@ func NewWatch(slots *transport.Slots, stallGuard int64) *Watch {
 	return w
 }
 
-const noEmitter = ranks.Rank(^uint32(0))
-
 // SetAlarm makes the checks call alarm when the watched word has not grown
 // for silence (nanoseconds), and again every silence while it stays so:
 // the event loop then needs no wake-up of its own to act on a silence
-// shorter than δ (block mending's early probes). alarm runs on the
-// heartbeat thread and must not block. Call it before the checks start.
+// shorter than δ (block mending's early probes). alarm runs on the Go
+// heartbeat thread, or on a goroutine the native thread signals, and must
+// not block. Call it before the checks start.
 func (w *Watch) SetAlarm(silence int64, alarm func()) {
 	w.c.silence, w.alarm = C.int64_t(silence), alarm
 }
