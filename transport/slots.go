@@ -61,20 +61,21 @@ func (s *Slots) Len() int { return len(s.w) }
 
 // Load returns emitter's current sequence word (0 if it never wrote).
 func (s *Slots) Load(emitter ranks.Rank) uint64 {
-	if int(emitter) >= len(s.w) {
+	p := s.Word(emitter)
+	if p == nil {
 		return 0
 	}
-	return atomic.LoadUint64(&s.w[emitter])
+	return atomic.LoadUint64(p)
 }
 
 // Store sets emitter's word to seq if seq is larger than the current value
 // (a late, reordered heartbeat never moves the word backwards). It returns
 // false for an unknown emitter.
 func (s *Slots) Store(emitter ranks.Rank, seq uint64) bool {
-	if int(emitter) >= len(s.w) {
+	p := s.Word(emitter)
+	if p == nil {
 		return false
 	}
-	p := &s.w[emitter]
 	for {
 		old := atomic.LoadUint64(p)
 		if seq <= old || atomic.CompareAndSwapUint64(p, old, seq) {
