@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/launch"
+	"github.com/vigil-hpc/vigil/node"
 )
 
 // The multi-process tests run the real binary: N `vigil agent` processes
@@ -49,6 +50,9 @@ type e2eJob struct {
 	lines  []launch.Line
 	killed map[uint32]bool
 	done   chan struct{}
+	// readyAt is CLOCK_MONOTONIC when every agent was ready (the agents'
+	// lines carry the same clock).
+	readyAt int64
 }
 
 func startJob(t *testing.T, n int, flags ...string) *e2eJob {
@@ -65,7 +69,7 @@ func startJob(t *testing.T, n int, flags ...string) *e2eJob {
 		job.Stop(time.Second)
 		t.Fatal(err)
 	}
-	j := &e2eJob{t: t, job: job, lines: early, killed: map[uint32]bool{}, done: make(chan struct{})}
+	j := &e2eJob{t: t, job: job, lines: early, killed: map[uint32]bool{}, done: make(chan struct{}), readyAt: node.Mono()}
 	go func() {
 		defer close(j.done)
 		for l := range job.Lines {
@@ -325,13 +329,9 @@ func (j *e2eJob) logDetections() {
 	j.t.Helper()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	ready := int64(0)
 	stats := map[uint32]launch.Line{}
 	for _, l := range j.lines {
-		switch {
-		case l.Ev == "ready" && (ready == 0 || l.Mono < ready):
-			ready = l.Mono
-		case l.Ev == "stats":
+		if l.Ev == "stats" {
 			stats[l.Rank] = l
 		}
 	}
@@ -341,7 +341,7 @@ func (j *e2eJob) logDetections() {
 		}
 		d, v := stats[l.Rank], stats[l.Dead]
 		j.t.Logf("rank %d detected rank %d %.3f s after the job was ready; detector: %d missed, worst %.2f ms, %d heartbeats; reported: %d missed, worst %.2f ms, %d heartbeats",
-			l.Rank, l.Dead, float64(l.DeliveredMono-ready)/1e9, d.Missed, float64(d.MaxLateNs)/1e6, d.HeartbeatsSent,
+			l.Rank, l.Dead, float64(l.DeliveredMono-j.readyAt)/1e9, d.Missed, float64(d.MaxLateNs)/1e6, d.HeartbeatsSent,
 			v.Missed, float64(v.MaxLateNs)/1e6, v.HeartbeatsSent)
 	}
 }
