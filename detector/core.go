@@ -37,6 +37,10 @@ type Config struct {
 	// silent that long, before its suspicion (hb.RingConfig.ProbeAfter; 0:
 	// at the suspicion).
 	ProbeAfter int64
+	// Hosts labels the host of every rank (hb.RingConfig.Hosts; nil:
+	// none): with Probe, a probe round takes in the rest of its first
+	// candidate's host, so a dead host of any size is one round.
+	Hosts []uint32
 	// Overlay is the broadcast overlay (default bcast.HBA).
 	Overlay bcast.Overlay
 	// Gossip, if set, propagates with a corrected gossip or the corrected
@@ -82,7 +86,8 @@ func NewCore(cfg Config) (*Core, error) {
 		cfg.Overlay = bcast.HBA{}
 	}
 	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Self, N: cfg.Size, Delta: cfg.SuspectTimeout,
-		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm, Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout, ProbeAfter: cfg.ProbeAfter})
+		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm, Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout, ProbeAfter: cfg.ProbeAfter,
+		Hosts: cfg.Hosts})
 	if err != nil {
 		return nil, fmt.Errorf("detector: %w", err)
 	}

@@ -48,11 +48,32 @@ func MaxOverlapping(n int) int {
 //
 // which for b ≤ w is T(1), a single failure's bound (w < 1 counts as 1).
 func BlockBound(b, w, n int, delta, t int64) int64 {
+	return (blockRounds(b, w)+1)*delta + t + BroadcastTime(n, t)
+}
+
+// blockRounds is R = ⌈log2(b/w + 1)⌉, the probe rounds of a block of b
+// with window w (w < 1 counts as 1).
+func blockRounds(b, w int) int64 {
 	w = max(w, 1)
 	rounds, covered := int64(1), w // round k probes w·2^(k−1) ranks
 	for covered < b {
 		covered += w << rounds
 		rounds++
 	}
+	return rounds
+}
+
+// HostBlockBound is BlockBound with host labels (RingConfig.Hosts): a block
+// of b consecutive ranks that crashed at once and touches hosts hosts,
+// each host's ranks being contiguous on the ring. A round probes at least
+// the rest of its first candidate's host, so it takes at most hosts rounds
+// (and never more than BlockBound's R):
+//
+//	T_host(b) = (min(hosts, R)+1)δ + t + B(n),
+//
+// which for a block of whole hosts is 2δ + t + B(n) per host, and for one
+// whole host of any size T(1).
+func HostBlockBound(b, hosts, w, n int, delta, t int64) int64 {
+	rounds := min(blockRounds(b, w), int64(max(hosts, 1)))
 	return (rounds+1)*delta + t + BroadcastTime(n, t)
 }

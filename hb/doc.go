@@ -31,6 +31,9 @@
 // known in about 2δ (BlockBound) instead of about 2bδ. With
 // RingConfig.ProbeAfter = a the observer sends those probes once its
 // emitter has been silent for a, before suspecting it: about a + δ.
+// With host labels (RingConfig.Hosts) a round also probes the rest of its
+// first candidate's host, so a dead host of any size is one round
+// (HostBlockBound): 2δ, or a + δ with early probes.
 //
 // The core never reads a clock: callers pass now, a monotonic time in
 // nanoseconds. Nor does it touch a thread, a system call or the heartbeat

@@ -49,6 +49,21 @@ import (
 // of b ≤ W is known within max(δ, a + ProbeTimeout) + B(n) of the crash:
 // 1.5δ + B(n) with a = δ/2 and ProbeTimeout = δ.
 
+// Host labels (RingConfig.Hosts). A round of window W probes its W first
+// candidates and then every further predecessor that shares the host of
+// its first candidate c1 and lies contiguously before it (ranks in D_i are
+// skipped, not probed, and do not break the host's run): the rest of c1's
+// host. When a host dies, its last rank e is the emitter of the next live
+// rank's observer, c1 is e−1 (or, if e is the first rank of its host, the
+// last of the host before), and the first round probes the whole dead
+// host whatever its size: it is resolved in one round, δ + ProbeTimeout
+// after the crash (a + ProbeTimeout with early probes). Every round ends
+// at the end of its c1's host or beyond, so a block touching j hosts takes
+// at most j rounds, and never more than without labels (HostBlockBound).
+// A spread failure probes max(W, the rest of c1's host) ranks instead of
+// W. Ranks of one host that are not contiguous on the ring (a cyclic
+// placement) add nothing, as if unlabelled.
+
 // mendState is one probe round.
 type mendState struct {
 	active   bool
@@ -146,17 +161,51 @@ func (r *Ring) probeRound(now int64, w int, out *Output) {
 }
 
 // candidates returns the w first ranks not in D_i walking back from from
-// (included) towards Self (excluded). Walking back from the emitter's
-// predecessor reaches Self before the emitter, which follows it.
+// (included) towards Self (excluded), then, with host labels, the further
+// ones up to the first rank of another host than the first candidate's
+// (RingConfig.Hosts). Walking back from the emitter's predecessor reaches
+// Self before the emitter, which follows it.
 func (r *Ring) candidates(from ranks.Rank, w int) []ranks.Rank {
 	n := ranks.Rank(r.cfg.N)
+	hosts := r.cfg.Hosts
 	var cands []ranks.Rank
-	for k := from; len(cands) < w && k != r.cfg.Self; k = (k + n - 1) % n {
+	for k := from; k != r.cfg.Self; k = (k + n - 1) % n {
+		if hosts != nil && len(cands) > 0 && hosts[k] != hosts[cands[0]] {
+			hosts = nil // the first candidate's host ends here
+		}
+		if len(cands) >= w && hosts == nil {
+			break
+		}
 		if !r.D.Has(k) {
 			cands = append(cands, k)
 		}
 	}
 	return cands
+}
+
+// HostLabels turns the host name of every rank (indexed by rank, as a
+// bootstrap gives them) into RingConfig.Hosts: equal names get equal
+// labels. It returns nil when the names tell nothing: fewer than two
+// distinct hosts (the labels would make every round probe the whole job),
+// or an empty name.
+func HostLabels(names []string) []uint32 {
+	ids := make(map[string]uint32)
+	labels := make([]uint32, len(names))
+	for r, name := range names {
+		if name == "" {
+			return nil
+		}
+		id, ok := ids[name]
+		if !ok {
+			id = uint32(len(ids))
+			ids[name] = id
+		}
+		labels[r] = id
+	}
+	if len(ids) < 2 {
+		return nil
+	}
+	return labels
 }
 
 // Round returns the number of probe rounds this ring started.

@@ -40,6 +40,12 @@ type RingConfig struct {
 	// ProbeTimeout after the crash rather than Delta + ProbeTimeout. 0
 	// probes at the suspicion.
 	ProbeAfter int64
+	// Hosts, with Probe, labels the host of every rank (Hosts[r] for rank
+	// r; len N): a probe round also probes every further predecessor that
+	// shares the host of its first candidate and lies contiguously before
+	// it, so a dead host of any size is resolved in one round (mend.go).
+	// nil: no labels. The slice is only read; Rings may share one.
+	Hosts []uint32
 }
 
 // Validate reports the first bad field.
@@ -57,6 +63,8 @@ func (c RingConfig) Validate() error {
 		return fmt.Errorf("hb: RingConfig.ProbeTimeout = %d, want ≥ 0", c.ProbeTimeout)
 	case c.ProbeAfter < 0 || c.ProbeAfter >= c.Delta && c.ProbeAfter > 0:
 		return fmt.Errorf("hb: RingConfig.ProbeAfter = %d, want 0 or below Delta = %d", c.ProbeAfter, c.Delta)
+	case c.Hosts != nil && len(c.Hosts) != c.N:
+		return fmt.Errorf("hb: RingConfig.Hosts has %d labels, want N = %d", len(c.Hosts), c.N)
 	}
 	return nil
 }

@@ -364,3 +364,136 @@ func TestRingBlockMending(t *testing.T) {
 		t.Fatalf("%+v", out)
 	}
 }
+
+// hostsOf labels n ranks placed k per host: rank r on host r/k.
+func hostsOf(n, k int) []uint32 {
+	h := make([]uint32, n)
+	for r := range h {
+		h[r] = uint32(r / k)
+	}
+	return h
+}
+
+// rankRange returns hi, hi−1, …, lo.
+func rankRange(hi, lo ranks.Rank) []ranks.Rank {
+	var out []ranks.Rank
+	for k := int(hi); k >= int(lo); k-- {
+		out = append(out, ranks.Rank(k))
+	}
+	return out
+}
+
+// The candidates of a first round with host labels: the W first
+// predecessors plus the rest of the first candidate's host, skipping (not
+// stopping at) ranks known dead, stopping at Self; without labels, W.
+func TestRingHostCandidates(t *testing.T) {
+	const d = 100
+	for _, c := range []struct {
+		name      string
+		self      ranks.Rank
+		n, k, w   int
+		dead      []ranks.Rank // known dead before the crash
+		want      []ranks.Rank // the round's probes when self's emitter dies
+		unlabeled []ranks.Rank
+	}{
+		{"last rank of a host of 32", 64, 128, 32, 4, nil, rankRange(62, 32), rankRange(62, 59)},
+		{"window beyond the host", 64, 128, 4, 8, nil, rankRange(62, 55), rankRange(62, 55)},
+		{"emitter first of its host: the host before", 65, 128, 32, 4, nil, rankRange(63, 32), rankRange(63, 60)},
+		{"known dead skipped inside the host", 64, 128, 32, 4, []ranks.Rank{50, 51, 40}, append(rankRange(62, 52), append(rankRange(49, 41), rankRange(39, 32)...)...), rankRange(62, 59)},
+		{"self on the host: stops at self", 40, 64, 64, 4, nil, append(rankRange(38, 0), rankRange(63, 41)...), rankRange(38, 35)},
+		{"cyclic placement adds nothing", 10, 16, 1, 3, nil, rankRange(8, 6), rankRange(8, 6)},
+	} {
+		for _, labelled := range []bool{true, false} {
+			cfg := hb.RingConfig{Self: c.self, N: c.n, Delta: d, Probe: c.w}
+			want := c.unlabeled
+			if labelled {
+				cfg.Hosts, want = hostsOf(c.n, c.k), c.want
+				if c.k == 1 {
+					for r := range cfg.Hosts {
+						cfg.Hosts[r] = uint32(r % 2) // two hosts, alternate ranks
+					}
+				}
+			}
+			r, err := hb.NewRing(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Start(0, d)
+			r.Learn(c.dead)
+			r.Check(10, 1)
+			out := r.Check(10+d, 1)
+			if out.Detected == nil || !slices.Equal(out.Probe, want) {
+				t.Errorf("%s (labels %v): detected %+v, probes %v, want %v", c.name, labelled, out.Detected, out.Probe, want)
+			}
+		}
+	}
+}
+
+// A dead host of 32 with a window of 4 is resolved in one round when
+// labelled, and a live rank of the host (one survivor) answers and is
+// adopted, never reported; early probes probe the same candidates.
+func TestRingHostMending(t *testing.T) {
+	const d = 100
+	for _, early := range []int64{0, d / 2} {
+		r, err := hb.NewRing(hb.RingConfig{Self: 64, N: 128, Delta: d, Probe: 4, ProbeAfter: early, Hosts: hostsOf(128, 32)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Start(0, d)
+		r.Check(10, 1)
+		var probes []ranks.Rank
+		var out hb.Output
+		for now := int64(20); out.Detected == nil; now += 10 {
+			out = r.Check(now, 1)
+			if out.Probe != nil {
+				probes = out.Probe
+			}
+			if now > 10+d {
+				t.Fatal("no detection")
+			}
+		}
+		if !slices.Equal(probes, rankRange(62, 32)) {
+			t.Fatalf("early %d: probes %v", early, probes)
+		}
+		r.Alive(40, r.Round()) // rank 40 of the host survived
+		at := out.Detected.At
+		out = r.Check(at+d-early, 0)
+		if out.Detected == nil || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), append(rankRange(62, 41), 63)) {
+			t.Fatalf("early %d: resolution %+v", early, out.Detected)
+		}
+		if r.Emitter() != 40 || r.Dead().Has(40) || r.Probing() {
+			t.Fatalf("early %d: emitter %d, D %v", early, r.Emitter(), r.Dead())
+		}
+	}
+}
+
+func TestHostLabels(t *testing.T) {
+	if got := hb.HostLabels([]string{"b", "b", "a", "b", "c"}); !slices.Equal(got, []uint32{0, 0, 1, 0, 2}) {
+		t.Errorf("labels %v", got)
+	}
+	for _, names := range [][]string{nil, {"a", "a"}, {"a", ""}} {
+		if got := hb.HostLabels(names); got != nil {
+			t.Errorf("HostLabels(%q) = %v, want nil", names, got)
+		}
+	}
+	if _, err := hb.NewRing(hb.RingConfig{N: 4, Delta: 1, Hosts: []uint32{0, 1}}); err == nil || !strings.Contains(err.Error(), "Hosts") {
+		t.Errorf("2 labels for 4 ranks: %v", err)
+	}
+}
+
+func TestHostBlockBound(t *testing.T) {
+	const d, tt, n = 50, 1, 4096
+	one := hb.Bound(1, n, d, tt)
+	for _, c := range []struct {
+		b, hosts, w int
+		rounds      int64
+	}{{64, 1, 16, 1}, {1000, 1, 16, 1}, {128, 2, 16, 2}, {65, 2, 16, 2}, {256, 4, 16, 4}, {8, 2, 16, 1}, {400, 40, 16, 5}} {
+		want := (c.rounds+1)*d + tt + hb.BroadcastTime(n, tt)
+		if got := hb.HostBlockBound(c.b, c.hosts, c.w, n, d, tt); got != want {
+			t.Errorf("HostBlockBound(b=%d, hosts=%d, w=%d) = %d, want %d (%d rounds)", c.b, c.hosts, c.w, got, want, c.rounds)
+		}
+	}
+	if hb.HostBlockBound(64, 1, 16, n, d, tt) != one {
+		t.Error("a whole host is not bounded by T(1)")
+	}
+}
