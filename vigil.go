@@ -114,7 +114,9 @@ type Detector struct {
 // call it. A rank that fails after joining the bootstrap (a bad address
 // setting, a port in use…) still takes part in the exchange, publishing no
 // address, so the others do not hang: they start and report it dead.
-// Failures are classified by ErrBootstrap and ErrTransport.
+// Failures are classified by ErrBootstrap and ErrTransport. Unless
+// cfg.Hosts is set, the bootstrap's placement (bootstrap.Hosts) fills it,
+// for host-aware block mending.
 func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = "tcp"
@@ -157,6 +159,9 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	}
 	nc := cfg.Config
 	nc.Rank, nc.Size, nc.Logger = bs.Rank(), bs.Size(), logger
+	if nc.Hosts == nil {
+		nc.Hosts = bootstrap.Hosts(bs) // host-aware block mending
+	}
 	if err := nc.Validate(); err != nil {
 		return fail(err)
 	}

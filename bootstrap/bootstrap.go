@@ -35,6 +35,11 @@ const (
 	EnvJobID  = "VIGIL_JOBID"
 	EnvKey    = "VIGIL_KEY" // hex
 	EnvServer = "VIGIL_BOOTSTRAP"
+	// EnvRanksPerHost, when set to k > 0, pretends that the local
+	// launcher's ranks are placed k per host (rank r on host r/k): the
+	// detector's host-aware mending then runs on one machine
+	// (`vigil run -ranks-per-host k`; bootstrap/local's Client.Hosts).
+	EnvRanksPerHost = "VIGIL_RANKS_PER_HOST"
 )
 
 // Identity is rank, size, job ID and key parsed from the environment.

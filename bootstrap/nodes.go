@@ -15,3 +15,24 @@ func Nodes(b Bootstrap) []string {
 	}
 	return nil
 }
+
+// HostLister is a Bootstrap that tells the detector where ranks are placed
+// without their being on real hosts: the local launcher's pretended hosts
+// (EnvRanksPerHost), for tests of host crashes on one machine. Unlike
+// Nodes, these hosts do not steer the choice of addresses.
+type HostLister interface {
+	// Hosts returns the host of every rank, indexed by rank (nil: none).
+	Hosts() []string
+}
+
+// Hosts returns the host of every rank of b's job for the detector's
+// placement (node.Config.Hosts): b's pretended hosts if it has some
+// (HostLister), else its Nodes; nil when b knows neither.
+func Hosts(b Bootstrap) []string {
+	if hl, ok := b.(HostLister); ok {
+		if h := hl.Hosts(); h != nil {
+			return h
+		}
+	}
+	return Nodes(b)
+}

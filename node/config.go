@@ -58,6 +58,12 @@ type Config struct {
 	// MendEarly + δ after the crash instead of 2δ. Default δ/2; negative:
 	// probe at the suspicion.
 	MendEarly time.Duration
+	// Hosts is the host of every rank, indexed by rank (nil: unknown):
+	// with block mending, a probe round also probes the rest of its first
+	// candidate's host, so a dead host of any size is known in one round
+	// (hb.RingConfig.Hosts). Ignored when it names fewer than two hosts.
+	// vigil.Join fills it from the bootstrap.
+	Hosts []string
 
 	// PinEmitter pins the heartbeat thread to CPU EmitterCPU with
 	// sched_setaffinity (default: not pinned).
@@ -199,6 +205,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: Config.StartGrace = %v, want ≥ 0", c.StartGrace)
 	case c.MendEarly >= c.SuspectTimeout:
 		return fmt.Errorf("node: Config.MendEarly = %v, want below SuspectTimeout = %v (or negative: none)", c.MendEarly, c.SuspectTimeout)
+	case c.Hosts != nil && len(c.Hosts) != c.Size:
+		return fmt.Errorf("node: Config.Hosts has %d hosts, want one per rank (Size = %d)", len(c.Hosts), c.Size)
 	case c.Slots != nil && c.Slots.Len() < c.Size:
 		return fmt.Errorf("node: Config.Slots has %d words, want ≥ Size = %d", c.Slots.Len(), c.Size)
 	case c.PinEmitter && c.EmitterCPU < 0:

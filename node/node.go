@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/detector"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -137,6 +138,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	var err error
 	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
 		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Gossip: gossip, Words: n.slots, Probe: max(cfg.MendProbe, 0), ProbeAfter: int64(max(cfg.MendEarly, 0)),
+		Hosts:    hb.HostLabels(cfg.Hosts),
 		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
 		AgreeResend: int64(cfg.AgreeResend)})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -175,7 +176,10 @@ func (s *Server) Close() error {
 }
 
 // Client is a child's bootstrap.Bootstrap over the local launcher.
-type Client struct{ id bootstrap.Identity }
+type Client struct {
+	id      bootstrap.Identity
+	perHost int // pretended ranks per host (bootstrap.EnvRanksPerHost), 0: none
+}
 
 // Join returns the bootstrap of a process started by the local launcher,
 // from its environment.
@@ -184,7 +188,28 @@ func Join() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{id: id}, nil
+	c := &Client{id: id}
+	if v := os.Getenv(bootstrap.EnvRanksPerHost); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("local: %s=%q is not a positive integer", bootstrap.EnvRanksPerHost, v)
+		}
+		c.perHost = k
+	}
+	return c, nil
+}
+
+// Hosts implements bootstrap.HostLister: the pretended host of every rank
+// ("host<r/k>") when bootstrap.EnvRanksPerHost = k was set, else nil.
+func (c *Client) Hosts() []string {
+	if c.perHost == 0 {
+		return nil
+	}
+	hosts := make([]string, c.id.Size)
+	for r := range hosts {
+		hosts[r] = "host" + strconv.Itoa(r/c.perHost)
+	}
+	return hosts
 }
 
 // NewClient returns the bootstrap for an explicit identity (in-process use).
