@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )
@@ -21,6 +23,7 @@ func runMain(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	n := fs.Int("n", 4, "number of ranks")
 	dur := duration(fs, "t", 0, "stop the job after this long (0: until interrupted)")
+	perHost := fs.Int("ranks-per-host", 0, "pretend the ranks are placed this many per host (rank r on host r/k), for host-aware block mending on one machine (0: no hosts)")
 	var df detectorFlags
 	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
 	var nf addrFlags
@@ -37,11 +40,17 @@ func runMain(args []string) error {
 	if err := df.validate(*n); err != nil {
 		return err
 	}
+	var opts launch.Options
+	if *perHost < 0 {
+		return fmt.Errorf("-ranks-per-host %d: want ≥ 0", *perHost)
+	} else if *perHost > 0 {
+		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(*perHost)}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	job, err := launch.Start(*n, append(append([]string{self, "agent"}, df.args()...), nf.args()...), launch.Options{})
+	job, err := launch.Start(*n, append(append([]string{self, "agent"}, df.args()...), nf.args()...), opts)
 	if err != nil {
 		return err
 	}
