@@ -78,6 +78,10 @@ type DetectorConfig struct {
 	// been silent that long, before its suspicion (detector.Config.
 	// ProbeAfter; the node runtime's default is δ/2). 0: at the suspicion.
 	ProbeAfter int64
+	// Hosts, with Probe, labels the host of every rank (detector.Config.
+	// Hosts, len N; shared by every Core): a probe round takes in the rest
+	// of its first candidate's host. nil: no labels.
+	Hosts []uint32
 	// Start is the time of the failure phase, after the ring reached its
 	// steady state (default 2h + Check + the heartbeat delay bound).
 	Start int64
@@ -134,6 +138,8 @@ func (c *DetectorConfig) Validate() error {
 		return errors.New("sim: DetectorConfig.Failures is nil")
 	case d.Probe < 0:
 		return fmt.Errorf("sim: DetectorConfig.Probe = %d, want ≥ 0", d.Probe)
+	case d.Hosts != nil && len(d.Hosts) != d.N:
+		return fmt.Errorf("sim: DetectorConfig.Hosts has %d labels, want N = %d", len(d.Hosts), d.N)
 	case d.ProbeAfter < 0 || d.ProbeAfter >= d.Delta:
 		return fmt.Errorf("sim: DetectorConfig.ProbeAfter = %d, want 0 or below Delta = %d", d.ProbeAfter, d.Delta)
 	case d.Start < d.H+d.HeartbeatDelay+d.Check:
@@ -321,7 +327,7 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	d.alive = n
 	for i := range d.nodes {
 		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay,
-			Probe: c.Probe, ProbeAfter: c.ProbeAfter})
+			Probe: c.Probe, ProbeAfter: c.ProbeAfter, Hosts: c.Hosts})
 		if err != nil {
 			return nil, err
 		}

@@ -111,6 +111,17 @@ func (h HostCrash) String() string {
 	return fmt.Sprintf("hostcrash(%d %s of %d ranks within %v)", hosts, s, size, time.Duration(h.Window))
 }
 
+// Placement returns the host label of each of n ranks under h's
+// placement (rank r on host r/HostSize): DetectorConfig.Hosts.
+func (h HostCrash) Placement(n int) []uint32 {
+	size := max(h.HostSize, 1)
+	labels := make([]uint32, n)
+	for r := range labels {
+		labels[r] = uint32(r / size)
+	}
+	return labels
+}
+
 func (h HostCrash) plan(n int, r *rand.Rand) ([]Failure, int64) {
 	size := max(h.HostSize, 1)
 	nHosts := (n + size - 1) / size

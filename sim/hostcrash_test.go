@@ -207,7 +207,7 @@ func TestHostCrashStudy(t *testing.T) {
 	sc := Scenario{Name: "small", H: 10 * ms, Delta: 50 * ms, T: ms}
 	var rows []HostCrashStats
 	for _, probe := range []int{0, 16} {
-		st, err := HostCrashStudy(sc, 512, HostCrash{HostSize: 16, Hosts: 2}, probe, 3, 2, 1, nil)
+		st, err := HostCrashStudy(sc, 512, HostCrash{HostSize: 16, Hosts: 2}, probe, false, 3, 2, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,58 @@ func TestHostCrashStudy(t *testing.T) {
 	if alg.Block != blk.Block {
 		t.Fatalf("the windows saw different crashes: %v vs %v", alg.Block, blk.Block)
 	}
-	if _, err := HostCrashStudy(sc, 512, HostCrash{HostSize: 16}, -1, 1, 1, 1, nil); err == nil {
+	if _, err := HostCrashStudy(sc, 512, HostCrash{HostSize: 16}, -1, false, 1, 1, 1, nil); err == nil {
 		t.Fatal("negative Probe accepted")
 	}
+}
+
+// TestHostCrashLabelled: with the placement given to the detectors
+// (DetectorConfig.Hosts) a host of 64 with a window of 16 is known within
+// one round's bound, hb.HostBlockBound (2δ + t + B(n)), where unlabelled
+// it takes three rounds; several hosts at once stay within their bound;
+// no live rank is reported and every survivor ends with the dead set.
+func TestHostCrashLabelled(t *testing.T) {
+	const n = 256
+	for _, c := range []struct{ size, hosts, probe int }{{64, 1, 16}, {64, 1, 4}, {16, 3, 4}, {32, 2, 8}} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			plan := HostCrash{HostSize: c.size, Hosts: c.hosts}
+			cfg := smallCfg(n, plan)
+			cfg.Probe, cfg.Hosts = c.probe, plan.Placement(n)
+			r, _, d := runTraced(t, cfg, seed)
+			if r.AllKnown < 0 || r.FalseSuspicions != 0 || r.Evicted != 0 || r.Failures != c.size*c.hosts {
+				t.Fatalf("%+v seed %d: %+v", c, seed, r)
+			}
+			for i := range n {
+				ring, alive := d.Ring(ranks.Rank(i))
+				if alive && !ring.Dead().Equal(ranks.Of(r.Dead...)) {
+					t.Fatalf("%+v seed %d: rank %d knows %v, dead %v", c, seed, i, ring.Dead(), r.Dead)
+				}
+			}
+			b := slices.Max(DeadBlocks(n, r.Dead))
+			bound := hb.HostBlockBound(b, b/c.size, c.probe, n, cfg.Delta, ms)
+			if r.AllKnown > bound {
+				t.Fatalf("%+v seed %d: block of %d known after %v > HostBlockBound %v", c, seed, b, time.Duration(r.AllKnown), time.Duration(bound))
+			}
+			if b == c.size && bound != hb.Bound(1, n, cfg.Delta, ms) {
+				t.Fatalf("one host's bound %v is not T(1)", time.Duration(bound))
+			}
+			cfg.Hosts = nil
+			if plain := mustRun(t, cfg, seed); b > c.probe && plain.AllKnown <= r.AllKnown {
+				t.Fatalf("%+v seed %d: labelled %v not sooner than unlabelled %v", c, seed, time.Duration(r.AllKnown), time.Duration(plain.AllKnown))
+			}
+		}
+	}
+	st, err := HostCrashStudy(Scenario{Name: "small", H: 10 * ms, Delta: 50 * ms, T: ms}, 512, HostCrash{HostSize: 64, Hosts: 2}, 16, true, 2, 2, 1, nil)
+	if err != nil || !st.Labelled || st.WithinBound != st.Runs || st.FalseSuspicions != 0 || st.Incomplete != 0 {
+		t.Fatalf("labelled study: %+v %v", st, err)
+	}
+}
+
+func mustRun(t *testing.T, cfg DetectorConfig, seed uint64) DetectorResult {
+	t.Helper()
+	d, err := NewDetector(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Run()
 }

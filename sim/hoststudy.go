@@ -17,6 +17,9 @@ type HostCrashStats struct {
 	Window             int64
 	// Probe is the block-mending window W (0: Algorithm 1).
 	Probe, Runs int
+	// Labelled: the detectors knew the placement (DetectorConfig.Hosts),
+	// so a round takes in the rest of its first candidate's host.
+	Labelled bool
 	// Failures is the mean number of crashed ranks; Block the largest dead
 	// block of consecutive ranks (hosts drawn next to each other merge),
 	// its mean and maximum over the runs.
@@ -31,8 +34,8 @@ type HostCrashStats struct {
 	// Stabilized is the mean time until the stable configuration (the
 	// ring reconnected too), StabilizedMax its maximum.
 	Stabilized, StabilizedMax float64
-	// Bound is the largest over the runs of hb.BlockBound of the run's
-	// largest dead block (plus Window), and WithinBound the number of runs
+	// Bound is the largest over the runs of hb.BlockBound (hb.HostBlockBound
+	// when Labelled) of the run's largest dead block (plus Window), and WithinBound the number of runs
 	// whose AllKnown respected their own bound; both 0 for Algorithm 1,
 	// which BlockBound does not describe (see AlgBound).
 	Bound       float64
@@ -83,11 +86,14 @@ func DeadBlocks(n int, dead []ranks.Rank) []int {
 
 // HostCrashStudy runs runs detector simulations of scenario sc at n ranks
 // with host crashes plan and block-mending window probe (0: Algorithm 1),
-// run i seeded RunSeed(seed, i) so that every window sees the same hosts
+// the detectors told the placement when labelled, run i seeded RunSeed(seed, i) so that every window sees the same hosts
 // crash at the same times, on workers goroutines, heartbeats skipped and
 // timers as in Algorithm 1, calling progress after each run.
-func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe, runs, workers int, seed uint64, progress func()) (HostCrashStats, error) {
+func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe int, labelled bool, runs, workers int, seed uint64, progress func()) (HostCrashStats, error) {
 	cfg := DetectorConfig{N: n, H: sc.H, Delta: sc.Delta, Net: OnePort{T: sc.T}, Failures: plan, Probe: probe}
+	if labelled {
+		cfg.Hosts = plan.Placement(n)
+	}
 	if err := cfg.Validate(); err != nil {
 		return HostCrashStats{}, err
 	}
@@ -99,7 +105,7 @@ func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe, runs, workers int
 		return HostCrashStats{}, err
 	}
 	st := HostCrashStats{Scenario: sc.Name, N: n, HostSize: max(plan.HostSize, 1), Hosts: max(plan.Hosts, 1),
-		Window: plan.Window, Probe: probe, Runs: runs}
+		Window: plan.Window, Probe: probe, Runs: runs, Labelled: labelled}
 	var known meanVar
 	var stab float64
 	stabRuns := 0
@@ -124,6 +130,9 @@ func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe, runs, workers int
 		var bound int64
 		if probe > 0 {
 			bound = hb.BlockBound(b, probe, n, sc.Delta, sc.T) + plan.Window
+			if labelled { // blocks of whole hosts: ⌈b/size⌉ hosts
+				bound = hb.HostBlockBound(b, (b+st.HostSize-1)/st.HostSize, probe, n, sc.Delta, sc.T) + plan.Window
+			}
 			st.Bound = max(st.Bound, float64(bound)/1e9)
 		}
 		if r.Stabilized < 0 {

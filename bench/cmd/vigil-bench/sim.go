@@ -519,17 +519,19 @@ func simERA(o *simOpts) error {
 // --- hostcrash -------------------------------------------------------------
 
 // hostCrashRow is one row of the host-crash study: a network, n, the
-// crash and the mending window.
+// crash, the mending window and whether the detectors know the hosts.
 type hostCrashRow struct {
-	sc    sim.Scenario
-	n     int
-	plan  sim.HostCrash
-	probe int
+	sc       sim.Scenario
+	n        int
+	plan     sim.HostCrash
+	probe    int
+	labelled bool
 }
 
 // hostCrashRows are the rows of the study: hosts of 16 and 64 ranks, one
-// and 4 at once, each with Algorithm 1 (W = 0) and block mending (W = 16,
-// and 64 for hosts of 64). Unless heavy, Algorithm 1 is left out where
+// and 4 at once, each with Algorithm 1 (W = 0), block mending (W = 16,
+// and 64 for hosts of 64) and block mending with host labels (W = 16,
+// sim.DetectorConfig.Hosts). Unless heavy, Algorithm 1 is left out where
 // more than 64 ranks die among more than 4,096: one broadcast to every
 // rank per dead rank makes such a run take over 10 minutes here.
 func hostCrashRows(ns []int, heavy bool) []hostCrashRow {
@@ -546,8 +548,9 @@ func hostCrashRows(ns []int, heavy bool) []hostCrashRow {
 						if w == 0 && !heavy && n > 4096 && size*hosts > 64 {
 							continue
 						}
-						rows = append(rows, hostCrashRow{sc, n, sim.HostCrash{HostSize: size, Hosts: hosts}, w})
+						rows = append(rows, hostCrashRow{sc, n, sim.HostCrash{HostSize: size, Hosts: hosts}, w, false})
 					}
+					rows = append(rows, hostCrashRow{sc, n, sim.HostCrash{HostSize: size, Hosts: hosts}, 16, true})
 				}
 			}
 		}
@@ -568,8 +571,10 @@ func simHostCrash(o *simOpts) error {
 		b := r.plan.Hosts
 		if r.probe == 0 {
 			b *= r.plan.HostSize
-		} else {
+		} else if !r.labelled {
 			b *= 2 + r.plan.HostSize/r.probe
+		} else {
+			b *= 2
 		}
 		return r.n * b
 	}
@@ -578,7 +583,7 @@ func simHostCrash(o *simOpts) error {
 		total += runs * weight(r)
 	}
 	bar := newBar(o, "hostcrash", total)
-	w, err := newCSV(o, "hostcrash.csv", "scenario", "n", "host_size", "hosts", "window_s", "probe", "runs", "failures",
+	w, err := newCSV(o, "hostcrash.csv", "scenario", "n", "host_size", "hosts", "window_s", "probe", "host_labels", "runs", "failures",
 		"block_mean", "block_max", "detections", "all_known_s", "all_known_se", "all_known_min_s", "all_known_max_s",
 		"stabilized_s", "stabilized_max_s", "block_bound_s", "within_bound", "thm1_formula_s", "incomplete", "unstable",
 		"false_suspicions", "evicted", "bcast_msgs", "newobserver_msgs", "probe_msgs", "sync_msgs", "other_msgs", "events")
@@ -587,12 +592,12 @@ func simHostCrash(o *simOpts) error {
 	}
 	var all []sim.HostCrashStats
 	for _, r := range rows {
-		st, err := sim.HostCrashStudy(r.sc, r.n, r.plan, r.probe, runs, o.workers, o.seed, func() { bar.add(weight(r)) })
+		st, err := sim.HostCrashStudy(r.sc, r.n, r.plan, r.probe, r.labelled, runs, o.workers, o.seed, func() { bar.add(weight(r)) })
 		if err != nil {
 			return err
 		}
 		all = append(all, st)
-		w.row(st.Scenario, st.N, st.HostSize, st.Hosts, float64(st.Window)/1e9, st.Probe, st.Runs, st.Failures,
+		w.row(st.Scenario, st.N, st.HostSize, st.Hosts, float64(st.Window)/1e9, st.Probe, st.Labelled, st.Runs, st.Failures,
 			st.Block, st.BlockMax, st.Detections, st.AllKnown, st.AllKnownSE, st.AllKnownMin, st.AllKnownMax,
 			st.Stabilized, st.StabilizedMax, st.Bound, st.WithinBound, st.AlgBound, st.Incomplete, st.Unstable,
 			st.FalseSuspicions, st.Evicted, st.BcastMsgs, st.NewObserverMsgs, st.ProbeMsgs, st.SyncMsgs, st.OtherMsgs, st.Events)
@@ -617,8 +622,8 @@ func simHostCrash(o *simOpts) error {
 			continue // nothing to place on the log axes
 		}
 		d := delta[st.Scenario]
-		add(mendingName(st.Probe), st.Block, st.AllKnown/d)
-		if st.Probe > 0 {
+		add(mendingName(st.Probe, st.Labelled), st.Block, st.AllKnown/d)
+		if st.Probe > 0 && !st.Labelled {
 			add(fmt.Sprintf("hb.BlockBound, W = %d", st.Probe), st.Block, st.Bound/d)
 		}
 	}
@@ -642,9 +647,12 @@ func simHostCrash(o *simOpts) error {
 	return f.Close()
 }
 
-func mendingName(probe int) string {
-	if probe == 0 {
+func mendingName(probe int, labelled bool) string {
+	switch {
+	case probe == 0:
 		return "Algorithm 1"
+	case labelled:
+		return fmt.Sprintf("block, W = %d, host labels", probe)
 	}
 	return fmt.Sprintf("block, W = %d", probe)
 }
@@ -652,7 +660,7 @@ func mendingName(probe int) string {
 // hostCrashTable writes the markdown table of the host-crash study: per
 // row the time until every survivor knew every dead rank (mean, min–max
 // over the runs), how much faster than Algorithm 1 on the same crashes,
-// hb.BlockBound of the largest block and the runs within it, the mean
+// hb.BlockBound (hb.HostBlockBound with host labels) of the largest block and the runs within it, the mean
 // message counts per run, and the false reports and incomplete runs.
 func hostCrashTable(w io.Writer, all []sim.HostCrashStats) {
 	fmt.Fprint(w, "| network | n | crash | mending | runs | largest block | all know, s: mean (min–max) | Alg. 1 ÷ this | "+
@@ -703,7 +711,7 @@ func hostCrashTable(w io.Writer, all []sim.HostCrashStats) {
 			bound, within = secs(st.Bound), fmt.Sprintf("%d of %d", st.WithinBound, st.Runs)
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
-			st.Scenario, st.N, crash, mendingName(st.Probe), st.Runs, block, known, ratio, bound, within, secs(st.Stabilized),
+			st.Scenario, st.N, crash, mendingName(st.Probe, st.Labelled), st.Runs, block, known, ratio, bound, within, secs(st.Stabilized),
 			msgs(st.BcastMsgs), msgs(st.NewObserverMsgs), msgs(st.ProbeMsgs), msgs(st.SyncMsgs), st.FalseSuspicions, st.Incomplete)
 	}
 }
