@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/era"
@@ -94,6 +95,7 @@ type agreeKey struct {
 
 // decided hands a decision to the caller waiting for it, if any.
 func (n *Node) decided(d detector.Decision) {
+	n.decisions.Add(1)
 	k := agreeKey{d.Op, d.ID}
 	if w, ok := n.waiters[k]; ok {
 		delete(n.waiters, k)
@@ -153,6 +155,7 @@ func (n *Node) agree1(ctx context.Context, op AgreeOp, value []byte, id *era.ID)
 		return Agreement{}, ErrEvicted
 	}
 	value = slices.Clone(value)
+	t0 := time.Now()
 	w := make(chan Agreement, 1)
 	var key agreeKey
 	var err error
@@ -172,6 +175,14 @@ func (n *Node) agree1(ctx context.Context, op AgreeOp, value []byte, id *era.ID)
 	}
 	select {
 	case a := <-w:
+		ns := time.Since(t0).Nanoseconds()
+		n.agreeN.Add(1)
+		n.agreeNs.Add(uint64(ns))
+		for m := n.agreeMaxNs.Load(); ns > m; m = n.agreeMaxNs.Load() {
+			if n.agreeMaxNs.CompareAndSwap(m, ns) {
+				break
+			}
+		}
 		return a, nil
 	case <-ctx.Done():
 		n.do(context.Background(), func() { delete(n.waiters, key) })

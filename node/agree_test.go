@@ -228,6 +228,14 @@ func TestAgreeFailureFree(t *testing.T) {
 	if st.Started != count+1 || st.Decided != count+1 || st.Waiting != 0 || st.Open != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	// The lock-free counters of Stats agree: every call returned its
+	// decision, and the longest took at most their total.
+	ns := c.nodes[0].Stats()
+	if ns.AgreementsDecided != count+1 || ns.AgreeReturned != count+1 || ns.AgreeMaxLatencyNs <= 0 ||
+		uint64(ns.AgreeMaxLatencyNs) > ns.AgreeLatencyNs {
+		t.Fatalf("Stats: decided %d, returned %d, latency %d ns in all, longest %d ns; want %d, %d",
+			ns.AgreementsDecided, ns.AgreeReturned, ns.AgreeLatencyNs, ns.AgreeMaxLatencyNs, count+1, count+1)
+	}
 }
 
 // TestAgreeConcurrentIDs runs several streams of agreements at once, one

@@ -60,6 +60,17 @@ type Stats struct {
 	// LoopWakes counts the event loop's wake-ups (messages, requests and
 	// timers): in a quiet job, about two per δ.
 	LoopWakes uint64
+	// DeathsLearned and Departures count the crashes and the clean
+	// departures this node learned (Events), each rank once; Reported
+	// counts those crashes its own observer detected.
+	DeathsLearned, Departures, Reported uint64
+	// AgreementsDecided counts the agreement decisions this node reached.
+	AgreementsDecided uint64
+	// AgreeReturned counts the Agree, AgreeID and Shrink calls that
+	// returned a decision, AgreeLatencyNs their total time and
+	// AgreeMaxLatencyNs the longest, in nanoseconds.
+	AgreeReturned, AgreeLatencyNs uint64
+	AgreeMaxLatencyNs             int64
 }
 
 // OpenTransport creates the node's transport once the node knows where
@@ -103,6 +114,9 @@ type Node struct {
 
 	started, forwarded, bad, syncsSent, wakes atomic.Uint64 // published by flush
 	undecodable                               atomic.Uint64 // payloads handle could not decode
+	learned, departed, reported, decisions    atomic.Uint64 // updated by deliver and decided
+	agreeN, agreeNs                           atomic.Uint64 // updated by agree1
+	agreeMaxNs                                atomic.Int64
 	closeOnce                                 sync.Once
 }
 
@@ -431,6 +445,15 @@ func (n *Node) deliver(evs []detector.Event) {
 		ev := Event{Rank: e.Rank, Left: e.Left, Detector: e.Detector,
 			DetectedAt: time.Unix(0, e.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
 		n.byRank[e.Rank] = len(n.events)
+		switch {
+		case e.Left:
+			n.departed.Add(1)
+		case e.Detector == n.cfg.Rank:
+			n.reported.Add(1)
+			n.learned.Add(1)
+		default:
+			n.learned.Add(1)
+		}
 		n.events = append(n.events, ev)
 		for _, c := range n.subs {
 			c <- ev // never blocks: each channel holds Size events, and a rank goes once
@@ -519,6 +542,14 @@ func (n *Node) Stats() Stats {
 		BadMessages:     n.bad.Load() + n.undecodable.Load(),
 		ProcessRT:       n.processRT,
 		LoopWakes:       n.wakes.Load(),
+
+		DeathsLearned:     n.learned.Load(),
+		Departures:        n.departed.Load(),
+		Reported:          n.reported.Load(),
+		AgreementsDecided: n.decisions.Load(),
+		AgreeReturned:     n.agreeN.Load(),
+		AgreeLatencyNs:    n.agreeNs.Load(),
+		AgreeMaxLatencyNs: n.agreeMaxNs.Load(),
 	}
 }
 

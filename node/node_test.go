@@ -221,6 +221,24 @@ func TestEventsOncePerRank(t *testing.T) {
 	if len(late) != 2 {
 		t.Fatalf("late subscriber got %d past events, want 2", len(late))
 	}
+	// Every survivor counted two deaths; the detectors reported them.
+	var reported uint64
+	for i, nd := range c.nodes {
+		if i == 3 || i == 4 {
+			continue
+		}
+		st := nd.Stats()
+		if st.DeathsLearned != 2 || st.Departures != 0 {
+			t.Errorf("rank %d: Stats deaths learned %d, departures %d; want 2, 0", i, st.DeathsLearned, st.Departures)
+		}
+		if want := uint64(0); ranks.Rank(i) != got[3].Detector && ranks.Rank(i) != got[4].Detector && st.Reported != want {
+			t.Errorf("rank %d: Stats.Reported %d, not a detector", i, st.Reported)
+		}
+		reported += st.Reported
+	}
+	if reported != 2 {
+		t.Errorf("Stats.Reported sums to %d over the survivors, want 2", reported)
+	}
 }
 
 func TestLeaveIsReportedAsDeparture(t *testing.T) {
@@ -238,6 +256,9 @@ func TestLeaveIsReportedAsDeparture(t *testing.T) {
 		ev, _ := nd.Known(2)
 		if !ev.Left || ev.Detector != 3 {
 			t.Fatalf("rank %d: departure of 2 reported as %+v, want Left by 3", i, ev)
+		}
+		if st := nd.Stats(); st.Departures != 1 || st.DeathsLearned != 0 || st.Reported != 0 {
+			t.Errorf("rank %d: Stats departures %d, deaths %d, reported %d; want 1, 0, 0", i, st.Departures, st.DeathsLearned, st.Reported)
 		}
 	}
 	c.waitRing(10 * time.Second)
