@@ -14,6 +14,9 @@ static size_t vg_config_size_v1(void) { return offsetof(vigil_config, advertise_
 // fields put their ints before their int64_ts so that the struct has no
 // tail padding: a field added later starts at the sizeof of this version.
 static size_t vg_config_size_v2(void) { return offsetof(vigil_config, gossip_t); }
+// The size of vigil_stats before its version 2 fields (no tail padding
+// before them: realtime ends at an 8-byte boundary).
+static size_t vg_stats_size_v1(void) { return offsetof(vigil_stats, checks); }
 */
 import "C"
 
@@ -673,14 +676,21 @@ func vigil_stats_get(st *C.vigil_stats) C.int {
 	if inst == nil {
 		return rc
 	}
-	if st == nil || st.struct_size != C.sizeof_vigil_stats {
-		return failf(eInvalid, "vigil_stats_get: NULL or struct_size not sizeof(vigil_stats) (%d)", C.sizeof_vigil_stats)
+	if st == nil || (st.struct_size != C.sizeof_vigil_stats && st.struct_size != C.vg_stats_size_v1()) {
+		return failf(eInvalid, "vigil_stats_get: NULL or struct_size not sizeof(vigil_stats) (%d, or %d for version 1)",
+			C.sizeof_vigil_stats, C.vg_stats_size_v1())
 	}
-	*st = C.vigil_stats{struct_size: C.sizeof_vigil_stats, dead: C.uint32_t(len(inst.evl.dead()))}
-	if !inst.started.Load() || inst.nd == nil {
-		return vOK
+	size := st.struct_size
+	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(len(inst.evl.dead()))}
+	if inst.started.Load() && inst.nd != nil {
+		fillStats(&full, inst.nd.Stats())
 	}
-	ns := inst.nd.Stats()
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(st)), size), unsafe.Slice((*byte)(unsafe.Pointer(&full)), size))
+	return vOK
+}
+
+// fillStats copies the node's counters into st (every version's fields).
+func fillStats(st *C.vigil_stats, ns node.Stats) {
 	var rejected uint64
 	for _, v := range ns.Transport.Rejected {
 		rejected += v
@@ -695,7 +705,11 @@ func vigil_stats_get(st *C.vigil_stats) C.int {
 	if ns.Emitter.RealTime {
 		st.realtime = 1
 	}
-	return vOK
+	st.checks, st.heartbeats_dropped = C.uint64_t(ns.Emitter.Checks), C.uint64_t(ns.Transport.HeartbeatsDropped)
+	st.bytes_sent, st.bytes_recv = C.uint64_t(ns.Transport.BytesSent), C.uint64_t(ns.Transport.BytesRecv)
+	st.reported, st.deaths_learned, st.departures = C.uint64_t(ns.Reported), C.uint64_t(ns.DeathsLearned), C.uint64_t(ns.Departures)
+	st.agreements_decided, st.agree_returned = C.uint64_t(ns.AgreementsDecided), C.uint64_t(ns.AgreeReturned)
+	st.agree_latency_ns, st.agree_max_latency_ns = C.uint64_t(ns.AgreeLatencyNs), C.int64_t(ns.AgreeMaxLatencyNs)
 }
 
 // vigil_is_dead reports whether a rank is known gone (vigil.h).

@@ -209,6 +209,19 @@ typedef struct vigil_stats {
 	uint64_t loop_wakes;         /* the detector's event-loop wake-ups */
 	uint32_t dead;               /* ranks known gone */
 	int realtime;                /* 1: the heartbeat thread runs SCHED_FIFO */
+	/* Version 2 of the struct. A library built before these fields
+	 * refuses this struct_size (VIGIL_ERR_INVALID); this one fills only
+	 * the fields above for the shorter struct_size of version 1. */
+	uint64_t checks;             /* observer checks run on the heartbeat thread */
+	uint64_t heartbeats_dropped; /* heartbeats the send side gave up on */
+	uint64_t bytes_sent, bytes_recv; /* bytes of protocol messages */
+	uint64_t reported;           /* crashes this rank's observer detected */
+	uint64_t deaths_learned;     /* crashes learned, each rank once */
+	uint64_t departures;         /* clean departures learned */
+	uint64_t agreements_decided; /* agreement decisions reached */
+	uint64_t agree_returned;     /* vigil_agree/vigil_shrink calls that returned a decision */
+	uint64_t agree_latency_ns;   /* their total time */
+	int64_t agree_max_latency_ns; /* the longest of them */
 } vigil_stats;
 
 /* vigil_config_init zeroes cfg and sets struct_size and pin_cpu = -1. */
@@ -345,7 +358,8 @@ const char *vigil_strerror(int code);
 /* vigil_stats_get fills st (st->struct_size = sizeof *st) with the counters
  * since vigil_start; callable from any thread, at any time after
  * vigil_init. VIGIL_ERR_INVALID for NULL or a struct_size this library
- * does not know. */
+ * does not know (it knows sizeof of this header's vigil_stats and of its
+ * version 1, which ended at realtime). */
 int vigil_stats_get(vigil_stats *st);
 
 /* vigil_last_error copies the detailed message of the latest failure in

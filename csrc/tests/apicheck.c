@@ -260,6 +260,21 @@ int main(void)
 		EQ(st.bcasts_started, 1);
 		CHECK(st.loop_wakes > 0 && st.heartbeats_sent > 0, "counters %llu wakes, %llu heartbeats",
 		      (unsigned long long)st.loop_wakes, (unsigned long long)st.heartbeats_sent);
+		EQ(st.deaths_learned, 1); /* rank 1, found by this rank's observer */
+		EQ(st.reported, 1);
+		EQ(st.departures, 0);
+		CHECK(st.checks > 0, "%llu observer checks", (unsigned long long)st.checks);
+		/* A caller built with version 1 of the struct (up to realtime):
+		 * the later fields are left alone. */
+		memset(&st, 0xab, sizeof st);
+		st.struct_size = offsetof(vigil_stats, checks);
+		EQ(vigil_stats_get(&st), VIGIL_OK);
+		EQ(st.struct_size, offsetof(vigil_stats, checks));
+		EQ(st.dead, 1);
+		CHECK(st.checks == 0xababababababababULL, "version 1 caller's checks overwritten: %llx",
+		      (unsigned long long)st.checks);
+		st.struct_size = offsetof(vigil_stats, checks) + 8;
+		EQ(vigil_stats_get(&st), VIGIL_ERR_INVALID);
 	}
 	EQ(vigil_leave(200), VIGIL_OK); /* alone now: departs at once */
 	EQ(vigil_finalize(), VIGIL_OK);
