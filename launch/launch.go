@@ -18,12 +18,18 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap/local"
 )
 
+// SchemaVersion is the version of the agent's output lines (Line.V). It
+// grows when a field changes meaning or goes away, not when one is added.
+const SchemaVersion = 1
+
 // Line is one JSON line an agent prints on its standard output (the
 // schema is in the README, "Agent output"). Fields that do not apply to a
 // line's Ev are left out; a "dead" line always carries dead and detector,
 // rank 0 included.
 type Line struct {
-	// Ev is "ready", "dead", "stats" or "bye".
+	// V is the schema version (SchemaVersion) on every line.
+	V int `json:"v"`
+	// Ev is "ready", "dead", "evicted", "stats", "failed" or "bye".
 	Ev string `json:"ev"`
 	// Rank is the reporting agent.
 	Rank uint32 `json:"rank"`
@@ -33,6 +39,8 @@ type Line struct {
 	// For "ready": the TCP address the agent published to the other ranks
 	// (empty over verbs).
 	Addr string `json:"addr,omitempty"`
+	// For "ready" with -metrics-addr: the metrics endpoint's address.
+	Metrics string `json:"metrics,omitempty"`
 
 	// For "dead": the rank gone, whether it left cleanly, who detected it
 	// and when (detector's wall clock), and when this agent learned it.
@@ -50,8 +58,8 @@ type Line struct {
 	// NativeEmitter: the heartbeat thread ran in C, outside the Go
 	// runtime (heartbeat.EmitterStats.Native).
 	NativeEmitter bool `json:"native_emitter,omitempty"`
-	// Held counts the observer's checks held by the receive-path guard
-	// (node.Stats.ChecksHeld).
+	// Held is no longer printed (always 0); kept for the readers of
+	// older lines.
 	Held uint64 `json:"held,omitempty"`
 	// ProcessRT: the whole agent runs real-time (-realtime-process).
 	ProcessRT bool `json:"process_rt,omitempty"`

@@ -32,3 +32,28 @@ func TestLineRankZero(t *testing.T) {
 		t.Errorf("ready line %s", b)
 	}
 }
+
+// TestLineSchemaRoundTrip: a line from rank 0 about rank 0 carries the
+// schema version, rank 0, dead 0 and detector 0, and reads back the same.
+func TestLineSchemaRoundTrip(t *testing.T) {
+	l := Line{V: SchemaVersion, Ev: "dead", Rank: 0, Mono: 11, Dead: 0, Detector: 0, DetectedUnix: 13, DeliveredMono: 17}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"v":1`, `"rank":0`, `"dead":0`, `"detector":0`, `"mono":11`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	var back Line
+	if err := json.Unmarshal(b, &back); err != nil || back != l {
+		t.Errorf("read back %+v, %v; want %+v", back, err, l)
+	}
+	// A line without "v" (printed before the schema had a version) reads
+	// as version 0.
+	var old Line
+	if err := json.Unmarshal([]byte(`{"ev":"ready","rank":2,"mono":1}`), &old); err != nil || old.V != 0 || old.Rank != 2 {
+		t.Errorf("unversioned line read as %+v, %v", old, err)
+	}
+}
