@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -25,10 +25,24 @@ func agentMain(args []string) error {
 	var nf addrFlags // addrflags.go
 	nf.register(fs)
 	statsEvery := duration(fs, "stats-every", 0, "print a stats line this often (0: only at SIGUSR1 and at the end)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics over HTTP at host:port/metrics (port 0: a free port, printed in the ready line; default: no endpoint)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if err := nf.validate(); err != nil {
+		return asUsage(err)
+	}
+	if err := af.validate(); err != nil {
+		return err
+	}
+	if *statsEvery < 0 {
+		return usageErrorf("-stats-every %v: want ≥ 0 (0: only at SIGUSR1 and at the end)", *statsEvery)
+	}
+	if err := checkMetricsAddr(*metricsAddr); err != nil {
+		return err
+	}
+	logger, err := df.log.logger(os.Stderr)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -42,11 +56,6 @@ func agentMain(args []string) error {
 		cancel()
 		return err
 	}
-	level := slog.LevelWarn
-	if df.verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := vigil.Config{Config: df.config(), Bootstrap: bs, Transport: df.transport, Heartbeat: df.heartbeat,
 		Addresses: nf.config()}
 	cfg.Logger = logger
@@ -55,9 +64,20 @@ func agentMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	var metrics string // the endpoint's address, for the ready line
+	if *metricsAddr != "" {
+		m, err := serveMetrics(*metricsAddr, metricsSource{stats: nd.Stats, info: [][2]string{
+			{"rank", strconv.Itoa(int(nd.Rank()))}, {"size", strconv.Itoa(bs.Size())}, {"transport", nd.Transport()}}}, logger)
+		if err != nil {
+			nd.Close()
+			return err
+		}
+		defer m.Close()
+		metrics = m.Addr()
+	}
 	out := json.NewEncoder(os.Stdout)
 	emit := func(l launch.Line) {
-		l.Rank, l.Mono = uint32(nd.Rank()), node.Mono()
+		l.V, l.Rank, l.Mono = launch.SchemaVersion, uint32(nd.Rank()), node.Mono()
 		out.Encode(l)
 	}
 	// Before "ready": a launcher may signal as soon as it reads it.
@@ -65,7 +85,7 @@ func agentMain(args []string) error {
 	signal.Notify(usr1, syscall.SIGUSR1)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	emit(launch.Line{Ev: "ready", Addr: nd.Addr()})
+	emit(launch.Line{Ev: "ready", Addr: nd.Addr(), Metrics: metrics})
 	if err := af.start(nd.Node, logger); err != nil {
 		nd.Close()
 		return err

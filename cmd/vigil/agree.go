@@ -52,14 +52,22 @@ func agreeContrib(r ranks.Rank, k uint64) []byte {
 	return binary.LittleEndian.AppendUint64(nil, x)
 }
 
-// start runs the loop in the background if -agree-loop was given.
+// validate checks the flags; its errors are usageErrors.
+func (a *agreeFlags) validate() error {
+	switch {
+	case a.count < 0:
+		return usageErrorf("-agree-loop %d: want ≥ 0", a.count)
+	case a.pause < 0:
+		return usageErrorf("-agree-pause %v: want ≥ 0", a.pause)
+	case a.timeout <= 0:
+		return usageErrorf("-agree-timeout %v: want > 0", a.timeout)
+	}
+	return nil
+}
+
+// start runs the loop in the background if -agree-loop was given (the
+// flags checked by validate).
 func (a *agreeFlags) start(nd *node.Node, logger *slog.Logger) error {
-	if a.count < 0 {
-		return fmt.Errorf("-agree-loop %d: want ≥ 0", a.count)
-	}
-	if a.pause < 0 {
-		return fmt.Errorf("-agree-pause %v: want ≥ 0", a.pause)
-	}
 	if a.count == 0 {
 		return nil
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -33,6 +32,9 @@ type daemonLine struct {
 	// Self is the printing daemon's node (daemon mode) or rank (attach mode).
 	Self ranks.Rank `json:"self"`
 	Pid  int        `json:"pid,omitempty"`
+	// Metrics is the metrics endpoint's address on a ready line with
+	// -metrics-addr.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // daemonMain runs one node's daemon (seed 003's node-level mode), or, with
@@ -55,7 +57,9 @@ func daemonMain(args []string) error {
 	sock := fs.String("sock", "", "Unix socket for local processes ({node} is replaced by the node index)")
 	attach := fs.String("attach", "", "attach to the daemon at this socket as -rank and print its events (default $"+daemon.EnvSocket+")")
 	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
-	verbose := fs.Bool("v", false, "log at info level on stderr")
+	var lf logFlags // logflags.go: -log-level, -log-json, -v
+	lf.register(fs)
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics of this daemon's detector over HTTP at host:port/metrics (port 0: a free port, printed in the ready line; default: no endpoint)")
 	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	tport := fs.String("transport", "tcp", "the daemons' transport: tcp, or verbs (RDMA; launcher bootstrap only; falls back to tcp with a warning when no RDMA device is there)")
 	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
@@ -70,22 +74,24 @@ func daemonMain(args []string) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if err := nf.validate(); err != nil {
+		return asUsage(err)
+	}
+	if err := checkMetricsAddr(*metricsAddr); err != nil {
 		return err
 	}
 	switch {
 	case *listen != "" && nf.bind != "" && *listen != nf.bind:
-		return fmt.Errorf("daemon: -listen %q and -bind %q differ: set one of them", *listen, nf.bind)
+		return usageErrorf("daemon: -listen %q and -bind %q differ: set one of them", *listen, nf.bind)
 	case *listen != "":
 		nf.bind = *listen
 	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
+	logger, err := lf.logger(os.Stderr)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	out := json.NewEncoder(os.Stdout)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -99,22 +105,22 @@ func daemonMain(args []string) error {
 		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
 	}
 	if *tport != "tcp" && *tport != "verbs" {
-		return fmt.Errorf("daemon: -transport %q, want tcp or verbs", *tport)
+		return usageErrorf("daemon: -transport %q, want tcp or verbs", *tport)
 	}
 	if err := df.check(*h, *delta, *pin); err != nil {
-		return fmt.Errorf("daemon: %w", err)
+		return asUsage(fmt.Errorf("daemon: %w", err))
 	}
 	df.apply(&cfg)
 	if *peers != "" {
 		if *tport == "verbs" {
-			return errors.New("daemon: -transport verbs needs the launcher's bootstrap (mpirun, srun or vigil run) to exchange RDMA addresses, not -peers")
+			return usageErrorf("daemon: -transport verbs needs the launcher's bootstrap (mpirun, srun or vigil run) to exchange RDMA addresses, not -peers")
 		}
 		key, err := hex.DecodeString(os.Getenv("VIGIL_DAEMON_KEY"))
 		if err != nil || len(key) < 16 {
 			return errors.New("daemon: $VIGIL_DAEMON_KEY must hold a hex key of at least 16 bytes")
 		}
 		if nf.advertise != "" || nf.include != "" || nf.exclude != "" {
-			return errors.New("daemon: with -peers every address is given: -advertise, -if-include and -if-exclude apply only to addresses exchanged through the launcher")
+			return usageErrorf("daemon: with -peers every address is given: -advertise, -if-include and -if-exclude apply only to addresses exchanged through the launcher")
 		}
 		cfg.Peers = strings.Split(*peers, ",")
 		if *jobID == 0 {
@@ -154,8 +160,19 @@ func daemonMain(args []string) error {
 		return err
 	}
 	defer d.Close()
+	var metrics string
+	if *metricsAddr != "" {
+		m, err := serveMetrics(*metricsAddr, metricsSource{stats: d.Stats, info: [][2]string{
+			{"node", strconv.Itoa(int(d.Node()))}, {"nodes", strconv.Itoa(cfg.Layout.Nodes)}, {"transport", daemonTransport(cfg)}}}, logger)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		metrics = m.Addr()
+	}
 	evs := d.Events()
-	out.Encode(daemonLine{Event: daemon.Event{Kind: "ready", Node: d.Node()}, Self: d.Node(), Mono: node.Mono(), Pid: os.Getpid()})
+	out.Encode(daemonLine{Event: daemon.Event{Kind: "ready", Node: d.Node()}, Self: d.Node(), Mono: node.Mono(), Pid: os.Getpid(),
+		Metrics: metrics})
 	for {
 		select {
 		case ev := <-evs:
@@ -199,4 +216,13 @@ func attachMain(path string, rank int, out *json.Encoder, sigs <-chan os.Signal)
 			return cl.Close(true)
 		}
 	}
+}
+
+// daemonTransport names the daemons' transport: verbs when one was set up,
+// else tcp.
+func daemonTransport(cfg daemon.Config) string {
+	if cfg.Transport != nil {
+		return "verbs"
+	}
+	return "tcp"
 }

@@ -47,10 +47,10 @@ func demoMain(args []string) error {
 	var df detectorFlags
 	df.register(fs, 10*time.Millisecond, 50*time.Millisecond)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if *n < 8 || *n > maxLocalRanks {
-		return fmt.Errorf("-n %d: the demo needs 8 to %d ranks", *n, maxLocalRanks)
+		return usageErrorf("-n %d: the demo needs 8 to %d ranks", *n, maxLocalRanks)
 	}
 	if err := df.validate(*n); err != nil {
 		return err

@@ -69,6 +69,11 @@ func startJob(t *testing.T, n int, flags ...string) *e2eJob {
 		job.Stop(time.Second)
 		t.Fatal(err)
 	}
+	return followJob(t, job, early)
+}
+
+// followJob collects a ready job's lines from now on, after early.
+func followJob(t *testing.T, job *launch.Job, early []launch.Line) *e2eJob {
 	j := &e2eJob{t: t, job: job, lines: early, killed: map[uint32]bool{}, done: make(chan struct{}), readyAt: node.Mono()}
 	go func() {
 		defer close(j.done)
@@ -467,32 +472,47 @@ func TestE2ERealTimeProcess(t *testing.T) {
 	}
 }
 
+// TestE2EBadInvocationsGiveClearErrors: a bad invocation (unknown command
+// or flag, a bad or inconsistent value) exits 2 naming the flag and value;
+// a failure at run time (here: no launcher) exits 1.
 func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		env  []string
 		want string
+		code int
 	}{
-		{[]string{"agent"}, nil, "vigil run"},
-		{[]string{"run", "-n", "0"}, nil, "-n 0"},
-		{[]string{"run", "-n", "4", "-h", "50ms", "-delta", "10ms"}, nil, "-delta"},
-		{[]string{"run", "-n", "4", "-broadcast", "flood"}, nil, "-broadcast \"flood\""},
-		{[]string{"run", "-n", "4", "-transport", "carrier-pigeon"}, nil, "-transport"},
-		{[]string{"run", "-n", "4", "-emitter", "rust"}, nil, "-emitter \"rust\""},
-		{[]string{"frobnicate"}, nil, "unknown command"},
-		{[]string{"bench", "quick"}, nil, "vigil-bench quick|full"},
-		{[]string{"sim", "all"}, nil, "vigil-bench sim"},
-		{[]string{"run", "-n", "2", "-h", "10"}, nil, "with a unit"},
-		{[]string{"run", "-n", "2000000000"}, nil, "mpirun"},
-		{[]string{"run", "-n", "2", "-h", "0s", "-delta", "0s"}, nil, "-h 0s"},
-		{[]string{"run", "-n", "2", "-h", "10ms", "-delta", "5ms"}, nil, "-delta 5ms"},
-		{[]string{"run", "-n", "2", "-pin", "9999"}, nil, "-pin 9999"},
+		{[]string{"agent"}, nil, "vigil run", 1},
+		{[]string{"run", "-n", "0"}, nil, "-n 0", 2},
+		{[]string{"run", "-n", "4", "-h", "50ms", "-delta", "10ms"}, nil, "-delta", 2},
+		{[]string{"run", "-n", "4", "-broadcast", "flood"}, nil, "-broadcast \"flood\"", 2},
+		{[]string{"run", "-n", "4", "-transport", "carrier-pigeon"}, nil, "-transport", 2},
+		{[]string{"run", "-n", "4", "-emitter", "rust"}, nil, "-emitter \"rust\"", 2},
+		{[]string{"frobnicate"}, nil, "unknown command", 2},
+		{[]string{"bench", "quick"}, nil, "vigil-bench quick|full", 2},
+		{[]string{"sim", "all"}, nil, "vigil-bench sim", 2},
+		{[]string{"run", "-n", "2", "-h", "10"}, nil, "with a unit", 2},
+		{[]string{"run", "-n", "2000000000"}, nil, "mpirun", 2},
+		{[]string{"run", "-n", "2", "-h", "0s", "-delta", "0s"}, nil, "-h 0s", 2},
+		{[]string{"run", "-n", "2", "-h", "10ms", "-delta", "5ms"}, nil, "-delta 5ms", 2},
+		{[]string{"run", "-n", "2", "-pin", "9999"}, nil, "-pin 9999", 2},
+		{[]string{"run", "-no-such-flag"}, nil, "-no-such-flag", 2},
+		{[]string{"run", "-n", "2", "-log-level", "loud"}, nil, "-log-level \"loud\"", 2},
+		{[]string{"agent", "-metrics-addr", "9464"}, nil, "-metrics-addr \"9464\"", 2},
+		{[]string{"agent", "-stats-every", "-1s"}, nil, "-stats-every -1s", 2},
+		{[]string{"agent", "-agree-loop", "-3"}, nil, "-agree-loop -3", 2},
+		{[]string{"daemon", "-log-level", "chatty"}, nil, "-log-level \"chatty\"", 2},
+		{[]string{"daemon", "-transport", "smoke"}, nil, "-transport \"smoke\"", 2},
 	} {
 		cmd := exec.Command(vigilBin, tc.args...)
 		cmd.Env = append(os.Environ(), tc.env...)
 		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), tc.want) {
-			t.Errorf("vigil %v: err %v, output %q; want a failure mentioning %q", tc.args, err, out, tc.want)
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("vigil %v: exit %d (%v), output %q; want exit %d mentioning %q", tc.args, code, err, out, tc.code, tc.want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ type detectorFlags struct {
 	pin, mendProbe         int
 	realtime               bool
 	realtimeProcess        bool
-	verbose                bool
+	log                    logFlags
 }
 
 func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
@@ -44,7 +44,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
-	fs.BoolVar(&d.verbose, "v", false, "log protocol activity to stderr")
+	d.log.register(fs)
 }
 
 // args renders the flags back for child agents.
@@ -58,10 +58,7 @@ func (d *detectorFlags) args() []string {
 		"-gossip-t", strconv.Itoa(d.gossip.T), "-gossip-c", strconv.Itoa(d.gossip.C), "-gossip-f", strconv.Itoa(d.gossip.F),
 	}
 	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
-	if d.verbose {
-		a = append(a, "-v")
-	}
-	return a
+	return append(a, d.log.args()...)
 }
 
 func (d *detectorFlags) config() node.Config {
@@ -88,7 +85,16 @@ func (d *detectorFlags) config() node.Config {
 	return c
 }
 
+// validate checks the flags, naming the flag and value of a bad one; its
+// errors are usageErrors.
 func (d *detectorFlags) validate(size int) error {
+	return asUsage(d.checkValues(size))
+}
+
+func (d *detectorFlags) checkValues(size int) error {
+	if err := d.log.validate(); err != nil {
+		return err
+	}
 	if d.transport != "tcp" && d.transport != "verbs" {
 		return fmt.Errorf("-transport %q: want tcp or verbs", d.transport)
 	}

@@ -45,7 +45,7 @@ func main() {
 		if cmd == "sim" {
 			sub = "sim <stab|probe|bcast|era|tsweep|all>"
 		}
-		err = fmt.Errorf("%s moved to the bench module's command: vigil-bench %s [flags]\n"+
+		err = usageErrorf("%s moved to the bench module's command: vigil-bench %s [flags]\n"+
 			"(make vigil-bench builds bin/vigil-bench; or: cd bench && go run ./cmd/vigil-bench ...)", cmd, sub)
 	case "help", "-h", "-help", "--help":
 		usage()
@@ -65,6 +65,9 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil:", err)
+		if errors.As(err, new(usageError)) {
+			os.Exit(2) // a bad invocation, as the flag package's own exit
+		}
 		os.Exit(1)
 	}
 }

@@ -29,13 +29,13 @@ func runMain(args []string) error {
 	var nf addrFlags
 	nf.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if err := nf.validate(); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if *n < 1 || *n > maxLocalRanks {
-		return fmt.Errorf("-n %d: want 1 to %d (every rank is a process on this machine; launch larger jobs with mpirun or srun)", *n, maxLocalRanks)
+		return usageErrorf("-n %d: want 1 to %d (every rank is a process on this machine; launch larger jobs with mpirun or srun)", *n, maxLocalRanks)
 	}
 	if err := df.validate(*n); err != nil {
 		return err
