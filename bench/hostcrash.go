@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/launch"
 )
@@ -27,6 +28,11 @@ type HostCrashConfig struct {
 	// Late also runs each block-mending value with its probes at the
 	// suspicion (-mend-early < 0) rather than δ/2 earlier (the default).
 	Late bool
+	// RanksPerHost and Labelled: each -mend-probe value of Labelled also
+	// runs with the agents told a placement of RanksPerHost ranks per
+	// pretended host (VIGIL_RANKS_PER_HOST, host-aware block mending).
+	RanksPerHost int
+	Labelled     []int
 	// Runs per value.
 	Runs int
 	Log  io.Writer
@@ -37,6 +43,8 @@ type HostCrashRow struct {
 	Probe, Run int
 	// Late: the probes went out at the suspicion, not δ/2 before it.
 	Late bool
+	// Labelled: the agents knew the pretended hosts.
+	Labelled bool
 	// KnownAfter is the time from the kill until the last survivor knew
 	// the last rank of the block (0 when incomplete).
 	KnownAfter time.Duration
@@ -54,15 +62,15 @@ func HostCrash(ctx context.Context, cfg HostCrashConfig) ([]HostCrashRow, error)
 			if ctx.Err() != nil {
 				return rows, ctx.Err()
 			}
-			row, err := hostCrashRun(cfg, v.Probe, v.Late)
+			row, err := hostCrashRun(cfg, v)
 			if err != nil {
-				return rows, fmt.Errorf("hostcrash %s run %d: %w", hostCrashName(v.Probe, v.Late), run, err)
+				return rows, fmt.Errorf("hostcrash %s run %d: %w", v.name(), run, err)
 			}
 			row.Run = run
 			rows = append(rows, row)
 			if cfg.Log != nil {
 				fmt.Fprintf(cfg.Log, "hostcrash %s run=%d known after %v complete=%v false=%d\n",
-					hostCrashName(v.Probe, v.Late), run, row.KnownAfter.Round(time.Millisecond), row.Complete, row.False)
+					v.name(), run, row.KnownAfter.Round(time.Millisecond), row.Complete, row.False)
 			}
 		}
 	}
@@ -77,29 +85,38 @@ func hostCrashVariants(cfg HostCrashConfig) []HostCrashRow {
 		if probe > 0 && cfg.Late {
 			vs = append(vs, HostCrashRow{Probe: probe, Late: true})
 		}
+		if probe > 0 && cfg.RanksPerHost > 0 && slices.Contains(cfg.Labelled, probe) {
+			vs = append(vs, HostCrashRow{Probe: probe, Labelled: true})
+		}
 	}
 	return vs
 }
 
-// hostCrashName names a mending in the logs and the table.
-func hostCrashName(probe int, late bool) string {
+// name names the mending of a variant in the logs and the table.
+func (v HostCrashRow) name() string {
 	switch {
-	case probe == 0:
+	case v.Probe == 0:
 		return "Algorithm 1"
-	case late:
-		return fmt.Sprintf("block, W=%d, probes at the suspicion", probe)
+	case v.Late:
+		return fmt.Sprintf("block, W=%d, probes at the suspicion", v.Probe)
+	case v.Labelled:
+		return fmt.Sprintf("block, W=%d, probes after δ/2, host labels", v.Probe)
 	}
-	return fmt.Sprintf("block, W=%d, probes after δ/2", probe)
+	return fmt.Sprintf("block, W=%d, probes after δ/2", v.Probe)
 }
 
-func hostCrashRun(cfg HostCrashConfig, probe int, late bool) (HostCrashRow, error) {
-	row := HostCrashRow{Probe: probe, Late: late}
+func hostCrashRun(cfg HostCrashConfig, v HostCrashRow) (HostCrashRow, error) {
+	row := HostCrashRow{Probe: v.Probe, Late: v.Late, Labelled: v.Labelled}
 	argv := []string{cfg.VigilBin, "agent", "-h", cfg.H.String(), "-delta", cfg.Delta.String(),
-		"-grace", (2 * cfg.Delta).String(), fmt.Sprintf("-mend-probe=%d", probe)}
-	if late {
+		"-grace", (2 * cfg.Delta).String(), fmt.Sprintf("-mend-probe=%d", v.Probe)}
+	if v.Late {
 		argv = append(argv, "-mend-early=-1ns")
 	}
-	a, err := startJob(cfg.N, argv, launch.Options{})
+	var opts launch.Options
+	if v.Labelled {
+		opts.ExtraEnv = []string{fmt.Sprintf("%s=%d", bootstrap.EnvRanksPerHost, cfg.RanksPerHost)}
+	}
+	a, err := startJob(cfg.N, argv, opts)
 	if err != nil {
 		return row, err
 	}
@@ -159,11 +176,11 @@ func HostCrashTable(p func(string, ...any), cfg HostCrashConfig, rows []HostCras
 	p("| mending | complete | false reports | min | median | p90 | max |\n|---|---|---|---|---|---|---|\n")
 	medians := map[string]time.Duration{}
 	for _, v := range hostCrashVariants(cfg) {
-		name := hostCrashName(v.Probe, v.Late)
+		name := v.name()
 		var ts []time.Duration
 		complete, falses := 0, 0
 		for _, r := range rows {
-			if r.Probe != v.Probe || r.Late != v.Late {
+			if r.Probe != v.Probe || r.Late != v.Late || r.Labelled != v.Labelled {
 				continue
 			}
 			falses += r.False
@@ -185,7 +202,7 @@ func HostCrashTable(p func(string, ...any), cfg HostCrashConfig, rows []HostCras
 	}
 	if a, ok := medians["Algorithm 1"]; ok {
 		for _, v := range hostCrashVariants(cfg) {
-			name := hostCrashName(v.Probe, v.Late)
+			name := v.name()
 			if m := medians[name]; v.Probe != 0 && m > 0 {
 				p("\nmedian ratio Algorithm 1 / %s: %.2f", name, float64(a)/float64(m))
 			}

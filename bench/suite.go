@@ -142,8 +142,9 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		case "sched":
 			err = s.runSched(ctx)
 		case "hostcrash":
-			hc := HostCrashConfig{VigilBin: s.VigilBin, N: 16, First: 4, Block: 8, H: 10 * time.Millisecond,
-				Delta: 50 * time.Millisecond, Probes: []int{16, 0}, Late: true, Runs: pr.HostCrashRuns, Log: s.Log}
+			hc := HostCrashConfig{VigilBin: s.VigilBin, N: 16, First: 8, Block: 8, H: 10 * time.Millisecond,
+				Delta: 50 * time.Millisecond, Probes: []int{16, 2, 0}, Late: true, RanksPerHost: 8, Labelled: []int{2},
+				Runs: pr.HostCrashRuns, Log: s.Log}
 			s.HostCrash, err = HostCrash(ctx, hc)
 			if s.Log != nil && len(s.HostCrash) > 0 {
 				HostCrashTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, hc, s.HostCrash)
