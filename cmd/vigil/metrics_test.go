@@ -260,3 +260,36 @@ func TestE2ELogJSON(t *testing.T) {
 	}
 	t.Logf("%d JSON log lines", lines)
 }
+
+// TestE2EDaemonMetrics: `vigil daemon -metrics-addr 127.0.0.1:0` prints its
+// endpoint in the ready line and serves the same families, labelled with
+// its node.
+func TestE2EDaemonMetrics(t *testing.T) {
+	key, err := exec.Command(vigilBin, "keygen").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(vigilBin, "daemon", "-node", "0", "-peers", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0")
+	cmd.Env = append(cmd.Environ(), "VIGIL_DAEMON_KEY="+strings.TrimSpace(string(key)))
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var ready struct{ Ev, Metrics string }
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &ready) != nil || ready.Ev != "ready" || ready.Metrics == "" {
+		t.Fatalf("daemon's first line %q, want a ready line with metrics", sc.Text())
+	}
+	m := scrape(t, ready.Metrics)
+	if m[`vigil_agent_info{node="0",nodes="1",transport="tcp"}`] != 1 {
+		t.Fatalf("no vigil_agent_info for node 0: %v", m)
+	}
+	if _, ok := m["vigil_deaths_learned_total"]; !ok {
+		t.Fatalf("no vigil_deaths_learned_total: %v", m)
+	}
+}
