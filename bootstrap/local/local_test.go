@@ -137,3 +137,28 @@ func (s *Server) registered(rank int) bool {
 	defer s.mu.Unlock()
 	return s.conn[rank] != nil
 }
+
+// Pretended hosts: VIGIL_RANKS_PER_HOST = k places rank r on host r/k
+// (bootstrap.Hosts), without it there are none; a bad value is refused.
+func TestPretendedHosts(t *testing.T) {
+	id := bootstrap.Identity{Rank: 1, Size: 6, JobID: 7, Key: make([]byte, 16), Server: "/nonexistent"}
+	for _, kv := range id.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	c, err := Join()
+	if err != nil || bootstrap.Hosts(c) != nil {
+		t.Fatalf("no pretended hosts: %v, %v", bootstrap.Hosts(c), err)
+	}
+	t.Setenv(bootstrap.EnvRanksPerHost, "4")
+	if c, err = Join(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(bootstrap.Hosts(c), ","); got != "host0,host0,host0,host0,host1,host1" {
+		t.Errorf("hosts %s", got)
+	}
+	t.Setenv(bootstrap.EnvRanksPerHost, "0")
+	if _, err := Join(); err == nil || !strings.Contains(err.Error(), bootstrap.EnvRanksPerHost) {
+		t.Errorf("%s=0: %v", bootstrap.EnvRanksPerHost, err)
+	}
+}
