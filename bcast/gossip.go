@@ -11,12 +11,18 @@ import (
 // GossipConfig configures a corrected gossip (seed 002) or a corrected
 // tree. Times are nanoseconds.
 type GossipConfig struct {
-	// Alg is the correction: OCG, CCG or FCG.
+	// Alg is the correction: OCG, CCG or FCG, or GOS for none (plain
+	// gossip, seed 002's baseline: a g-node delivers when reached and
+	// stops at T; weakly consistent).
 	Alg GossipAlg
 	// Tree disseminates along the greedy LogP tree (GreedyTree) instead of
 	// random gossip: the corrected tree, with Alg's correction and so
 	// Alg's guarantee.
 	Tree bool
+	// BinomialTree, with Tree, disseminates along the binomial tree
+	// (BinomialTree) instead: the simulator's control for the greedy
+	// tree.
+	BinomialTree bool
 	// Step is o, the time of one step: a rank sends at most one
 	// dissemination and one correction message per step.
 	Step int64
@@ -39,8 +45,10 @@ type GossipConfig struct {
 // Validate reports the first bad field.
 func (c *GossipConfig) Validate() error {
 	switch {
-	case c.Alg != OCG && c.Alg != CCG && c.Alg != FCG:
-		return fmt.Errorf("bcast: GossipConfig.Alg = %v, want OCG, CCG or FCG", c.Alg)
+	case c.Alg > FCG:
+		return fmt.Errorf("bcast: GossipConfig.Alg = %v, want GOS, OCG, CCG or FCG", c.Alg)
+	case c.BinomialTree && !c.Tree:
+		return fmt.Errorf("bcast: GossipConfig.BinomialTree without Tree")
 	case c.Step <= 0:
 		return fmt.Errorf("bcast: GossipConfig.Step = %d ns, want > 0", c.Step)
 	case c.Latency < 0:
@@ -60,8 +68,8 @@ func (c *GossipConfig) Validate() error {
 // Ell returns ℓ = ⌈Latency/Step⌉.
 func (c *GossipConfig) Ell() int { return int((c.Latency + c.Step - 1) / c.Step) }
 
-// Gossip is one rank's corrected gossip (seed 002 Algorithms 1–3) or
-// corrected tree, a Propagator. A broadcast's participants
+// Gossip is one rank's corrected gossip (seed 002 Algorithms 1–3; plain
+// gossip with GOS) or corrected tree, a Propagator. A broadcast's participants
 // A = {0..n-1} \ D are labelled from the source as for the overlays
 // (label 0) and form the correction's ring. Each rank keeps a step clock
 // per broadcast: step s is at origin + s·o, the origin set from the first
@@ -99,6 +107,18 @@ type Gossip struct {
 	// jobT and jobC are T and OCG's C for the whole job (GossipConfig's,
 	// or planned).
 	jobT, jobC int
+	done       Done // the last broadcast retired
+}
+
+// Done is a broadcast a rank is done with, in seed 002's terms, in steps
+// of its clock (CorrNode's Tau and Exit): Delivered is when the algorithm
+// delivers it (an FCG g-node's delivery is dated at its last step with
+// work, one step before Gossip hands it over, when it finds the
+// correction done), Exit when the rank is done sending. Simulators read it
+// to measure seed 002's latency.
+type Done struct {
+	ID              ID
+	Delivered, Exit int32
 }
 
 // gplan is the parameters for m participants.
@@ -106,7 +126,15 @@ type gplan struct {
 	T     int32 // the dissemination sends before T
 	start int32 // the correction starts: T + ℓ + 1
 	p     CorrParams
-	tree  *GreedyTree
+	tree  tree
+}
+
+// tree is a dissemination tree over labels 0..m−1 rooted at 0: a node
+// reached in step τ sends to its i-th child in step τ+1+i, and no node
+// sends from step Span on in a failure-free run.
+type tree interface {
+	Children(x int) []int
+	Span() int
 }
 
 // gstate is one broadcast in progress at this rank.
@@ -151,13 +179,15 @@ func NewGossip(self ranks.Rank, n int, cfg GossipConfig) (*Gossip, error) {
 	return g, nil
 }
 
-// Name returns "ocg", "ccg", "fcg", or "ctree" for the tree with FCG
-// ("ctree-ocg", "ctree-ccg" with the others).
+// Name returns "gos", "ocg", "ccg", "fcg", or "ctree" for the greedy
+// tree with FCG ("ctree-ocg", "btree-fcg" and so on for the others).
 func (g *Gossip) Name() string {
-	alg := map[GossipAlg]string{OCG: "ocg", CCG: "ccg", FCG: "fcg"}[g.cfg.Alg]
+	alg := map[GossipAlg]string{GOS: "gos", OCG: "ocg", CCG: "ccg", FCG: "fcg"}[g.cfg.Alg]
 	switch {
 	case !g.cfg.Tree:
 		return alg
+	case g.cfg.BinomialTree:
+		return "btree-" + alg
 	case g.cfg.Alg == FCG:
 		return "ctree"
 	}
@@ -182,7 +212,11 @@ func (g *Gossip) plan(m int) *gplan {
 	T, C := g.jobT, g.jobC
 	p := &gplan{p: CorrParams{Alg: g.cfg.Alg, N: int32(m), C: C, F: g.cfg.F, Timeout: DefaultTimeout(m, int(g.ell))}}
 	if g.cfg.Tree {
-		p.tree = NewGreedyTree(m, int(g.ell))
+		if g.cfg.BinomialTree {
+			p.tree = NewBinomialTree(m, int(g.ell))
+		} else {
+			p.tree = NewGreedyTree(m, int(g.ell))
+		}
 		if g.cfg.T == 0 {
 			T = p.tree.Span()
 		}
@@ -222,6 +256,8 @@ func jobPlan(alg GossipAlg, n, ell, f int) GossipPlan {
 	if n >= 2 {
 		model := GossipModel{N: n, Nactive: n, Ell: ell}
 		switch alg {
+		case GOS:
+			plan = model.PlanGOS(DeltaConsistency)
 		case OCG:
 			plan = model.PlanOCG(DeltaConsistency)
 		case CCG:
@@ -383,7 +419,7 @@ func (b *gstate) nextWork() int32 {
 	if b.g && s < T && (b.plan.tree == nil || int(s-b.node.Tau-1) < len(b.kids)) {
 		return s
 	}
-	if b.g && !b.corr {
+	if b.g && !b.corr && b.plan.p.Alg != GOS {
 		return max(s, b.plan.start)
 	}
 	if b.stepping {
@@ -429,7 +465,7 @@ func (g *Gossip) takeStep(b *gstate, s int32, out *Out) {
 			g.send(b, out, uint32(y), Hop{Phase: PhaseGossip, Step: uint32(s)})
 		}
 	}
-	if b.g && !b.corr && s >= b.plan.start {
+	if b.g && !b.corr && s >= b.plan.start && b.plan.p.Alg != GOS {
 		b.corr, b.stepping, b.from = true, true, s
 		b.node.BeginCorrection()
 	}
@@ -467,9 +503,18 @@ func (g *Gossip) deliver(b *gstate, out *Out) {
 // retire forgets b once it has nothing left to do.
 func (g *Gossip) retire(b *gstate) {
 	if b.delivered && b.nextWork() == Never {
+		d := Done{ID: b.msg.ID, Delivered: b.node.Tau, Exit: b.node.Exit}
+		if b.node.State != StateDone { // a GOS g-node: done when the gossip stops
+			d.Exit = max(d.Delivered, b.plan.T-1)
+		}
+		g.done = d
 		delete(g.live, b.msg.ID)
 	}
 }
+
+// LastDone returns the broadcast this rank retired last (ok is false if
+// none did).
+func (g *Gossip) LastDone() (d Done, ok bool) { return g.done, g.done.ID != ID{} }
 
 // filter drops the sends to ranks in localDead among out.Sends[from:].
 func (g *Gossip) filter(out *Out, from int, localDead *ranks.Set) {

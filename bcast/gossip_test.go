@@ -207,7 +207,7 @@ func TestGossipBadInput(t *testing.T) {
 	if g.Pending() != 0 {
 		t.Errorf("rejected messages left %d broadcasts in progress", g.Pending())
 	}
-	for _, bad := range []bcast.GossipConfig{{Alg: bcast.GOS, Step: 1}, {Alg: bcast.FCG}, {Alg: bcast.FCG, Step: 1, F: 4},
+	for _, bad := range []bcast.GossipConfig{{Alg: bcast.FCG + 1, Step: 1}, {Alg: bcast.FCG, Step: 1, BinomialTree: true}, {Alg: bcast.FCG}, {Alg: bcast.FCG, Step: 1, F: 4},
 		{Alg: bcast.OCG, Step: 1, C: -1}, {Alg: bcast.CCG, Step: 1, Latency: -1}} {
 		if _, err := bcast.NewGossip(0, 4, bad); err == nil {
 			t.Errorf("config %+v accepted", bad)

@@ -1,5 +1,7 @@
 package bcast
 
+import "math/bits"
+
 // GreedyTree is the LogP-optimal broadcast tree over M nodes for a hop of
 // ℓ+1 steps after the send step (seed 002's timing, time unit o, g = o):
 // every reached node sends to a new node in every step until all are
@@ -63,4 +65,41 @@ func (t *GreedyTree) Children(x int) []int {
 // failure-free run: gossiping until T = Span lets the tree finish.
 func (t *GreedyTree) Span() int {
 	return len(t.first)
+}
+
+// BinomialTree is the binomial broadcast tree over M nodes, timed as
+// GreedyTree is (a node sends to its i-th child i+1 steps after it was
+// reached): label x sends to x + 2^j for every j with 2^j > x and
+// x + 2^j < M, by increasing j. It is a poor LogP tree, the simulator's
+// control for the corrected tree.
+type BinomialTree struct {
+	m, ell int
+}
+
+// NewBinomialTree returns the binomial tree over m ≥ 1 nodes for hops of
+// ell+1 steps.
+func NewBinomialTree(m, ell int) *BinomialTree { return &BinomialTree{m: m, ell: ell} }
+
+// Children returns label x's children in send order.
+func (t *BinomialTree) Children(x int) []int {
+	var kids []int
+	for j := bits.Len(uint(x)); x+1<<j < t.m; j++ {
+		kids = append(kids, x+1<<j)
+	}
+	return kids
+}
+
+// Span returns the first step at which no node sends any more in a
+// failure-free run. It costs O(m log m) time and O(m) memory.
+func (t *BinomialTree) Span() int {
+	span := 1
+	tau := make([]int, t.m) // a parent's label is below its children's
+	for x := range t.m {
+		for i, c := range t.Children(x) {
+			st := tau[x] + 1 + i
+			tau[c] = st + t.ell + 1
+			span = max(span, st+1)
+		}
+	}
+	return span
 }
