@@ -15,6 +15,7 @@ import (
 // model, as in seed 002), HBA and BMG Vigil's overlays (seeds 000 and 003),
 // and CTF and CBF the corrected trees of the beyond-the-papers study: the
 // LogP-optimal (greedy) tree or the binomial tree, then FCG's correction.
+// The gossips and the trees run the runtime's cores (GossipSim).
 var BcastAlgs = []string{"OPT", "GOS", "OCG", "CCG", "FCG", "BIG", "BFB", "HBA", "BMG", "CTF", "CBF"}
 
 // StudyLogP is seed 002's LogP setting, L = 2 µs, o = g = 1 µs, in units of
@@ -94,7 +95,7 @@ type bRunner struct {
 	n     int
 	T, C  int
 	table *FloodTable
-	gcfg  *GossipConfig
+	gcfg  *bcast.GossipConfig
 	model func(sc BcastScenario) BcastStats
 }
 
@@ -106,10 +107,12 @@ func newRunner(alg string, n, pre, tOverride int) (*bRunner, error) {
 	ell := int(u.L / u.O)
 	m := GossipModel{N: n, Nactive: n - pre, Ell: ell}
 	r := &bRunner{alg: alg, n: n}
-	gc := func(a GossipAlg, p GossipPlan) {
-		r.gcfg = &GossipConfig{Alg: a, N: n, T: p.T, C: p.C, F: 1, Ell: ell}
-		r.T, r.C = p.T, p.C
+	// The cores in units of o, with T and C planned for the live ranks.
+	gcfg := func(a GossipAlg, T, C int) {
+		r.gcfg = &bcast.GossipConfig{Alg: a, Step: 1, Latency: int64(ell), T: max(T, 1), C: C, F: 1}
+		r.T, r.C = r.gcfg.T, C
 	}
+	gc := func(a GossipAlg, p GossipPlan) { gcfg(a, p.T, p.C) }
 	switch alg {
 	case "OPT":
 		r.table = NewFloodTable(Binomial{}, n)
@@ -127,16 +130,12 @@ func newRunner(alg string, n, pre, tOverride int) (*bRunner, error) {
 		gc(CCG, m.PlanCCG(DeltaConsistency))
 	case "FCG":
 		gc(FCG, m.PlanFCG(1, DeltaConsistency))
-	case "CTF", "CBF":
-		var t *FloodTable
-		if alg == "CTF" {
-			t = GreedyTree(n, ell, nil)
-		} else {
-			t = NewFloodTable(Binomial{}, n)
-		}
-		T := TreeSpan(t, ell)
-		r.gcfg = &GossipConfig{Alg: FCG, N: n, T: T, F: 1, Ell: ell, Tree: t}
-		r.T = T
+	case "CTF":
+		gcfg(FCG, bcast.NewGreedyTree(n, ell).Span(), 0)
+		r.gcfg.Tree = true
+	case "CBF":
+		gcfg(FCG, bcast.NewBinomialTree(n, ell).Span(), 0)
+		r.gcfg.Tree, r.gcfg.BinomialTree = true, true
 	case "BFB":
 		r.model = func(sc BcastScenario) BcastStats { return bfbModel(n, sc) }
 	default:
@@ -149,29 +148,6 @@ func newRunner(alg string, n, pre, tOverride int) (*bRunner, error) {
 		r.gcfg.T, r.T = tOverride, tOverride
 	}
 	return r, nil
-}
-
-// TreeSpan returns the first step at which no node of tree t sends any
-// more in a failure-free run with hop ℓ+1 (the T that lets it finish).
-func TreeSpan(t *FloodTable, ell int) int {
-	tau := make([]int32, t.M)
-	span := int32(1)
-	// Labels are reached parent first in any table built from a tree:
-	// walk from the root breadth-first.
-	q := []uint32{0}
-	for len(q) > 0 {
-		x := q[0]
-		q = q[1:]
-		lo, hi := t.off[x], t.off[x+1]
-		for i := lo; i < hi; i++ {
-			st := tau[x] + 1 + (i - lo)
-			y := t.to[i]
-			tau[y] = st + int32(ell) + 1
-			q = append(q, y)
-			span = max(span, st+1)
-		}
-	}
-	return int(span)
 }
 
 // bfbModel is seed 002's analytical model of BFB (§IV.B.2): a tree
@@ -205,7 +181,10 @@ func (r *bRunner) run(w any, death []int32, seed uint64) bOutcome {
 		}
 		return bOutcome{latency: o.completion, delivery: last, msgs: o.msgs, alive: o.alive, reached: o.reached}
 	case *GossipSim:
-		res := s.Run(death, newRand(seed, streamGossip))
+		res, err := s.Run(GossipRun{Death: death, Seed: seed})
+		if err != nil {
+			panic(err) // a core refused what the configuration built above asked
+		}
 		return bOutcome{latency: res.Latency, delivery: res.LastDelivery, msgs: res.Msgs, alive: res.Alive,
 			reached: res.Reached, sos: res.SOS}
 	}
@@ -216,7 +195,7 @@ func (r *bRunner) worker() any {
 	if r.table != nil {
 		return newFlooder(r.table, StudyLogP)
 	}
-	g, err := NewGossipSim(*r.gcfg)
+	g, err := NewGossipSim(r.n, *r.gcfg)
 	if err != nil {
 		panic(err) // the configuration is built above
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/vigil-hpc/vigil/bcast"
+	"github.com/vigil-hpc/vigil/ranks"
 )
 
 // GossipAlg names one of seed 002's gossip-based broadcasts (bcast.GossipAlg).
@@ -18,401 +19,334 @@ const (
 	FCG = bcast.FCG
 )
 
-// maxF bounds FCG's f: the lists of known g-nodes travel inline.
-const maxF = bcast.MaxF
-
-// GossipConfig parameterises one gossip broadcast. Time is counted in
-// steps of o (seed 002 takes L a multiple of o).
-type GossipConfig struct {
-	Alg GossipAlg
-	// N is the number of nodes, the static name space of the ring.
-	N int
-	// T: gossip messages are sent in steps 1..T−1 (Algorithm 1's
-	// "if time < T").
-	T int
-	// C is OCG's number of correction messages per g-node.
-	C int
-	// F is FCG's number of tolerated failures during the correction
-	// (1..3).
-	F int
-	// Ell is L/o: a message sent in step s is delivered at time s + Ell + 1
-	// and its receiver can send from step s + Ell + 2 on.
-	Ell int
-	// Timeout is how many steps after its first correction message an FCG
-	// c-node waits for f+1 g-nodes before it starts SOS (0: 2N + 2ℓ + 4,
-	// longer than any g-node can take to give up and start SOS itself).
-	Timeout int
-	// NoSOS disables FCG's SOS mode (seed 002's Lemma 4 and Claim 5
-	// analysis).
-	NoSOS bool
-	// Tree, when set, replaces the random gossip phase by a deterministic
-	// tree (a corrected tree, not in seed 002): node x, reached at step τ,
-	// sends to its i-th child Tree.to[off[x]+i] in step τ+1+i while that
-	// step is before T. Table indices are ring positions and the root is
-	// 0. The correction phase (Alg) is unchanged, so the variant keeps
-	// Alg's delivery guarantee, which holds for any set of g-nodes.
-	Tree *FloodTable
+// GossipRun is one broadcast of a GossipSim.
+type GossipRun struct {
+	// Source starts the broadcast (label 0 of the participants' ring).
+	Source ranks.Rank
+	// D holds the ranks dead before the broadcast and known to the source
+	// (not participants).
+	D ranks.Set
+	// Death, if set, gives per rank the step from which it is dead: it
+	// takes no step from then on and receives no message arriving then or
+	// later. 0 is dead from the start, unknown to the algorithm (seed 002's
+	// originally-inactive nodes); never is alive.
+	Death []int32
+	// Jitter adds to each message's ℓ+1 steps a delay drawn in [0, Jitter].
+	Jitter int
+	// Seed seeds the cores' gossip targets (bcast.GossipConfig.Seed) and
+	// the jitter.
+	Seed uint64
 }
 
-// Validate reports the first bad field.
-func (c *GossipConfig) Validate() error {
-	switch {
-	case c.N < 2:
-		return fmt.Errorf("sim: GossipConfig.N = %d, want ≥ 2", c.N)
-	case c.T < 1:
-		return fmt.Errorf("sim: GossipConfig.T = %d, want ≥ 1", c.T)
-	case c.Ell < 0:
-		return fmt.Errorf("sim: GossipConfig.Ell = %d, want ≥ 0", c.Ell)
-	case c.Alg == OCG && c.C < 0:
-		return fmt.Errorf("sim: GossipConfig.C = %d, want ≥ 0", c.C)
-	case c.Alg == FCG && (c.F < 1 || c.F > maxF):
-		return fmt.Errorf("sim: GossipConfig.F = %d, want in [1, %d]", c.F, maxF)
-	case c.Alg > FCG:
-		return fmt.Errorf("sim: unknown gossip algorithm %d", c.Alg)
-	case c.Tree != nil && c.Tree.M != c.N:
-		return fmt.Errorf("sim: GossipConfig.Tree has %d nodes, want N = %d", c.Tree.M, c.N)
-	}
-	return nil
-}
-
-// cgMsg is one correction or SOS message in flight.
-type cgMsg struct {
-	to uint32
-	bcast.CorrMsg
-}
-
-// GossipResult is one broadcast's outcome. Times are in steps of o from
-// the root's start.
+// GossipResult is one broadcast's outcome in seed 002's terms. Times are
+// in steps of o from the source's start.
 type GossipResult struct {
-	// Latency is the time the last alive node was done: delivered and, for
-	// the nodes that send, done sending (seed 002 §IV.A).
+	// Latency is when the last alive rank was done: delivered and done
+	// sending (seed 002 §IV.A; bcast.Done's Exit).
 	Latency int32
-	// LastDelivery is the last delivery among alive nodes.
+	// LastDelivery is the last delivery among alive ranks (bcast.Done's
+	// Delivered).
 	LastDelivery int32
-	// Msgs counts messages sent (the work).
-	Msgs int64
-	// GossipMsgs counts the gossip phase's share of Msgs.
-	GossipMsgs int64
-	// Alive counts alive nodes other than the root at the end, Reached
-	// those of them that delivered.
+	// Msgs counts messages sent (the work), GossipMsgs the dissemination's
+	// share of them.
+	Msgs, GossipMsgs int64
+	// Alive counts the ranks alive at the end other than the source and
+	// those of D, Reached those of them that delivered.
 	Alive, Reached int32
-	// GNodes counts nodes reached by the gossip phase (root included).
+	// GNodes counts the ranks reached by the dissemination (the source
+	// included): their first message was a gossip (or tree) message.
 	GNodes int32
-	// SOS counts nodes that entered SOS mode.
+	// SOS counts the ranks that sent SOS messages (FCG).
 	SOS int32
 }
 
-// Consistent reports whether every alive node delivered.
+// Consistent reports whether every alive rank delivered.
 func (r *GossipResult) Consistent() bool { return r.Reached == r.Alive }
 
-// GossipSim runs gossip broadcasts; it keeps its buffers between runs.
+// flying is a message in flight.
+type flying struct {
+	from, to ranks.Rank
+	m        bcast.Message
+}
+
+// GossipSim runs broadcasts of the runtime's propagation cores, one
+// bcast.Gossip per rank, in virtual time with seed 002's LogP timing: time
+// is in steps of o (GossipConfig.Step), a rank sends at most one
+// dissemination and one correction message per step (the cores' rule),
+// and a message sent in step s arrives in step s + ℓ + 1, ℓ =
+// GossipConfig.Ell(). In each step every rank first takes its due steps
+// (Tick, booked by Next), then handles the messages arriving in it (Step).
+// It keeps its buffers between runs.
 type GossipSim struct {
-	cfg   GossipConfig
-	nodes []bcast.CorrNode
-	death []int32
+	n   int
+	cfg bcast.GossipConfig
 
-	// gossip phase
-	pool     []uint32 // alive nodes not yet targeted, pool[:npool]
-	pos      []int32  // index of each node in pool, -1 if out
-	hitAt    []int32  // step at which a node was targeted, for de-duplication
-	arrivals [][]uint32
-	dying    [][]uint32
+	nodes  []*bcast.Gossip
+	due    []int32    // the step a rank's Tick is booked for, never if none
+	cal    [][]uint32 // ranks booked per step; stale when due moved
+	booked int
+	flight [][]flying // by arrival step, modulo its length
+	queued int
+	out    bcast.Out
 
-	// correction phase
-	inflight [][]cgMsg
-	active   []uint32
-	joined   []uint32
-	sos      int32
-	noSkip   bool // tests: deliver every message
+	// per rank, per run
+	reach      []uint8 // 0 not reached, 1 g-node, 2 reached otherwise
+	deliveries []int32
+	first      []int32 // the step of the first delivery, -1 if none
+	done       []bcast.Done
+	retired    []bool
+	sos        []bool
+	lastStep   int32
 }
 
-// NewGossipSim returns a simulator for cfg.
-func NewGossipSim(cfg GossipConfig) (*GossipSim, error) {
+// NewGossipSim returns a simulator of n ranks running cfg (its Seed is
+// GossipRun's).
+func NewGossipSim(n int, cfg bcast.GossipConfig) (*GossipSim, error) {
+	if n < 2 {
+		return nil, fmt.Errorf("sim: gossip over %d ranks, want ≥ 2", n)
+	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sim: %w", err)
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 2*cfg.N + 2*cfg.Ell + 4
-	}
-	n := cfg.N
-	return &GossipSim{cfg: cfg, nodes: make([]bcast.CorrNode, n), death: make([]int32, n),
-		pool: make([]uint32, n), pos: make([]int32, n), hitAt: make([]int32, n),
-		inflight: make([][]cgMsg, cfg.Ell+2)}, nil
+	return &GossipSim{n: n, cfg: cfg, nodes: make([]*bcast.Gossip, n), due: make([]int32, n),
+		reach: make([]uint8, n), deliveries: make([]int32, n), first: make([]int32, n),
+		done: make([]bcast.Done, n), retired: make([]bool, n), sos: make([]bool, n)}, nil
 }
 
-// Config returns the configuration.
-func (g *GossipSim) Config() GossipConfig { return g.cfg }
+// Config returns the cores' configuration.
+func (g *GossipSim) Config() bcast.GossipConfig { return g.cfg }
 
-// Run simulates one broadcast from node 0. death[x] is the step from which
-// x is dead (it sends nothing in steps ≥ death[x] and receives nothing
-// delivered at time ≥ death[x]): 0 or less for a node dead from the start,
-// never for one that stays alive. r draws the gossip targets.
-func (g *GossipSim) Run(death []int32, r *rand.Rand) GossipResult {
-	c := &g.cfg
-	ell := int32(c.Ell)
-	copy(g.death, death)
+// Run runs one broadcast. It fails on an error of a core, or on a message
+// addressed to a rank of D.
+func (g *GossipSim) Run(r GossipRun) (GossipResult, error) {
+	n := g.n
+	if int64(r.Source) >= int64(n) || r.D.Has(r.Source) || (r.Death != nil && len(r.Death) != n) {
+		return GossipResult{}, fmt.Errorf("sim: bad GossipRun (n=%d, source %d, %d deaths)", n, r.Source, len(r.Death))
+	}
+	cfg := g.cfg
+	cfg.Seed = r.Seed
+	for i := range g.nodes {
+		nd, err := bcast.NewGossip(ranks.Rank(i), n, cfg)
+		if err != nil {
+			return GossipResult{}, fmt.Errorf("sim: %w", err)
+		}
+		g.nodes[i] = nd
+		g.due[i] = never
+		g.reach[i], g.deliveries[i], g.first[i], g.retired[i], g.sos[i] = 0, 0, -1, false, false
+	}
+	ell := int32(cfg.Ell())
+	if span := int(ell) + 2 + r.Jitter; len(g.flight) != span {
+		g.flight = make([][]flying, span)
+	}
+	for i := range g.flight {
+		clear(g.flight[i])
+		g.flight[i] = g.flight[i][:0]
+	}
+	for i := range g.cal {
+		g.cal[i] = g.cal[i][:0]
+	}
+	g.booked, g.queued, g.lastStep = 0, 0, 0
 	var res GossipResult
-	nodes := g.nodes
-	for i := range nodes {
-		nodes[i].Reset()
+	alive := func(x ranks.Rank, s int32) bool { return r.Death == nil || s < r.Death[x] }
+	var jitter *rand.Rand
+	if r.Jitter > 0 {
+		jitter = rand.New(rand.NewPCG(r.Seed, 2))
 	}
-	if g.death[0] <= 0 {
-		return g.finish(res)
+	o := cfg.Step
+	var err error
+	queue := func(s int32, from ranks.Rank, sends []bcast.Send) {
+		for _, snd := range sends {
+			ph := snd.Msg.Hop.Phase
+			if ph == bcast.PhaseSOS {
+				g.sos[from] = true
+			}
+			for _, to := range snd.To {
+				if r.D.Has(to) && err == nil {
+					err = fmt.Errorf("sim: rank %d sent to rank %d, dead before the broadcast", from, to)
+				}
+				res.Msgs++
+				if ph == bcast.PhaseGossip {
+					res.GossipMsgs++
+				}
+				at := s + ell + 1
+				if jitter != nil {
+					at += int32(jitter.IntN(r.Jitter + 1))
+				}
+				b := &g.flight[int(at)%len(g.flight)]
+				*b = append(*b, flying{from, to, snd.Msg})
+				g.queued++
+				g.lastStep = max(g.lastStep, s)
+			}
+		}
 	}
-
-	// Dissemination phase: random gossip, or the tree.
-	T := int32(c.T)
-	horizon := T + ell + 2
-	if cap(g.arrivals) < int(horizon)+1 {
-		g.arrivals = make([][]uint32, horizon+1)
-		g.dying = make([][]uint32, horizon+1)
+	// handled takes in what rank x's core asked for in step s and books
+	// its next Tick.
+	handled := func(x ranks.Rank, s int32) {
+		for range g.out.Deliver {
+			g.deliveries[x]++
+			if g.first[x] < 0 {
+				g.first[x] = s
+			}
+		}
+		queue(s, x, g.out.Sends)
+		nd := g.nodes[x]
+		if !g.retired[x] && nd.Pending() == 0 {
+			if d, ok := nd.LastDone(); ok {
+				g.retired[x], g.done[x] = true, d
+			}
+		}
+		g.book(x, nd.Next())
 	}
-	arrivals, dying := g.arrivals[:horizon+1], g.dying[:horizon+1]
-	for i := range arrivals {
-		arrivals[i] = arrivals[i][:0]
-		dying[i] = dying[i][:0]
+	if alive(r.Source, 0) {
+		_, sends := g.nodes[r.Source].Begin(0, bcast.Message{Kind: bcast.Note, D: r.D})
+		g.out.Reset()
+		g.out.Deliver = append(g.out.Deliver, bcast.Message{}) // the caller's delivery
+		g.out.Sends = append(g.out.Sends, sends...)
+		g.reach[r.Source] = 1
+		handled(r.Source, 0)
 	}
-	if c.Tree != nil {
-		g.treePhase(&res, arrivals)
-	} else {
-		g.gossipPhase(&res, arrivals, dying, r)
+	for s := int32(1); err == nil && (g.booked > 0 || g.queued > 0); s++ {
+		if s == never {
+			return res, fmt.Errorf("sim: the broadcast never ended")
+		}
+		now := int64(s) * o
+		if int(s) < len(g.cal) {
+			for _, x := range g.cal[s] {
+				if g.due[x] != s {
+					continue // booked again since
+				}
+				g.due[x] = never
+				g.booked--
+				if !alive(ranks.Rank(x), s) {
+					continue
+				}
+				g.out.Reset()
+				g.nodes[x].Tick(now, &r.D, &g.out)
+				handled(ranks.Rank(x), s)
+			}
+			g.cal[s] = g.cal[s][:0]
+		}
+		b := &g.flight[int(s)%len(g.flight)]
+		for i := range *b {
+			f := &(*b)[i]
+			g.queued--
+			if !alive(f.to, s) {
+				continue
+			}
+			if g.reach[f.to] == 0 {
+				g.reach[f.to] = 2
+				if f.m.Hop.Phase == bcast.PhaseGossip {
+					g.reach[f.to] = 1
+				}
+			}
+			g.out.Reset()
+			if e := g.nodes[f.to].Step(now, f.from, f.m, &r.D, &g.out); e != nil {
+				return res, fmt.Errorf("sim: rank %d: %w", f.to, e)
+			}
+			handled(f.to, s)
+			g.lastStep = max(g.lastStep, s)
+		}
+		clear(*b)
+		*b = (*b)[:0]
 	}
-	res.Msgs = res.GossipMsgs
-	for x := range nodes {
-		if nodes[x].State == bcast.StateG {
+	for x := range n {
+		id := ranks.Rank(x)
+		if r.D.Has(id) || !alive(id, never-1) {
+			continue
+		}
+		if id != r.Source {
+			res.Alive++
+			if g.deliveries[x] > 0 {
+				res.Reached++
+			}
+		}
+		if g.retired[x] {
+			res.LastDelivery = max(res.LastDelivery, g.done[x].Delivered)
+			res.Latency = max(res.Latency, g.done[x].Exit)
+		}
+	}
+	for x := range n {
+		if g.reach[x] == 1 {
 			res.GNodes++
 		}
-	}
-	if c.Alg == GOS {
-		// Done when the gossip stops; a node reached later is done then.
-		for x := range nodes {
-			nd := &nodes[x]
-			if nd.State == bcast.StateG {
-				nd.State, nd.Exit = bcast.StateDone, max(nd.Tau, T-1)
-			}
+		if g.sos[x] {
+			res.SOS++
 		}
-		return g.finish(res)
 	}
-	g.correct(&res)
-	return g.finish(res)
+	return res, err
 }
 
-// gossipPhase is the random gossip phase of seed 002: it leaves the
-// g-nodes in state bcast.StateG with their Tau. At step s every colored, alive node
-// with tau < s < T sends one message to a uniform random other node. Only
-// the first message to reach an alive, unreached node matters (the others
-// are ignored by every variant), so the targets are drawn only among the
-// not yet targeted nodes: a message hits that pool with probability
-// |pool|/(N−1), the number of hits among the senders is drawn by geometric
-// skips.
-func (g *GossipSim) gossipPhase(res *GossipResult, arrivals, dying [][]uint32, r *rand.Rand) {
-	c := &g.cfg
-	n := c.N
-	ell := int32(c.Ell)
-	nodes := g.nodes
-	T := int32(c.T)
-	npool := 0
-	for x := 1; x < n; x++ {
-		g.hitAt[x] = -1
-		if g.death[x] > 0 {
-			g.pos[x] = int32(npool)
-			g.pool[npool] = uint32(x)
-			npool++
-		} else {
-			g.pos[x] = -1
-		}
+// book books rank x's next Tick for next (a core's Next: 0 for none).
+func (g *GossipSim) book(x ranks.Rank, next int64) {
+	if g.due[x] != never {
+		g.booked--
+		g.due[x] = never
 	}
-	nodes[0].Reached(0)
-	senders := int64(0) // alive g-nodes gossiping
-	if T > 1 {
-		senders = 1
-		if d := g.death[0]; d < T {
-			dying[d] = append(dying[d], 0)
-		}
+	if next == 0 {
+		return
 	}
-	for s := int32(1); s < T; s++ {
-		// Nodes reached at s−1 gossip from s on.
-		for _, x := range arrivals[s-1] {
-			if g.death[x] <= s-1 {
-				continue // died before the message arrived
-			}
-			nodes[x].Reached(s - 1)
-			senders++
-			if d := g.death[x]; d < T {
-				dying[max(d, s)] = append(dying[max(d, s)], x)
-			}
-		}
-		senders -= int64(len(dying[s]))
-		res.GossipMsgs += senders
-		if npool == 0 || senders == 0 {
-			continue
-		}
-		p := float64(npool) / float64(n-1)
-		at := s + ell + 1
-		for k := int64(geometric(r, p)); k < senders; k += 1 + int64(geometric(r, p)) {
-			x := g.pool[r.IntN(npool)]
-			if g.hitAt[x] == s {
-				continue
-			}
-			g.hitAt[x] = s
-			arrivals[at] = append(arrivals[at], x)
-		}
-		// Drop this step's targets from the pool.
-		for _, x := range arrivals[at] {
-			if i := g.pos[x]; i >= 0 {
-				npool--
-				last := g.pool[npool]
-				g.pool[i], g.pos[last] = last, i
-				g.pos[x] = -1
-			}
-		}
+	s := int32(min((next+g.cfg.Step-1)/g.cfg.Step, never-1))
+	for int(s) >= len(g.cal) {
+		g.cal = append(g.cal, nil)
 	}
-	for s := max(T-1, 0); s <= T+ell; s++ {
-		for _, x := range arrivals[s] {
-			if g.death[x] > s {
-				nodes[x].Reached(s)
-			}
-		}
-	}
+	g.cal[s] = append(g.cal[s], uint32(x))
+	g.due[x] = s
+	g.booked++
 }
 
-// treePhase is the deterministic dissemination of GossipConfig.Tree: the
-// same timing as gossip (a node reached at τ sends from step τ+1 on, one
-// message per step, each delivered ℓ+1 later) but to its tree children.
-func (g *GossipSim) treePhase(res *GossipResult, arrivals [][]uint32) {
-	c := &g.cfg
-	t := c.Tree
-	ell := int32(c.Ell)
-	T := int32(c.T)
-	nodes := g.nodes
-	arrivals[0] = append(arrivals[0], 0)
-	for s := int32(0); s < int32(len(arrivals)); s++ {
-		for _, x := range arrivals[s] {
-			if g.death[x] <= s || nodes[x].State == bcast.StateG {
-				continue
-			}
-			nodes[x].Reached(s)
-			lo, hi := t.off[x], t.off[x+1]
-			for i := lo; i < hi; i++ {
-				st := s + 1 + (i - lo)
-				if st >= T || g.death[x] <= st {
-					break
-				}
-				res.GossipMsgs++
-				y := t.to[i]
-				if at := st + ell + 1; g.death[y] > at {
-					arrivals[at] = append(arrivals[at], y)
-				}
-			}
-		}
-	}
+// CoreGossipRun is one broadcast for RunCoreGossip: a GossipRun over N
+// ranks running Cfg.
+type CoreGossipRun struct {
+	Cfg    bcast.GossipConfig
+	N      int
+	Source ranks.Rank
+	// D holds the ranks dead before the broadcast (not participants).
+	D ranks.Set
+	// Death, if set, gives per rank the step from which it is dead (it
+	// takes no step and receives nothing from then on); never: alive.
+	Death  []int32
+	Jitter int
+	Seed   uint64
 }
 
-// finish fills the counts from the node states.
-func (g *GossipSim) finish(res GossipResult) GossipResult {
-	for x := range g.nodes {
-		nd := &g.nodes[x]
-		if g.death[x] != never {
-			continue
-		}
-		if x != 0 {
-			res.Alive++
-		}
-		if nd.State != bcast.StateDone {
-			continue
-		}
-		if x != 0 {
-			res.Reached++
-		}
-		res.LastDelivery = max(res.LastDelivery, nd.Tau)
-		res.Latency = max(res.Latency, nd.Exit)
-	}
-	return res
+// CoreGossipResult is what the ranks did, as the driver saw it.
+type CoreGossipResult struct {
+	// Msgs counts messages sent.
+	Msgs int
+	// Deliveries counts deliveries per rank (the source's included).
+	Deliveries []int
+	// First is the step of each rank's first delivery, -1 if none.
+	First []int32
+	// LastDelivery and LastStep are the step of the last delivery handed
+	// to a driver and the last step in which any rank sent or handled a
+	// message.
+	LastDelivery, LastStep int32
+	// Pending counts broadcasts still held by live ranks at the end (0
+	// unless a core failed to finish).
+	Pending int
+	// Alive counts the live participants other than the source, Reached
+	// those that delivered.
+	Alive, Reached int
 }
 
-// correct runs the correction phase, from step T + ℓ + 1 on, when every
-// gossip message has arrived and every g-node knows it is one.
-func (g *GossipSim) correct(res *GossipResult) {
-	c := &g.cfg
-	n := int32(c.N)
-	ell := int32(c.Ell)
-	nodes := g.nodes
-	nb := int32(len(g.inflight))
-	for i := range g.inflight {
-		g.inflight[i] = g.inflight[i][:0]
+// RunCoreGossip runs r once on a fresh GossipSim and reports per rank.
+func RunCoreGossip(r CoreGossipRun) (CoreGossipResult, error) {
+	res := CoreGossipResult{Deliveries: make([]int, r.N), First: make([]int32, r.N)}
+	g, err := NewGossipSim(r.N, r.Cfg)
+	if err != nil {
+		return res, err
 	}
-	g.active, g.joined, g.sos = g.active[:0], g.joined[:0], 0
-	for x := range nodes {
-		if nodes[x].State == bcast.StateG {
-			g.active = append(g.active, uint32(x))
-			nodes[x].BeginCorrection()
+	gr, err := g.Run(GossipRun{Source: r.Source, D: r.D, Death: r.Death, Jitter: r.Jitter, Seed: r.Seed})
+	res.Msgs, res.Alive, res.Reached, res.LastStep = int(gr.Msgs), int(gr.Alive), int(gr.Reached), g.lastStep
+	for x := range r.N {
+		res.Deliveries[x], res.First[x] = int(g.deliveries[x]), g.first[x]
+		if g.first[x] >= 0 {
+			res.LastDelivery = max(res.LastDelivery, g.first[x])
+		}
+		id := ranks.Rank(x)
+		if !r.D.Has(id) && (r.Death == nil || r.Death[x] == never) {
+			res.Pending += g.nodes[x].Pending()
 		}
 	}
-	pending := 0
-	cp := bcast.CorrParams{Alg: c.Alg, N: n, C: c.C, F: c.F, Timeout: int32(c.Timeout), NoSOS: c.NoSOS}
-	var s int32     // the current step
-	var from uint32 // the node taking it
-	send := func(to uint32, kind bcast.CorrKind, list []uint32) {
-		res.Msgs++
-		// A message to a node on which it can have no effect is only
-		// counted: a node that exited or died, an OCG g-node, an FCG g-node
-		// whose list for that side is settled.
-		switch t := &nodes[to]; {
-		case g.noSkip:
-		case t.State == bcast.StateDone || t.State == bcast.StateSOS || g.death[to] <= s+ell+1:
-			return
-		case kind == bcast.CorrSOS:
-		case c.Alg == OCG && t.State == bcast.StateG:
-			return
-		case c.Alg == FCG && t.State == bcast.StateG && t.Settled(kind):
-			return
-		}
-		m := cgMsg{to: to, CorrMsg: bcast.CorrMsg{From: from, Kind: kind, N: uint8(len(list))}}
-		copy(m.List[:], list)
-		b := &g.inflight[(s+ell+1)%nb]
-		*b = append(*b, m)
-		pending++
-	}
-	for s = int32(c.T) + ell + 1; len(g.active) > 0 || pending > 0; s++ {
-		// Messages delivered at s−1 are seen from step s on.
-		b := &g.inflight[(s-1)%nb]
-		for k := range *b {
-			m := &(*b)[k]
-			pending--
-			if g.death[m.to] <= s-1 {
-				continue
-			}
-			joined, sos := nodes[m.to].Receive(&cp, m.to, &m.CorrMsg, s-1)
-			if joined {
-				g.joined = append(g.joined, m.to)
-			}
-			if sos {
-				g.sos++
-			}
-		}
-		*b = (*b)[:0]
-		// Every active node takes its step.
-		kept := g.active[:0]
-		for _, x := range g.active {
-			nd := &nodes[x]
-			if g.death[x] <= s {
-				nd.State = bcast.StateDead
-				continue
-			}
-			from = x
-			active, sos := nd.Step(&cp, x, s, send)
-			if sos {
-				g.sos++
-			}
-			if active {
-				kept = append(kept, x)
-			}
-		}
-		g.active = kept
-		// Nodes that became active while receiving (c-nodes, SOS) join
-		// from the next step.
-		g.active = append(g.active, g.joined...)
-		g.joined = g.joined[:0]
-	}
-	res.SOS = g.sos
+	return res, err
 }

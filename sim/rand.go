@@ -31,7 +31,7 @@ const (
 	streamFailures
 	streamPhases
 	streamHeartbeat
-	streamGossip
+	streamGossip // reserved (the gossip cores draw from their own seeds): the later streams keep their numbers
 	streamRoot
 	streamProbe
 )
@@ -64,21 +64,4 @@ func expTime(r *rand.Rand, lambda float64) int64 {
 		return math.MaxInt64 / 4
 	}
 	return int64(math.Ceil(x))
-}
-
-// geometric returns the number of failures before the first success of
-// Bernoulli(p) trials (p in (0, 1]).
-func geometric(r *rand.Rand, p float64) int {
-	if p >= 1 {
-		return 0
-	}
-	u := r.Float64()
-	if u == 0 {
-		u = math.SmallestNonzeroFloat64
-	}
-	g := math.Floor(math.Log(u) / math.Log1p(-p))
-	if g > math.MaxInt32 {
-		return math.MaxInt32
-	}
-	return int(g)
 }

@@ -4,46 +4,38 @@ import (
 	"math"
 	"testing"
 
+	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/era"
 )
 
-// TestGreedyTree: the greedy LogP tree reaches I(s) = I(s−1) + I(s−ℓ−2)
-// nodes, is a spanning tree for any placement, and bit-reversal placement
-// is a permutation.
-func TestGreedyTree(t *testing.T) {
+// TestTrees: the greedy LogP tree and the binomial tree the study runs
+// (bcast) are spanning trees, each label reached once, and the greedy
+// tree reaches I(s) = I(s−1) + I(s−ℓ−2) nodes: its span is the step after
+// the last send.
+func TestTrees(t *testing.T) {
 	for _, m := range []int{1, 2, 3, 7, 100, 1000, 4096, 5000} {
-		p := BitReversePlace(m)
-		seen := make([]bool, m)
-		for l := range m {
-			x := p(l)
-			if x < 0 || x >= m || seen[x] {
-				t.Fatalf("m=%d: BitReversePlace(%d) = %d is not a permutation", m, l, x)
-			}
-			seen[x] = true
-		}
-		for _, pl := range []func(int) int{nil, p} {
-			tr := GreedyTree(m, 2, pl)
-			if tr.Edges() != m-1 {
-				t.Fatalf("m=%d: %d edges", m, tr.Edges())
-			}
+		for name, children := range map[string]func(int) []int{
+			"greedy":   bcast.NewGreedyTree(m, 2).Children,
+			"binomial": bcast.NewBinomialTree(m, 2).Children,
+		} {
 			got := make([]bool, m)
 			got[0] = true
-			q := []uint32{0}
+			edges := 0
+			q := []int{0}
 			for len(q) > 0 {
 				x := q[0]
 				q = q[1:]
-				for _, y := range tr.to[tr.off[x]:tr.off[x+1]] {
+				for _, y := range children(x) {
 					if got[y] {
-						t.Fatalf("m=%d: %d reached twice", m, y)
+						t.Fatalf("%s m=%d: %d reached twice", name, m, y)
 					}
 					got[y] = true
+					edges++
 					q = append(q, y)
 				}
 			}
-			for x, g := range got {
-				if !g {
-					t.Fatalf("m=%d: %d unreached", m, x)
-				}
+			if edges != m-1 {
+				t.Fatalf("%s m=%d: %d edges", name, m, edges)
 			}
 		}
 	}
@@ -59,9 +51,14 @@ func TestGreedyTree(t *testing.T) {
 			span++
 		}
 		// The last node is reached at span; its parent sent at span−ℓ−1.
-		if got := TreeSpan(GreedyTree(m, 2, nil), 2); got != span-2 {
-			t.Errorf("m=%d: TreeSpan %d, want %d", m, got, span-2)
+		if got := bcast.NewGreedyTree(m, 2).Span(); got != span-2 {
+			t.Errorf("m=%d: span %d, want %d", m, got, span-2)
 		}
+	}
+	// The binomial tree's last send in LogP: the root's log2 m sends, and
+	// so on down the chain of last children.
+	if got := bcast.NewBinomialTree(4096, 2).Span(); got != 46 {
+		t.Errorf("binomial m=4096: span %d, want 46 (CBF's T)", got)
 	}
 }
 
@@ -72,7 +69,7 @@ func TestCorrectedTreeConsistent(t *testing.T) {
 	const n = 512
 	for _, alg := range []string{"CTF", "CBF"} {
 		for _, sc := range []BcastScenario{{Name: "none"}, {Name: "pre", Pre: 9}, {Name: "online", Pre: 2, Online: 1}} {
-			st, err := BcastStudy(alg, n, sc, 300, 2, 7, nil)
+			st, err := BcastStudy(alg, n, sc, 100, 2, 7, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,19 +83,17 @@ func TestCorrectedTreeConsistent(t *testing.T) {
 	}
 	// Without the correction (GOS over the tree), a dead node's subtree is
 	// lost: the correction is what makes it consistent.
-	tr := GreedyTree(n, 2, nil)
-	g, err := NewGossipSim(GossipConfig{Alg: GOS, N: n, T: TreeSpan(tr, 2), Ell: 2, Tree: tr})
+	g, err := NewGossipSim(n, bcast.GossipConfig{Alg: GOS, Tree: true, Step: 1, Latency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := alive32(n)
 	d[1] = 0
-	if r := g.Run(d, nil); r.Consistent() || r.GNodes >= n-1 {
-		t.Fatalf("tree without correction and a dead child of the root: %+v", r)
+	if r, err := g.Run(GossipRun{Death: d}); err != nil || r.Consistent() || r.GNodes >= n-1 {
+		t.Fatalf("tree without correction and a dead child of the root: %+v, %v", r, err)
 	}
-	d[1] = never
-	if r := g.Run(d, nil); !r.Consistent() || int(r.Msgs) != n-1 {
-		t.Fatalf("tree without failures: %+v", r)
+	if r, err := g.Run(GossipRun{}); err != nil || !r.Consistent() || int(r.Msgs) != n-1 {
+		t.Fatalf("tree without failures: %+v, %v", r, err)
 	}
 }
 
