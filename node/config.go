@@ -258,13 +258,19 @@ type GossipConfig struct {
 	// F is the number of failures FCG and ctree tolerate during the
 	// correction, 1 to 3 (0: 1).
 	F int
+	// Seed seeds the random gossip targets (0: the clock); tests fix it
+	// to replay a broadcast.
+	Seed uint64
 }
 
 // propagation returns the overlay, or the corrected gossip, that
 // c.Broadcast names.
 func (c *Config) propagation() (bcast.Overlay, *bcast.GossipConfig, error) {
 	g := &bcast.GossipConfig{Step: int64(c.Gossip.Step), Latency: int64(c.Gossip.Latency), T: c.Gossip.T, C: c.Gossip.C, F: c.Gossip.F,
-		Seed: uint64(time.Now().UnixNano())}
+		Seed: c.Gossip.Seed}
+	if g.Seed == 0 {
+		g.Seed = uint64(time.Now().UnixNano())
+	}
 	switch c.Broadcast {
 	case "hba":
 		return bcast.HBA{}, nil, nil

@@ -4,9 +4,10 @@
 // Each endpoint has one delivery goroutine that calls its Handler, so
 // handlers of different ranks run concurrently, as with the TCP transport.
 // Messages are copied on Send and delivered in order per (sender,
-// destination) pair, optionally after a seeded random delay. Heartbeats
-// skip the queue: SendHeartbeat stores straight into the destination's
-// transport.Slots word for the sender, as an RDMA write would.
+// destination) pair, optionally after a fixed latency and a seeded random
+// delay. Heartbeats skip the queue: SendHeartbeat stores straight into the
+// destination's transport.Slots word for the sender, as an RDMA write
+// would.
 //
 // Kill(rank) simulates a crash: the rank's endpoint stops sending and
 // receiving, its pending messages are lost, and messages and heartbeats
@@ -35,6 +36,7 @@ const (
 )
 
 type options struct {
+	latency    time.Duration
 	maxDelay   time.Duration
 	seed       uint64
 	queueLen   int
@@ -50,6 +52,12 @@ type Option func(*options)
 // an earlier one of the same pair.
 func WithDelay(maxDelay time.Duration, seed uint64) Option {
 	return func(o *options) { o.maxDelay, o.seed = maxDelay, seed }
+}
+
+// WithLatency delays every message by latency, before WithDelay's random
+// part: a network with a one-way latency, as a simulator models it.
+func WithLatency(latency time.Duration) Option {
+	return func(o *options) { o.latency = latency }
 }
 
 // WithQueueLen bounds the messages pending at each endpoint; Send drops
@@ -118,7 +126,7 @@ func (nw *Network) Endpoint(rank ranks.Rank, slots *transport.Slots, h transport
 		done:  make(chan struct{}),
 		rng:   rand.New(rand.NewPCG(nw.opts.seed, uint64(rank))),
 	}
-	if nw.opts.maxDelay > 0 {
+	if nw.opts.maxDelay > 0 || nw.opts.latency > 0 {
 		e.lastDue = make(map[ranks.Rank]int64)
 	}
 	e.wg.Add(1)
@@ -260,7 +268,10 @@ func (e *endpoint) enqueue(from ranks.Rank, p []byte) bool {
 		return false
 	}
 	if e.lastDue != nil {
-		due := e.net.now() + e.rng.Int64N(int64(e.net.opts.maxDelay))
+		due := e.net.now() + int64(e.net.opts.latency)
+		if e.net.opts.maxDelay > 0 {
+			due += e.rng.Int64N(int64(e.net.opts.maxDelay))
+		}
 		if last := e.lastDue[from]; due < last {
 			due = last
 		}
