@@ -65,19 +65,22 @@ type Config struct {
 // Core is one rank's failure detector. It is not safe for concurrent use:
 // one driver owns it.
 type Core struct {
-	cfg     Config
-	ring    *hb.Ring
-	prop    bcast.Propagator
-	out     bcast.Out            // the propagator's, reused
-	known   map[ranks.Rank]Event // every rank delivered gone
-	zombies *hb.Zombies
-	repair  repairState
-	split   splitState
-	agree   *agreeState
-	evicted bool
-	watched ranks.Rank // the emitter the last Ready's Watch named
-	rd      Ready
-	stats   Stats
+	cfg   Config
+	ring  *hb.Ring
+	prop  bcast.Propagator
+	out   bcast.Out            // the propagator's, reused
+	known map[ranks.Rank]Event // every rank delivered gone
+	// departed are the ranks whose own LEAVE reached this rank: a LEAVE
+	// naming another rank is taken from them only (one they forward).
+	departed map[ranks.Rank]bool
+	zombies  *hb.Zombies
+	repair   repairState
+	split    splitState
+	agree    *agreeState
+	evicted  bool
+	watched  ranks.Rank // the emitter the last Ready's Watch named
+	rd       Ready
+	stats    Stats
 }
 
 // NewCore returns a Core for cfg; call Start before anything else.
@@ -106,12 +109,13 @@ func NewCore(cfg Config) (*Core, error) {
 		prop = g
 	}
 	return &Core{
-		cfg:     cfg,
-		ring:    ring,
-		prop:    prop,
-		known:   map[ranks.Rank]Event{},
-		zombies: hb.NewZombies(),
-		agree:   newAgreeState(&cfg),
+		cfg:      cfg,
+		ring:     ring,
+		prop:     prop,
+		known:    map[ranks.Rank]Event{},
+		departed: map[ranks.Rank]bool{},
+		zombies:  hb.NewZombies(),
+		agree:    newAgreeState(&cfg),
 	}, nil
 }
 
@@ -252,6 +256,10 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 			c.bad("NEWOBSERVER names another rank than its sender", "from", from, "observer", m.Observer)
 			return
 		}
+		if c.ring.Left() {
+			c.sayLeft(from)
+			return
+		}
 		out, err := c.ring.NewObserver(now.Mono, m.Observer)
 		if err != nil {
 			c.bad("dropping NEWOBSERVER", "from", from, "err", err)
@@ -262,8 +270,10 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 			c.repairSegment(now.Mono, m.Observer) // repair.go
 		}
 	case *wire.Leave:
-		if m.Rank != from {
-			c.bad("LEAVE names another rank than its sender", "from", from, "rank", m.Rank)
+		if m.Rank == from {
+			c.departed[from] = true
+		} else if !c.departed[from] {
+			c.bad("LEAVE names another rank than its sender, which has not departed", "from", from, "rank", m.Rank)
 			return
 		}
 		out, err := c.ring.Departed(now.Mono, m.Rank, m.Emitter)
@@ -286,6 +296,10 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 	case *wire.Probe: // block mending: a live rank answers at once
 		if m.Round == 0 {
 			return // a split probe asks nothing of a rank that holds its sender alive (split.go)
+		}
+		if c.ring.Left() {
+			c.sayLeft(from)
+			return
 		}
 		c.send([]ranks.Rank{from}, &wire.Alive{Round: m.Round})
 	case *wire.Alive:
@@ -322,6 +336,13 @@ func (c *Core) Leave() (observer ranks.Rank, msg *wire.Leave, ok bool) {
 	return observer, &wire.Leave{Rank: c.cfg.Self, Emitter: emitter}, true
 }
 
+// sayLeft answers a rank that asks this departed (but still running) rank
+// to be its emitter, or probes it: LEAVE(self, emitter), so it announces a
+// departure and adopts the emitter instead of reporting a crash.
+func (c *Core) sayLeft(to ranks.Rank) {
+	c.send([]ranks.Rank{to}, &wire.Leave{Rank: c.cfg.Self, Emitter: c.ring.Emitter()})
+}
+
 // apply carries out what the ring asked for: retarget the heartbeats, send
 // NEWOBSERVER, start the broadcast of a detection and deliver it.
 func (c *Core) apply(now Time, out hb.Output) {
@@ -337,6 +358,9 @@ func (c *Core) apply(now Time, out hb.Output) {
 	}
 	if len(out.Probe) > 0 {
 		c.send(out.Probe, &wire.Probe{Round: out.ProbeRound})
+	}
+	if f := out.ForwardLeave; f != nil {
+		c.send([]ranks.Rank{out.ForwardTo}, &wire.Leave{Rank: f.Rank, Emitter: f.Emitter})
 	}
 	if d := out.Detected; d != nil {
 		kind := bcast.Failed

@@ -103,6 +103,17 @@ type Output struct {
 	// (block mending).
 	Probe      []ranks.Rank
 	ProbeRound uint64
+	// ForwardLeave, when set, is a LEAVE this departing rank received from
+	// its emitter: the driver sends it on, unchanged, to ForwardTo (this
+	// rank's observer), so that ranks departing together are all announced
+	// as departures (see Departed).
+	ForwardLeave *Departure
+	ForwardTo    ranks.Rank
+}
+
+// Departure is LEAVE(Rank, Emitter): Rank departs and hands its emitter on.
+type Departure struct {
+	Rank, Emitter ranks.Rank
 }
 
 // ErrUnknownRank is returned for a rank outside [0, N).
@@ -409,15 +420,31 @@ func (r *Ring) Leave() (observer, emitter ranks.Rank) {
 	return r.observer, r.emitter
 }
 
+// Left reports whether this rank has departed (Leave). A departed rank
+// that is still running answers PROBE and NEWOBSERVER with LEAVE(self,
+// Emitter()), so that nobody mistakes its silence for a crash.
+func (r *Ring) Left() bool { return r.left }
+
 // Departed handles LEAVE(j, emitter_j) from our emitter j: the observer adds
 // j to D_i, adopts j's emitter (skipping ranks known dead) and announces the
 // departure. A LEAVE from a rank that is not our emitter only adds it to D_i
 // and is announced too, so nobody waits on it.
+//
+// A rank that departed itself (a whole job stopping at once: its observer
+// and its emitter leave together) does not announce: it forwards the LEAVE
+// of its emitter to its own observer, which has adopted j as its emitter
+// from this rank's LEAVE, sent earlier on the same path. The chain of
+// departing ranks thus hands each departure on to the first rank that
+// stays, which announces it as a departure instead of finding a silent
+// emitter and reporting a crash.
 func (r *Ring) Departed(now int64, j, hisEmitter ranks.Rank) (Output, error) {
 	if int64(j) >= int64(r.cfg.N) || int64(hisEmitter) >= int64(r.cfg.N) || j == r.cfg.Self {
 		return Output{}, fmt.Errorf("%w: LEAVE(%d, %d) (N = %d, self %d)", ErrUnknownRank, j, hisEmitter, r.cfg.N, r.cfg.Self)
 	}
-	if r.left || !r.D.Add(j) {
+	if r.left {
+		return r.forwardLeave(j, hisEmitter), nil
+	}
+	if !r.D.Add(j) {
 		return Output{}, nil
 	}
 	det := &Detection{Dead: j, Left: true, D: r.D.Clone(), At: now}
@@ -429,4 +456,17 @@ func (r *Ring) Departed(now int64, j, hisEmitter ranks.Rank) (Output, error) {
 		r.emitter = hisEmitter
 	}
 	return r.reconnect(now, det), nil
+}
+
+// forwardLeave is Departed for a rank that has departed: LEAVE(j,
+// hisEmitter) from its emitter goes on to its observer, and hisEmitter
+// becomes the emitter whose LEAVE comes next along the chain.
+func (r *Ring) forwardLeave(j, hisEmitter ranks.Rank) Output {
+	if j != r.emitter || r.observer == j || r.observer == r.cfg.Self {
+		return Output{}
+	}
+	if hisEmitter != r.cfg.Self {
+		r.emitter = hisEmitter
+	}
+	return Output{ForwardLeave: &Departure{Rank: j, Emitter: hisEmitter}, ForwardTo: r.observer}
 }
