@@ -29,7 +29,7 @@
 #   RXE_GOFLAGS=f1,f2    extra Go test flags, comma-separated
 #                        (e.g. -test.cpu=1,-test.count=3)
 #   RXE_GOENV=A=1,B=2    extra environment for Go test binaries
-#   RXE_TIMEOUT=SEC      wall-clock limit for the guest (default 600)
+#   RXE_TIMEOUT=SEC      wall-clock limit for the guest (default 900)
 #   RXE_VERBOSE=1        echo the whole serial console, not only RXE- lines
 set -euo pipefail
 
@@ -41,7 +41,7 @@ BENCH=${RXE_BENCH:-.}
 BENCHTIME=${RXE_BENCHTIME:-1s}
 BENCHCOUNT=${RXE_BENCHCOUNT:-3}
 ONLY=${RXE_ONLY:-all}
-TIMEOUT=${RXE_TIMEOUT:-600}
+TIMEOUT=${RXE_TIMEOUT:-900}
 VERBOSE=${RXE_VERBOSE:-0}
 GOFLAGS_EXTRA=${RXE_GOFLAGS:-}
 GOENV_EXTRA=${RXE_GOENV:-}
