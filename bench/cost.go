@@ -100,7 +100,11 @@ type CostConfig struct {
 	// GoEmitter adds the side CostVigilGo: agents whose heartbeat thread
 	// runs in Go (`-emitter go`), against the default native thread.
 	GoEmitter bool
-	Log       io.Writer
+	// Delta, when positive, is δ on every side instead of CostTimes's,
+	// with the check period δ/10: a tight δ shows whether the detector
+	// reports gaps the C reference does not see.
+	Delta time.Duration
+	Log   io.Writer
 }
 
 // window returns the sampling window at h.
@@ -295,6 +299,9 @@ func medianPerPeriod(r CostRun) (cpu, ctxSwitches float64) {
 // the window and stops it.
 func costRun(ctx context.Context, cfg CostConfig, tr string, h time.Duration, n int, side string, round int) (CostRun, error) {
 	delta, check := CostTimes(h)
+	if cfg.Delta > 0 {
+		delta, check = cfg.Delta, cfg.Delta/10
+	}
 	window, warm := cfg.window(h), max(cfg.Warmup, 2*h)
 	r := CostRun{Transport: tr, H: h, Delta: delta, Check: check, N: n, Side: side, Round: round}
 	var pids []int

@@ -45,6 +45,8 @@ type Suite struct {
 	CostHeartbeat string
 	// CostGoEmitter is the cost part's CostConfig.GoEmitter.
 	CostGoEmitter bool
+	// CostDelta is the cost part's CostConfig.Delta.
+	CostDelta time.Duration
 
 	Started   time.Time
 	Durations map[string]time.Duration
@@ -187,7 +189,7 @@ func (s *Suite) runCost(ctx context.Context) error {
 	}
 	s.Cost, err = Cost(ctx, CostConfig{CBin: cbin, VigilBin: s.VigilBin, HostBin: hbin, Hs: pr.CostHs, Ns: pr.CostNs,
 		Transports: pr.CostTransports, Rounds: pr.CostRounds, Window: pr.CostWindow, MaxWindow: pr.CostMaxWindow,
-		Heartbeat: s.CostHeartbeat, RealTime: true, GoEmitter: s.CostGoEmitter, Log: s.Log})
+		Heartbeat: s.CostHeartbeat, RealTime: true, GoEmitter: s.CostGoEmitter, Delta: s.CostDelta, Log: s.Log})
 	if s.Log != nil && len(s.Cost) > 0 {
 		CostTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, s.Cost)
 	}

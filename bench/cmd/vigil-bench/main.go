@@ -113,6 +113,7 @@ func benchMain(args []string) error {
 	propRuns := fs.Int("propagation-runs", 0, "propagation part: runs per broadcast and size (default: the profile's)")
 	propStep := fs.String("propagation-gossip-step", "", "propagation part: -gossip-step for the corrected gossips, -gossip-latency twice that (default: the agents')")
 	costGoEmitter := fs.Bool("cost-go-emitter", false, "cost part: also run the agents with their heartbeat thread in Go (-emitter go), beside the native thread")
+	costDelta := fs.Duration("cost-delta", 0, "cost part: δ on every side, the check period δ/10 (default: max(10h, 100 ms))")
 	costInProcess := fs.Bool("cost-in-process", false, "cost part: also run libvigil's detector in a host process (default: the profile's; full: on)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -196,6 +197,9 @@ func benchMain(args []string) error {
 			pr.H2HSystems = append(pr.H2HSystems, sys)
 		}
 	}
+	if *costDelta < 0 || *costDelta > 0 && *costDelta < 10*time.Microsecond {
+		return fmt.Errorf("bench: -cost-delta %v: want 0 (the default) or at least 10µs", *costDelta)
+	}
 	if *costRounds < 0 {
 		return fmt.Errorf("bench: -cost-rounds %d: want a positive count", *costRounds)
 	} else if *costRounds > 0 {
@@ -223,7 +227,7 @@ func benchMain(args []string) error {
 	} else if *vigilBin, err = filepath.Abs(*vigilBin); err != nil {
 		return err
 	}
-	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat, CostGoEmitter: *costGoEmitter,
+	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat, CostGoEmitter: *costGoEmitter, CostDelta: *costDelta,
 		Command: "vigil-bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
