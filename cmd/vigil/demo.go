@@ -5,11 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
@@ -21,14 +24,25 @@ type scenario struct {
 	kills []kill
 }
 
-// block reports whether the kills are one block of consecutive ranks at
-// once (a host crash), which block mending bounds like one failure.
-func (sc scenario) block() bool {
+// block reports whether the kills are one block at once (a host crash):
+// ranks consecutive on the ring of the ranks not killed before, which block
+// mending bounds like one failure.
+func (sc scenario) block(killed map[uint32]bool) bool {
 	if len(sc.kills) < 2 {
 		return false
 	}
 	for i, k := range sc.kills {
-		if k.after != 0 || (i > 0 && k.rank != sc.kills[i-1].rank+1) {
+		if k.after != 0 {
+			return false
+		}
+		if i == 0 {
+			continue
+		}
+		prev := k.rank - 1
+		for prev > sc.kills[i-1].rank && killed[prev] {
+			prev--
+		}
+		if prev != sc.kills[i-1].rank {
 			return false
 		}
 	}
@@ -44,13 +58,17 @@ func demoMain(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	n := fs.Int("n", 16, "number of ranks")
 	settle := duration(fs, "settle", time.Second, "time to let the ring settle before the first kill")
+	perHost := fs.Int("ranks-per-host", 4, "pretend the ranks are placed this many per host (rank r on host r/k), as vigil run -ranks-per-host: the fourth scenario kills host 0 (0: no host labels; it kills ranks 0-3)")
 	var df detectorFlags
 	df.register(fs, 10*time.Millisecond, 50*time.Millisecond)
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}
-	if *n < 8 || *n > maxLocalRanks {
-		return usageErrorf("-n %d: the demo needs 8 to %d ranks", *n, maxLocalRanks)
+	if *n < 14 || *n > maxLocalRanks {
+		return usageErrorf("-n %d: the demo needs 14 to %d ranks", *n, maxLocalRanks)
+	}
+	if *perHost < 0 || *perHost > *n/2 {
+		return usageErrorf("-ranks-per-host %d: want 0 (no hosts) to %d (at least two hosts of -n %d)", *perHost, *n/2, *n)
 	}
 	if err := df.validate(*n); err != nil {
 		return err
@@ -66,11 +84,33 @@ func demoMain(args []string) error {
 	t := df.h/3 + check
 
 	N := uint32(*n)
+	// The fourth scenario: host 0 (ranks 0 … k−1, those the scenarios
+	// before left alive) with pretended hosts of k ranks, which the agents
+	// know as host labels; without hosts, ranks 0–3.
+	first := []uint32{5, 9, 10, N - 3, N - 2} // killed by the scenarios before
+	host := scenario{name: "four consecutive ranks at once, 0–3 (no host labels)"}
+	size := 4
+	if *perHost > 0 {
+		size = *perHost
+		host.name = fmt.Sprintf("a whole host at once: host 0, ranks 0–%d (pretended hosts of %d ranks, labelled)", size-1, size)
+	}
+	for r := uint32(0); r < uint32(size); r++ {
+		if !slices.Contains(first, r) {
+			host.kills = append(host.kills, kill{r, 0})
+		}
+	}
+	if len(host.kills) < size {
+		host.name += ", those still alive"
+	}
 	scenarios := []scenario{
 		{"one rank alone", []kill{{5, 0}}},
 		{"two consecutive ranks on the ring, at once", []kill{{9, 0}, {10, 0}}},
 		{"an observer together with its emitter, while it is detecting it", []kill{{N - 3, 0}, {N - 2, df.delta}}},
-		{"a whole host (4 ranks per host, pretended): ranks 0–3 at once", []kill{{0, 0}, {1, 0}, {2, 0}, {3, 0}}},
+		host,
+	}
+	var opts launch.Options
+	if *perHost > 0 {
+		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(*perHost)}
 	}
 
 	self, err := os.Executable()
@@ -79,9 +119,19 @@ func demoMain(args []string) error {
 	}
 	fmt.Printf("Vigil demo: %d ranks over %s on this machine, h=%v δ=%v, check every %v, broadcast %s\n",
 		*n, df.transport, df.h, df.delta, check, df.broadcast)
-	fmt.Printf("Bound: T(f) = f(f+1)δ + f·t + f(f+1)/2·8t·log2(n) (seed 000, Theorem 1) with t = h/3 + check = %v\n\n", t)
+	fmt.Printf("Bound: T(f) = f(f+1)δ + f·t + f(f+1)/2·8t·log2(n) (seed 000, Theorem 1) with t = h/3 + check = %v\n", t)
+	if df.mendProbe > 0 {
+		fmt.Printf("       a block of b at once: T_block(b) = (R+1)δ + t + B(n), R probe rounds of block mending (window %d)\n", df.mendProbe)
+	}
+	if *perHost > 0 {
+		fmt.Printf("Hosts: pretended, %d ranks per host (rank r on host r/%d), known to every rank as host labels\n", *perHost, *perHost)
+		if df.mendProbe > 0 {
+			fmt.Printf("       a block touching j hosts: T_host(b) = (min(j, R)+1)δ + t + B(n)\n")
+		}
+	}
+	fmt.Println()
 	start := node.Mono()
-	job, err := launch.Start(*n, append([]string{self, "agent"}, df.args()...), launch.Options{})
+	job, err := launch.Start(*n, append([]string{self, "agent"}, df.args()...), opts)
 	if err != nil {
 		return err
 	}
@@ -126,9 +176,24 @@ drain:
 		}
 		f := len(sc.kills)
 		bound, name := time.Duration(hb.Bound(f, alive, int64(df.delta), int64(t))), fmt.Sprintf("T(%d)", f)
-		if sc.block() && df.mendProbe > 0 {
-			// Block mending (hb/mend.go): one block is bounded like one failure.
+		if sc.block(killed) && df.mendProbe > 0 {
+			// Block mending (hb/mend.go): a block within the window is
+			// bounded like one failure; with host labels a round also
+			// takes in the rest of its host, so a whole host is one round.
 			bound, name = time.Duration(hb.BlockBound(f, df.mendProbe, alive, int64(df.delta), int64(t))), fmt.Sprintf("T_block(%d)", f)
+			if *perHost > 0 {
+				hosts := map[uint32]bool{}
+				for _, k := range sc.kills {
+					hosts[k.rank/uint32(*perHost)] = true
+				}
+				hbound := time.Duration(hb.HostBlockBound(f, len(hosts), df.mendProbe, alive, int64(df.delta), int64(t)))
+				if hbound <= bound {
+					bound, name = hbound, fmt.Sprintf("T_host(%d, %d host)", f, len(hosts))
+					if len(hosts) > 1 {
+						name += "s"
+					}
+				}
+			}
 		}
 		fmt.Printf("\nScenario %d: %s (f = %d, n = %d, %s = %v)\n", i+1, sc.name, f, alive, name, bound.Round(time.Millisecond))
 
@@ -200,8 +265,12 @@ drain:
 		}
 		var sums []summary
 		for _, k := range sc.kills {
-			s := summary{dead: k.rank, count: len(learned[k.rank])}
+			s := summary{dead: k.rank}
 			for r, at := range learned[k.rank] {
+				if killed[r] { // learned it, then was killed too
+					continue
+				}
+				s.count++
 				if at > s.at {
 					s.at, s.rank = at, r
 				}
