@@ -55,21 +55,33 @@ func FromEnvironment(ctx context.Context) (bootstrap.Bootstrap, error) {
 // the local launcher's address exchange: for tests, examples and programs
 // that start every rank themselves.
 type LocalJob struct {
-	srv *local.Server
+	srv     *local.Server
+	perHost int
 }
 
 // NewLocalJob starts the address exchange of a job of size ranks.
 func NewLocalJob(size int) (*LocalJob, error) {
+	return NewLocalJobHosts(size, 0)
+}
+
+// NewLocalJobHosts is NewLocalJob with the ranks pretended to be placed
+// perHost per host (rank r on host r/perHost; 0: no hosts): Join then
+// gives the detector these host labels, for host-aware block mending in
+// one process, as `vigil run -ranks-per-host` does for agents.
+func NewLocalJobHosts(size, perHost int) (*LocalJob, error) {
+	if perHost < 0 {
+		return nil, fmt.Errorf("vigil: %d ranks per host, want ≥ 0", perHost)
+	}
 	srv, err := local.NewServer(size)
 	if err != nil {
 		return nil, err
 	}
-	return &LocalJob{srv: srv}, nil
+	return &LocalJob{srv: srv, perHost: perHost}, nil
 }
 
 // Bootstrap returns rank r's bootstrap (Config.Bootstrap).
 func (j *LocalJob) Bootstrap(r int) bootstrap.Bootstrap {
-	return local.NewClient(j.srv.Identity(uint32(r)))
+	return local.NewClientHosts(j.srv.Identity(uint32(r)), j.perHost)
 }
 
 // Close stops the address exchange.

@@ -105,6 +105,7 @@ type Detector struct {
 	region    *shm.Region
 	published string
 	transport string
+	hosts     []string        // the host of every rank given to the node (nil: none)
 	verbs     *verbsTransport // over verbs: for VerbsStats
 }
 
@@ -222,9 +223,15 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.Node, d.verbs = nd, vt
+	d.Node, d.verbs, d.hosts = nd, vt, nc.Hosts
 	return d, nil
 }
+
+// Hosts returns the host of every rank, indexed by rank, that the detector
+// was given for host-aware block mending (Config.Hosts, else the
+// bootstrap's), or nil when none; the detector ignores hosts that name
+// fewer than two.
+func (d *Detector) Hosts() []string { return d.hosts }
 
 // VerbsTransport opens the verbs transport of bs's rank (on the device
 // named by VIGIL_VERBS_DEVICE, default the one carrying VIGIL_VERBS_NETDEV

@@ -150,3 +150,62 @@ func TestJoinFailureDoesNotHangTheOthers(t *testing.T) {
 		t.Fatalf("took %v: the others waited for the failed rank", took)
 	}
 }
+
+// NewLocalJobHosts pretends hosts in one process: Join gives the detector
+// the host labels, and a whole host crashing at once (its ranks closed
+// without a LEAVE) is reported by every survivor, and nothing else, with
+// a probe window of 1 so that the host's labels carry the mending.
+func TestLocalJobHosts(t *testing.T) {
+	const n, perHost = 6, 3
+	if _, err := vigil.NewLocalJobHosts(n, -1); err == nil {
+		t.Fatal("-1 ranks per host accepted")
+	}
+	job, err := vigil.NewLocalJobHosts(n, perHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	ds := make([]*vigil.Detector, n)
+	errs := make(chan error, n)
+	for r := range ds {
+		go func() {
+			cfg := vigil.DefaultConfig()
+			cfg.Bootstrap, cfg.Heartbeat = job.Bootstrap(r), "udp"
+			cfg.HeartbeatPeriod, cfg.SuspectTimeout, cfg.MendProbe = 20*time.Millisecond, 300*time.Millisecond, 1
+			d, err := vigil.Join(context.Background(), cfg)
+			ds[r] = d
+			errs <- err
+		}()
+	}
+	for range ds {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r, d := range ds {
+		if got := strings.Join(d.Hosts(), ","); got != "host0,host0,host0,host1,host1,host1" {
+			t.Fatalf("rank %d's hosts %s", r, got)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	for r := perHost; r < n; r++ { // host 1 crashes
+		ds[r].Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for r := range perHost {
+		defer ds[r].Close()
+		got, evs := map[int]bool{}, ds[r].Events()
+		for len(got) < n-perHost {
+			select {
+			case ev := <-evs:
+				if int(ev.Rank) < perHost || ev.Left {
+					t.Fatalf("rank %d reported %+v, want the crash of a rank of host 1", r, ev)
+				}
+				got[int(ev.Rank)] = true
+			case <-ctx.Done():
+				t.Fatalf("rank %d learned only %v of host 1", r, got)
+			}
+		}
+	}
+}

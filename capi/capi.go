@@ -527,11 +527,17 @@ func vigil_start() C.int {
 
 // joinConfig is the ring mode's vigil.Join configuration: TCP, with
 // shared-memory heartbeats unless VIGIL_HEARTBEAT=udp, through inst.bs
-// (which inst keeps and closes). With vigil_config.peers the rank listens
-// on listen_addr or its own entry, and the environment's address settings
-// do not apply.
+// (which inst keeps and closes). The host of every rank, for host-aware
+// block mending, is the bootstrap's: with an allgather the hosts
+// vigil_start gathered, from the environment the launcher's (PMIx's nodes,
+// the local launcher's pretended hosts). With vigil_config.peers the rank
+// listens on listen_addr or its own entry, and the environment's address
+// settings do not apply.
 func (inst *instance) joinConfig() vigil.Config {
 	cfg := vigil.Config{Config: inst.cfg, Bootstrap: inst.bs, Transport: "tcp", Heartbeat: "shm", Addresses: inst.addr}
+	if cfg.Hosts == nil {
+		cfg.Hosts = bootstrap.Hosts(inst.bs)
+	}
 	if inst.udpOnly {
 		cfg.Heartbeat = "udp"
 	}

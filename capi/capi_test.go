@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
 	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/launch"
@@ -252,11 +253,23 @@ func TestCExplicitSporadic(t *testing.T) {
 
 // TestCDetectLocalLauncher runs detect.c under Vigil's local launcher
 // (vigil_init_from_env without PMIx).
-func TestCDetectLocalLauncher(t *testing.T) {
+func TestCDetectLocalLauncher(t *testing.T) { detectLocal(t, 4, []uint32{0}) }
+
+// TestCDetectPretendedHostCrash: under the local launcher with pretended
+// hosts of 2 ranks (VIGIL_RANKS_PER_HOST, which libvigil passes on as host
+// labels), host 1 is killed as a block and every survivor reports both of
+// its ranks, and nothing else.
+func TestCDetectPretendedHostCrash(t *testing.T) {
+	detectLocal(t, 4, []uint32{2, 3}, bootstrap.EnvRanksPerHost+"=2")
+}
+
+// detectLocal runs n ranks of detect.c under the local launcher, kills the
+// victims at once with SIGKILL, and checks that every survivor reports each
+// of them, and nothing else.
+func detectLocal(t *testing.T, n int, victims []uint32, env ...string) {
 	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
-	const n, victim = 4, 0
 	job, err := launch.Start(n, []string{bin}, launch.Options{
-		ExtraEnv: []string{"VIGIL_H=20ms", "VIGIL_DELTA=1s", "PMIX_RANK=", "PMIX_NAMESPACE="}})
+		ExtraEnv: append([]string{"VIGIL_H=20ms", "VIGIL_DELTA=1s", "PMIX_RANK=", "PMIX_NAMESPACE="}, env...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,21 +280,24 @@ func TestCDetectLocalLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	job.Signal(victim, syscall.SIGKILL)
-	got := map[uint32]bool{}
-	for len(got) < n-1 {
+	for _, v := range victims {
+		job.Signal(v, syscall.SIGKILL)
+	}
+	type report struct{ rank, dead uint32 }
+	got := map[report]bool{}
+	for len(got) < (n-len(victims))*len(victims) {
 		select {
 		case l, ok := <-job.Lines:
 			if !ok {
 				t.Fatal("the job's output ended")
 			}
-			if l.Ev == "dead" && l.Dead == victim && !l.Left {
-				got[l.Rank] = true
-			} else if l.Ev == "dead" {
+			if l.Ev == "dead" && slices.Contains(victims, l.Dead) && !slices.Contains(victims, l.Rank) && !l.Left {
+				got[report{l.Rank, l.Dead}] = true
+			} else if l.Ev == "dead" && !slices.Contains(victims, l.Rank) {
 				t.Errorf("unexpected report %+v", l)
 			}
 		case <-ctx.Done():
-			t.Fatalf("survivors reporting rank %d: %v", victim, got)
+			t.Fatalf("survivors reporting ranks %v: %v", victims, got)
 		}
 	}
 }

@@ -200,7 +200,8 @@ func Join() (*Client, error) {
 }
 
 // Hosts implements bootstrap.HostLister: the pretended host of every rank
-// ("host<r/k>") when bootstrap.EnvRanksPerHost = k was set, else nil.
+// ("host<r/k>") when bootstrap.EnvRanksPerHost = k was set, or k was given
+// to NewClientHosts, else nil.
 func (c *Client) Hosts() []string {
 	if c.perHost == 0 {
 		return nil
@@ -214,6 +215,13 @@ func (c *Client) Hosts() []string {
 
 // NewClient returns the bootstrap for an explicit identity (in-process use).
 func NewClient(id bootstrap.Identity) *Client { return &Client{id: id} }
+
+// NewClientHosts is NewClient with the ranks pretended to be placed
+// perHost per host (rank r on host r/perHost; 0: no hosts), as
+// bootstrap.EnvRanksPerHost does for Join.
+func NewClientHosts(id bootstrap.Identity, perHost int) *Client {
+	return &Client{id: id, perHost: max(perHost, 0)}
+}
 
 // Rank implements bootstrap.Bootstrap.
 func (c *Client) Rank() uint32 { return c.id.Rank }
