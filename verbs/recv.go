@@ -2,6 +2,7 @@ package verbs
 
 /*
 #cgo nocallback vv_ring_poll
+#cgo nocallback vv_ring_recover
 #include <stdlib.h>
 #include "vverbs.h"
 */
@@ -67,6 +68,9 @@ func (q *QP) NewRecvRing(n, size int) (*RecvRing, error) {
 		mr.destroy()
 		return nil, newError("ibv_post_recv(ring)", int(en))
 	}
+	if q.typ == UD && q.sendCQ != q.recvCQ {
+		st.ud, st.port, st.qkey, st.psn = 1, C.int(q.port), C.uint32_t(q.qkey), C.uint32_t(q.psn)
+	}
 	r := &RecvRing{qp: q, cq: q.recvCQ, mr: mr, st: st, n: n, size: slot, grh: grh}
 	if err := q.pd.c.track(r); err != nil {
 		r.destroy()
@@ -79,7 +83,9 @@ func (q *QP) NewRecvRing(n, size int) (*RecvRing, error) {
 // 16 receive completions and calls fn for each: msg is the payload (GRH
 // stripped for UD) in the ring's registered memory, valid only until the
 // next Poll; for a failed completion msg is nil and wc.Err() says why. fn
-// must not call Poll. It returns the number of completions.
+// must not call Poll. It returns the number of completions. When it had
+// to recover the QP (see RecvRing) and could not, it returns the error
+// without calling fn.
 func (r *RecvRing) Poll(fn func(wc *WC, msg []byte)) (int, error) {
 	if r.st == nil {
 		return 0, ErrClosed
@@ -87,6 +93,9 @@ func (r *RecvRing) Poll(fn func(wc *WC, msg []byte)) (int, error) {
 	n, err := C.vv_ring_poll(r.st)
 	if n <= C.VV_EREPOST {
 		return 0, newError("ibv_post_recv(ring repost)", int(C.VV_EREPOST-n))
+	}
+	if n == C.VV_ERECOVER {
+		return 0, r.recoverErr()
 	}
 	if n < 0 {
 		return 0, newError("ibv_poll_cq(recv ring)", errnoOf(err))
@@ -109,6 +118,49 @@ func (r *RecvRing) Poll(fn func(wc *WC, msg []byte)) (int, error) {
 
 // Reposted returns how many buffers the ring has reposted so far.
 func (r *RecvRing) Reposted() uint64 { return uint64(r.st.reposted) }
+
+// Errors returns the error completions other than flushes, by status,
+// since the ring was created (their buffers were reposted).
+func (r *RecvRing) Errors() map[WCStatus]uint64 {
+	m := map[WCStatus]uint64{}
+	for s, k := range r.st.errs {
+		if k > 0 {
+			m[WCStatus(s)] = uint64(k)
+		}
+	}
+	return m
+}
+
+// Flushed returns how many completions were flushes (the QP was in the
+// error state), including those a recovery dropped.
+func (r *RecvRing) Flushed() uint64 { return uint64(r.st.flushed) }
+
+// Recoveries returns how many times the ring brought its UD QP back from
+// the error state.
+func (r *RecvRing) Recoveries() uint64 { return uint64(r.st.recoveries) }
+
+// Recover brings the ring's UD QP back to RTS from any state (RESET, INIT,
+// RTR, RTS with its port, Q_Key and PSN) and reposts every buffer, as Poll
+// does by itself after an error completion that left the QP in the error
+// state; use it when the QP failed without one (an asynchronous QP event,
+// a flushed send). Sends not completed yet are discarded, some without a
+// completion. Do not call it concurrently with Poll.
+func (r *RecvRing) Recover() error {
+	if r.st == nil {
+		return ErrClosed
+	}
+	if r.st.ud == 0 {
+		return fmt.Errorf("verbs: RecvRing.Recover: a %v QP, or one sharing its send and receive CQ", r.qp.typ)
+	}
+	if C.vv_ring_recover(r.st) != 0 {
+		return r.recoverErr()
+	}
+	return nil
+}
+
+func (r *RecvRing) recoverErr() error {
+	return newError("recovering the UD QP: "+C.GoString(r.st.recover_op), int(r.st.recover_err))
+}
 
 // Close frees the ring's state and deregisters and unmaps its buffers. Close
 // or reset the QP first: buffers still posted belong to the device.

@@ -603,14 +603,94 @@ int vv_ring_poll(struct vv_ring *r)
 	int n = ibv_poll_cq(r->cq, VV_BATCH, wc);
 	if (n < 0)
 		return VV_EPOLL;
+	int errs = 0;
 	for (int i = 0; i < n; i++) {
 		copy_wc(&r->wc[i], &wc[i]);
-		// A flushed receive (QP in error) is not reposted: posting to an
-		// errored QP would only flush it again.
-		if (wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id < r->n)
-			r->pending[r->npending++] = (uint32_t)wc[i].wr_id;
+		if (wc[i].wr_id >= r->n)
+			continue;
+		if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
+			// The QP is in the error state: posting to it would only
+			// flush the buffer again.
+			r->flushed++;
+			continue;
+		}
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			unsigned s = (unsigned)wc[i].status;
+			r->errs[s < VV_WC_STATUSES ? s : VV_WC_STATUSES - 1]++;
+			errs++;
+		}
+		r->pending[r->npending++] = (uint32_t)wc[i].wr_id;
+	}
+	if (errs && r->ud) {
+		int st;
+		if (vv_qp_state(r->qp, &st) == 0 && st == IBV_QPS_ERR && vv_ring_recover(r))
+			return VV_ERECOVER;
 	}
 	return n;
+}
+
+// ring_modify moves the ring's QP to state (INIT takes the ring's port and
+// qkey, RTS its psn), recording the failed step in the ring.
+static int ring_modify(struct vv_ring *r, enum ibv_qp_state state, const char *op)
+{
+	struct ibv_qp_attr at;
+	memset(&at, 0, sizeof(at));
+	at.qp_state = state;
+	int mask = IBV_QP_STATE;
+	if (state == IBV_QPS_INIT) {
+		at.pkey_index = 0;
+		at.port_num = (uint8_t)r->port;
+		at.qkey = r->qkey;
+		mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+	} else if (state == IBV_QPS_RTS) {
+		at.sq_psn = r->psn & 0xffffff;
+		mask |= IBV_QP_SQ_PSN;
+	}
+	int rc = ibv_modify_qp(r->qp, &at, mask);
+	if (rc) {
+		r->recover_err = rc;
+		r->recover_op = op;
+	}
+	return rc;
+}
+
+int vv_ring_recover(struct vv_ring *r)
+{
+	int rc;
+	if ((rc = ring_modify(r, IBV_QPS_RESET, "ibv_modify_qp(RESET)")))
+		return rc;
+	// RESET discarded every posted buffer; the flushes it or the error
+	// state produced are on the CQ (the ring's alone): drop them.
+	struct ibv_wc wc[VV_BATCH];
+	int k;
+	while ((k = ibv_poll_cq(r->cq, VV_BATCH, wc)) > 0)
+		r->flushed += (uint64_t)k;
+	if (k < 0) {
+		r->recover_err = EIO;
+		r->recover_op = "ibv_poll_cq(recover)";
+		return EIO;
+	}
+	if ((rc = ring_modify(r, IBV_QPS_INIT, "ibv_modify_qp(INIT)")) ||
+	    (rc = ring_modify(r, IBV_QPS_RTR, "ibv_modify_qp(RTR)")) ||
+	    (rc = ring_modify(r, IBV_QPS_RTS, "ibv_modify_qp(RTS)")))
+		return rc;
+	// Every buffer goes back except those awaiting their repost at the
+	// next poll (the caller may still be reading them).
+	for (uint32_t i = 0; i < r->n; i++) {
+		int held = 0;
+		for (int j = 0; j < r->npending; j++)
+			held |= r->pending[j] == i;
+		if (held)
+			continue;
+		if ((rc = vv_post_recv(r->qp, i, r->base + (uint64_t)i * r->size, r->size, r->lkey))) {
+			r->recover_err = rc;
+			r->recover_op = "ibv_post_recv(recover)";
+			return rc;
+		}
+		r->reposted++;
+	}
+	r->recoveries++;
+	return 0;
 }
 
 // ---- benchmark support ----------------------------------------------------

@@ -15,6 +15,7 @@ enum {
 	VV_EFULL = -2,     // send queue full and no completion came in time
 	VV_EPOLL = -3,     // ibv_poll_cq failed
 	VV_EFOREIGN = -4,  // a completion that is not ours on a writer CQ
+	VV_ERECOVER = -5,  // vv_ring_poll: bringing the UD QP back to RTS failed (see recover_err)
 	VV_EREPOST = -100, // vv_ring_poll: ibv_post_recv failed with errno VV_EREPOST-rc
 };
 
@@ -163,9 +164,18 @@ int vv_hbw_sync(struct vv_hbw *w, int post_fence, uint64_t *outstanding);
 
 // ---- receive ring ---------------------------------------------------------
 
+// VV_WC_STATUSES bounds the error counters of a ring: ibv_wc_status values
+// at or above it are counted in the last one.
+#define VV_WC_STATUSES 32
+
 // vv_ring is a ring of n receive buffers of size bytes each in one
 // registered region; wr_id is the buffer index. Buffers handed out by a poll
-// are reposted at the start of the next poll.
+// are reposted at the start of the next poll: those of successful
+// completions and those of error completions other than flushes (a flushed
+// buffer went back because the QP is in the error state). With ud set, an
+// error completion that left the UD QP in the error state brings it back
+// to RTS (RESET, INIT, RTR, RTS with port, qkey and psn) and reposts every
+// buffer, so the ring keeps its n buffers.
 struct vv_ring {
 	struct ibv_qp *qp;
 	struct ibv_cq *cq;
@@ -175,14 +185,27 @@ struct vv_ring {
 	uint32_t pending[VV_BATCH];
 	struct vv_wc wc[VV_BATCH];
 	uint64_t reposted;
+	uint64_t errs[VV_WC_STATUSES]; // non-flush error completions by status
+	uint64_t flushed;              // flushed completions (buffer not reposted)
+	uint64_t recoveries;           // UD QP brought back from the error state
+	int ud, port;                  // recovery parameters (ud = 0: none)
+	uint32_t qkey, psn;
+	int recover_err;               // errno of the failed recovery step
+	const char *recover_op;        // that step
 };
 struct vv_ring *vv_ring_new(struct ibv_qp *qp, struct ibv_cq *cq, uint64_t base, uint32_t n,
 			    uint32_t size, uint32_t lkey, int *err);
 void vv_ring_free(struct vv_ring *r);
 // vv_ring_poll reposts the previous batch, then polls up to VV_BATCH
-// completions into r->wc. Returns n >= 0, VV_EPOLL, or VV_EREPOST-errno
-// when reposting failed.
+// completions into r->wc, and recovers the UD QP (see struct vv_ring) when
+// one of them is an error that left it in the error state. Returns n >= 0,
+// VV_EPOLL, VV_ERECOVER, or VV_EREPOST-errno when reposting failed.
 int vv_ring_poll(struct vv_ring *r);
+// vv_ring_recover moves the ring's UD QP to RESET, drops the completions
+// left on the ring's CQ, moves the QP back to RTS and posts every buffer
+// not awaiting its repost. Returns 0 or an errno (r->recover_op names the
+// step).
+int vv_ring_recover(struct vv_ring *r);
 
 
 

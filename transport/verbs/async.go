@@ -105,9 +105,11 @@ type failure struct{ err error }
 // failStop fails the transport for good: its UD QP, one of its CQs or the
 // device is gone, so it can neither send nor receive a message. Recovering
 // (moving the UD QP back to RTS and reposting the receive ring) is
-// possible only for a QP error, and a UD QP enters the error state only on
-// a local error (a bug or a corrupted resource) that would come back;
-// CQ and device errors cannot be recovered at all. So the transport
+// possible only for a QP error, and apart from a receive error completion
+// (which the receive ring recovers from by itself: see ibv.RecvRing) a UD
+// QP enters the error state only on a local error (a bug or a corrupted
+// resource) that would come back; CQ and device errors cannot be
+// recovered at all. So the transport
 // stops: SendHeartbeat and Send fail with ErrFailed from now on (counted
 // in HeartbeatsDropped and MsgsDropped), its RC heartbeat writes stop
 // with them, its observer suspects it after δ and the job evicts it, as it
