@@ -74,6 +74,18 @@ type Line struct {
 	BcastsForwarded uint64 `json:"bcasts_forwarded,omitempty"`
 	Bad             uint64 `json:"bad,omitempty"`
 	LoopWakes       uint64 `json:"loop_wakes,omitempty"`
+	// Node counters since the start, as on the metrics endpoint: crashed
+	// ranks learned (own detections included), ranks learned to have
+	// left cleanly, crashes this rank's observer detected, agreement
+	// decisions reached.
+	DeathsLearned uint64 `json:"deaths_learned,omitempty"`
+	Departures    uint64 `json:"departures,omitempty"`
+	Reported      uint64 `json:"reported,omitempty"`
+	Agreements    uint64 `json:"agreements,omitempty"`
+	// RejectedBy is Rejected per reason (wire.Reason names, as the
+	// metrics endpoint's vigil_frames_rejected_total{reason}), only the
+	// reasons seen so far.
+	RejectedBy map[string]uint64 `json:"rejected_by,omitempty"`
 }
 
 // MarshalJSON writes l, with dead and detector on every "dead" line even
@@ -112,6 +124,7 @@ type Job struct {
 	Lines <-chan Line
 	srv   *local.Server
 	wg    sync.WaitGroup
+	ready []Line // by rank, as WaitReady read them
 }
 
 // Options tunes Start.
@@ -212,6 +225,9 @@ func (j *Job) Stop(grace time.Duration) {
 func (j *Job) WaitReady(ctx context.Context) ([]Line, error) {
 	ready := map[uint32]bool{}
 	var other []Line
+	if j.ready == nil {
+		j.ready = make([]Line, len(j.Procs))
+	}
 	for len(ready) < len(j.Procs) {
 		select {
 		case l, ok := <-j.Lines:
@@ -220,6 +236,9 @@ func (j *Job) WaitReady(ctx context.Context) ([]Line, error) {
 			}
 			if l.Ev == "ready" {
 				ready[l.Rank] = true
+				if int(l.Rank) < len(j.ready) {
+					j.ready[l.Rank] = l
+				}
 			} else {
 				other = append(other, l)
 			}
@@ -229,3 +248,7 @@ func (j *Job) WaitReady(ctx context.Context) ([]Line, error) {
 	}
 	return other, nil
 }
+
+// Ready returns the "ready" line of every rank, indexed by rank, as
+// WaitReady read them (a zero Line for a rank it has not seen ready).
+func (j *Job) Ready() []Line { return append([]Line(nil), j.ready...) }

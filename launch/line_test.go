@@ -2,6 +2,7 @@ package launch
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -24,7 +25,7 @@ func TestLineRankZero(t *testing.T) {
 		t.Errorf("%s: dead twice", b)
 	}
 	var back Line
-	if err := json.Unmarshal(b, &back); err != nil || back != l {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, l) {
 		t.Errorf("read back %+v, %v; want %+v", back, err, l)
 	}
 	b, _ = json.Marshal(Line{Ev: "ready", Rank: 0, Addr: "127.0.0.1:1"})
@@ -47,8 +48,25 @@ func TestLineSchemaRoundTrip(t *testing.T) {
 		}
 	}
 	var back Line
-	if err := json.Unmarshal(b, &back); err != nil || back != l {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, l) {
 		t.Errorf("read back %+v, %v; want %+v", back, err, l)
+	}
+	// A stats line carries the node counters and the rejections per
+	// reason.
+	st := Line{V: SchemaVersion, Ev: "stats", Rank: 0, Mono: 19, Rejected: 3, DeathsLearned: 2, Departures: 1,
+		Reported: 1, Agreements: 4, RejectedBy: map[string]uint64{"bad_tag": 2, "stale": 1}}
+	if b, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"deaths_learned":2`, `"departures":1`, `"reported":1`, `"agreements":4`,
+		`"rejected_by":{"bad_tag":2,"stale":1}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	back = Line{}
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, st) {
+		t.Errorf("read back %+v, %v; want %+v", back, err, st)
 	}
 	// A line without "v" (printed before the schema had a version) reads
 	// as version 0.

@@ -104,7 +104,9 @@ func agentMain(args []string) error {
 			RealTime: st.Emitter.RealTime, NativeEmitter: st.Emitter.Native, ProcessRT: st.ProcessRT,
 			HeartbeatsSent: st.Transport.HeartbeatsSent, MsgsSent: st.Transport.MsgsSent, MsgsRecv: st.Transport.MsgsRecv,
 			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
-			Bad: st.BadMessages, LoopWakes: st.LoopWakes})
+			Bad: st.BadMessages, LoopWakes: st.LoopWakes,
+			DeathsLearned: st.DeathsLearned, Departures: st.Departures, Reported: st.Reported, Agreements: st.AgreementsDecided,
+			RejectedBy: st.Transport.Rejected})
 	}
 	var failCheck <-chan time.Time // the transport failing for good: only verbs can
 	if nd.Transport() == "verbs" {

@@ -24,9 +24,16 @@ import (
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
 
+// daemonSchemaVersion is the version of `vigil daemon`'s output lines
+// (daemonLine.V), a format of its own beside the agent's. It grows when a
+// field changes meaning or goes away, not when one is added.
+const daemonSchemaVersion = 1
+
 // daemonLine is one JSON line of `vigil daemon`: ready, a failure event
-// (node or proc), or attached (in -attach mode).
+// (node or proc), evicted, or attached (in -attach mode).
 type daemonLine struct {
+	// V is the schema version (daemonSchemaVersion) on every line.
+	V int `json:"v"`
 	daemon.Event
 	Mono int64 `json:"mono"`
 	// Self is the printing daemon's node (daemon mode) or rank (attach mode).
@@ -171,14 +178,14 @@ func daemonMain(args []string) error {
 		metrics = m.Addr()
 	}
 	evs := d.Events()
-	out.Encode(daemonLine{Event: daemon.Event{Kind: "ready", Node: d.Node()}, Self: d.Node(), Mono: node.Mono(), Pid: os.Getpid(),
+	out.Encode(daemonLine{V: daemonSchemaVersion, Event: daemon.Event{Kind: "ready", Node: d.Node()}, Self: d.Node(), Mono: node.Mono(), Pid: os.Getpid(),
 		Metrics: metrics})
 	for {
 		select {
 		case ev := <-evs:
-			out.Encode(daemonLine{Event: ev, Self: d.Node(), Mono: ev.DeliveredMono})
+			out.Encode(daemonLine{V: daemonSchemaVersion, Event: ev, Self: d.Node(), Mono: ev.DeliveredMono})
 		case <-d.Evicted():
-			out.Encode(daemonLine{Event: daemon.Event{Kind: "evicted", Node: d.Node()}, Self: d.Node(), Mono: node.Mono()})
+			out.Encode(daemonLine{V: daemonSchemaVersion, Event: daemon.Event{Kind: "evicted", Node: d.Node()}, Self: d.Node(), Mono: node.Mono()})
 			return fmt.Errorf("daemon: node %d was declared dead by the other daemons (paused or cut off for longer than δ): exiting", d.Node())
 		case <-sigs:
 			return nil
@@ -202,7 +209,7 @@ func attachMain(path string, rank int, out *json.Encoder, sigs <-chan os.Signal)
 	if err != nil {
 		return err
 	}
-	out.Encode(daemonLine{Event: daemon.Event{Kind: "attached", Rank: ranks.Rank(rank), Node: cl.Node()},
+	out.Encode(daemonLine{V: daemonSchemaVersion, Event: daemon.Event{Kind: "attached", Rank: ranks.Rank(rank), Node: cl.Node()},
 		Self: ranks.Rank(rank), Mono: node.Mono(), Pid: os.Getpid()})
 	evs := cl.Events()
 	for {
@@ -211,7 +218,7 @@ func attachMain(path string, rank int, out *json.Encoder, sigs <-chan os.Signal)
 			if !ok {
 				return errors.New("daemon: the node's daemon closed the connection")
 			}
-			out.Encode(daemonLine{Event: ev, Self: ranks.Rank(rank), Mono: ev.DeliveredMono})
+			out.Encode(daemonLine{V: daemonSchemaVersion, Event: ev, Self: ranks.Rank(rank), Mono: ev.DeliveredMono})
 		case <-sigs:
 			return cl.Close(true)
 		}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -418,6 +420,37 @@ func TestE2ERunCommand(t *testing.T) {
 	}
 }
 
+// TestE2ERunMetrics: `vigil run -metrics-addr 127.0.0.1:0` passes the flag
+// on to its agents, each serving on its own free port, and prints every
+// rank's endpoint, which answers while the job runs.
+func TestE2ERunMetrics(t *testing.T) {
+	cmd := exec.Command(vigilBin, "run", "-n", "2", "-t", "20s", "-metrics-addr", "127.0.0.1:0")
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	re := regexp.MustCompile(`^rank (\d): metrics at http://(127\.0\.0\.1:\d+)/metrics$`)
+	addrs := map[string]string{}
+	for sc := bufio.NewScanner(out); len(addrs) < 2 && sc.Scan(); {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			addrs[m[1]] = m[2]
+		}
+	}
+	if len(addrs) != 2 || addrs["0"] == addrs["1"] {
+		t.Fatalf("endpoints %v, want one per rank, each on its own port", addrs)
+	}
+	for r, a := range addrs {
+		if m := scrape(t, a); m[`vigil_agent_info{rank="`+r+`",size="2",transport="tcp"}`] != 1 {
+			t.Errorf("rank %s's endpoint %s: no vigil_agent_info for it: %v", r, a, m)
+		}
+	}
+}
+
 // TestE2ERealTimeProcess: with -realtime-process every thread of an agent
 // runs real-time (SCHED_RR at 1), the heartbeat thread alone SCHED_FIFO at
 // priority 2, the agents
@@ -499,6 +532,8 @@ func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 		{[]string{"run", "-no-such-flag"}, nil, "-no-such-flag", 2},
 		{[]string{"run", "-n", "2", "-log-level", "loud"}, nil, "-log-level \"loud\"", 2},
 		{[]string{"agent", "-metrics-addr", "9464"}, nil, "-metrics-addr \"9464\"", 2},
+		{[]string{"run", "-n", "2", "-metrics-addr", "127.0.0.1:9464"}, nil, "give port 0", 2},
+		{[]string{"demo", "-ranks-per-host", "9"}, nil, "-ranks-per-host 9", 2},
 		{[]string{"agent", "-stats-every", "-1s"}, nil, "-stats-every -1s", 2},
 		{[]string{"agent", "-agree-loop", "-3"}, nil, "-agree-loop -3", 2},
 		{[]string{"daemon", "-log-level", "chatty"}, nil, "-log-level \"chatty\"", 2},
@@ -566,10 +601,41 @@ func TestE2EStatsWhileRunning(t *testing.T) {
 			if last.HeartbeatsSent == 0 || last.LoopWakes == 0 {
 				t.Fatalf("stats line without counters: %+v", last)
 			}
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("stats lines per rank %v after 10 s, want ≥ 2 each (rank 1: ≥ 3 with SIGUSR1)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// After a crash, the survivors' stats lines count it: learned by both,
+	// reported by its observer alone.
+	j.kill(2)
+	j.waitComplete(3, map[uint32]bool{2: true}, 10*time.Second)
+	deadline = time.Now().Add(10 * time.Second)
+	j.mu.Lock()
+	from := len(j.lines)
+	j.mu.Unlock()
+	for {
+		j.mu.Lock()
+		var learned, reported uint64
+		seen := map[uint32]bool{}
+		for _, l := range j.lines[from:] {
+			if l.Ev == "stats" && !seen[l.Rank] {
+				seen[l.Rank] = true
+				learned += l.DeathsLearned
+				reported += l.Reported
+			}
+		}
+		j.mu.Unlock()
+		if len(seen) == 2 {
+			if learned != 2 || reported != 1 {
+				t.Fatalf("after the crash of rank 2: deaths learned %d, reported %d in the survivors' stats lines; want 2 and 1", learned, reported)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stats line from both survivors after the crash")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -262,8 +262,8 @@ func TestE2ELogJSON(t *testing.T) {
 }
 
 // TestE2EDaemonMetrics: `vigil daemon -metrics-addr 127.0.0.1:0` prints its
-// endpoint in the ready line and serves the same families, labelled with
-// its node.
+// endpoint in the ready line, which carries the schema version, and serves
+// the same families, labelled with its node.
 func TestE2EDaemonMetrics(t *testing.T) {
 	key, err := exec.Command(vigilBin, "keygen").Output()
 	if err != nil {
@@ -280,10 +280,14 @@ func TestE2EDaemonMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var ready struct{ Ev, Metrics string }
+	var ready struct {
+		V           int
+		Ev, Metrics string
+	}
 	sc := bufio.NewScanner(out)
-	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &ready) != nil || ready.Ev != "ready" || ready.Metrics == "" {
-		t.Fatalf("daemon's first line %q, want a ready line with metrics", sc.Text())
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &ready) != nil || ready.Ev != "ready" || ready.Metrics == "" ||
+		ready.V != daemonSchemaVersion {
+		t.Fatalf("daemon's first line %q, want a ready line with metrics and \"v\":%d", sc.Text(), daemonSchemaVersion)
 	}
 	m := scrape(t, ready.Metrics)
 	if m[`vigil_agent_info{node="0",nodes="1",transport="tcp"}`] != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -24,6 +25,7 @@ func runMain(args []string) error {
 	n := fs.Int("n", 4, "number of ranks")
 	dur := duration(fs, "t", 0, "stop the job after this long (0: until interrupted)")
 	perHost := fs.Int("ranks-per-host", 0, "pretend the ranks are placed this many per host (rank r on host r/k), for host-aware block mending on one machine (0: no hosts)")
+	metricsAddr := fs.String("metrics-addr", "", "every agent serves Prometheus metrics over HTTP at host:0/metrics, each on a free port, printed at start-up (the agents share the host, so the port must be 0; default: no endpoint)")
 	var df detectorFlags
 	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
 	var nf addrFlags
@@ -40,6 +42,9 @@ func runMain(args []string) error {
 	if err := df.validate(*n); err != nil {
 		return err
 	}
+	if err := checkRunMetricsAddr(*metricsAddr); err != nil {
+		return err
+	}
 	var opts launch.Options
 	if *perHost < 0 {
 		return fmt.Errorf("-ranks-per-host %d: want ≥ 0", *perHost)
@@ -50,7 +55,11 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	job, err := launch.Start(*n, append(append([]string{self, "agent"}, df.args()...), nf.args()...), opts)
+	argv := append(append([]string{self, "agent"}, df.args()...), nf.args()...)
+	if *metricsAddr != "" {
+		argv = append(argv, "-metrics-addr", *metricsAddr)
+	}
+	job, err := launch.Start(*n, argv, opts)
 	if err != nil {
 		return err
 	}
@@ -63,6 +72,11 @@ func runMain(args []string) error {
 	}
 	fmt.Printf("vigil: %d ranks up (h=%v δ=%v, %s over %s); kill any agent to see it reported\n",
 		*n, df.h, df.delta, df.broadcast, df.transport)
+	if *metricsAddr != "" {
+		for _, l := range job.Ready() {
+			fmt.Printf("rank %d: metrics at http://%s/metrics\n", l.Rank, l.Metrics)
+		}
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	var stop <-chan time.Time
@@ -88,4 +102,17 @@ func runMain(args []string) error {
 			return nil
 		}
 	}
+}
+
+// checkRunMetricsAddr checks vigil run's -metrics-addr (empty: no
+// endpoint): host:0, since every agent runs on this machine and a fixed
+// port cannot be shared.
+func checkRunMetricsAddr(addr string) error {
+	if err := checkMetricsAddr(addr); err != nil || addr == "" {
+		return err
+	}
+	if _, port, _ := net.SplitHostPort(addr); port != "0" {
+		return usageErrorf("-metrics-addr %q: vigil run's agents share this machine and cannot share a port: give port 0, such as 127.0.0.1:0 (each agent picks a free port, printed at start-up)", addr)
+	}
+	return nil
 }
