@@ -9,7 +9,9 @@ import (
 
 // chooseAddr sets the address to listen on and the function giving the
 // address to publish, from inst.addr: the environment's settings
-// (netaddr.FromEnv), with vigil_config.listen_addr as the bind address.
+// (netaddr.FromEnv), with vigil_config.listen_addr as the bind address;
+// across hosts, the address routing to the other ranks' hosts
+// (netaddr.ChooseFor).
 // With vigil_config.peers every address is given: this rank listens on
 // listen_addr or its own entry and publishes nothing.
 func (inst *instance) chooseAddr() error {
@@ -17,13 +19,7 @@ func (inst *instance) chooseAddr() error {
 		inst.publish = func(a string) (string, error) { return a, nil }
 		return nil
 	}
-	ifs, err := netaddr.Interfaces()
-	if err != nil {
-		return err
-	}
-	cfg := inst.addr
-	cfg.SpansHosts = netaddr.SpansHosts(bootstrap.Nodes(inst.bs))
-	c, err := netaddr.Choose(cfg, ifs)
+	c, err := netaddr.ChooseFor(inst.addr, bootstrap.Nodes(inst.bs))
 	if err != nil {
 		return err
 	}

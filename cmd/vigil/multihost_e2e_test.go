@@ -389,6 +389,96 @@ func multiHostScenarios(t *testing.T, run mhRun) {
 	t.Logf("whole job: %v", time.Since(start).Round(time.Millisecond))
 }
 
+// TestMultiHostRouteChoice runs `vigil agent`, then the C example
+// csrc/examples/detect.c (libvigil), without address settings across
+// three simulated hosts, two ranks each, where every host's first address
+// is a decoy in another subnet (mpitest.HostsOptions.Decoys) that the
+// other hosts cannot reach: each rank must publish (and, the C example,
+// listen on) the address its kernel routes to the other hosts from, its
+// bridge address, and a kill -9 must then be reported by every survivor,
+// exactly.
+func TestMultiHostRouteChoice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mpirun across network namespaces")
+	}
+	mpitest.NeedHosts(t)
+	const delta = 500 * time.Millisecond
+	t.Run("agent", func(t *testing.T) {
+		routeChoice(t, mhRun{
+			argv:  []string{pmixVigil(t), "agent", "-h", "20ms", "-delta", delta.String()},
+			delta: delta,
+			published: func(t *testing.T, m *mhJob, r uint32, _ int, _ netip.Addr) netip.AddrPort {
+				ap, err := netip.ParseAddrPort(m.ready[r].Addr)
+				if err != nil {
+					t.Fatalf("rank %d published %q: %v", r, m.ready[r].Addr, err)
+				}
+				return ap
+			},
+		})
+	})
+	t.Run("C", func(t *testing.T) {
+		routeChoice(t, mhRun{
+			argv:  []string{detectC(t)},
+			env:   []string{"VIGIL_H=20ms", "VIGIL_DELTA=" + delta.String()},
+			extra: []string{"-x", "VIGIL_H", "-x", "VIGIL_DELTA"},
+			delta: delta,
+			published: func(t *testing.T, _ *mhJob, r uint32, pid int, hostAddr netip.Addr) netip.AddrPort {
+				return checkListens(t, fmt.Sprintf("rank %d", r), pid, hostAddr)
+			},
+		})
+	})
+}
+
+// routeChoice is one job of TestMultiHostRouteChoice: run.argv as 3 × 2
+// ranks on hosts with decoys.
+func routeChoice(t *testing.T, run mhRun) {
+	const nh, ppn, n, victim = 3, 2, 6, 4
+	hosts := mpitest.NewHostsWith(t, nh, mpitest.HostsOptions{Decoys: true})
+	for i := range nh {
+		if a := hosts.FirstAddr(i); a != hosts.DecoyAddr(i) {
+			t.Fatalf("host %d's first address is %s, not its decoy %s", i, a, hosts.DecoyAddr(i))
+		}
+	}
+	j := hosts.Start(t, n, ppn, run.env, append([]string{"--map-by", "node"}, run.extra...), run.argv...)
+	m := newMHJob(t, j)
+	m.await("start", 60*time.Second, func() string {
+		if len(m.ready) < n {
+			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
+		}
+		return ""
+	})
+	ready := node.Mono()
+	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
+	var addrs []string
+	for r := range uint32(n) {
+		hi := hostOf[int(r)]
+		ap := run.published(t, m, r, pids[int(r)], hosts.Addr(hi))
+		if !hosts.Subnet().Contains(ap.Addr()) || ap.Addr() != hosts.Addr(hi) {
+			t.Fatalf("rank %d on host %s (bridge %s, decoy %s) published %s", r, hosts.Name(hi), hosts.Addr(hi), hosts.DecoyAddr(hi), ap)
+		}
+		addrs = append(addrs, ap.String())
+	}
+	t.Logf("published by rank, the hosts' first addresses being decoys: %s", strings.Join(addrs, " "))
+
+	gone, survivors := map[uint32]bool{victim: true}, map[uint32]bool{}
+	for r := range uint32(n) {
+		if r != victim {
+			survivors[r] = true
+		}
+	}
+	time.Sleep(time.Duration(ready+int64(2*time.Second+2*run.delta)-node.Mono()) + 300*time.Millisecond) // past the start grace
+	t0 := node.Mono()
+	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m.await("kill -9", 30*time.Second, func() string { return m.missing(gone, survivors) })
+	time.Sleep(2 * run.delta)
+	m.check("kill -9", gone, survivors, nil)
+	first, last := m.timing(t0, []uint32{victim}, survivors)
+	t.Logf("kill -9 rank %d (host %s): first survivor knew after %v, all %d after %v", victim, hosts.Name(hostOf[victim]),
+		first.Round(100*time.Microsecond), len(survivors), last.Round(100*time.Microsecond))
+}
+
 // TestMultiHostAddressSettings runs `vigil agent` with address flags
 // across two simulated hosts: a wildcard -bind with -if-include the hosts'
 // subnet publishes each host's own address; -if-include lo and

@@ -18,6 +18,8 @@ type Choice struct {
 	// AdvertisePort, when not 0, is published instead of the listener's
 	// port.
 	AdvertisePort uint16
+	// Why says how Advertise was chosen, for logs.
+	Why string
 }
 
 // Publish returns the address to publish for a listener bound to
@@ -40,7 +42,8 @@ func (c Choice) Publish(listenAddr string) (string, error) {
 }
 
 // Choose applies cfg to the interface list ifaces (Interfaces on a real
-// host) and returns the addresses to listen on and to publish:
+// host) and to routes, the routes to the other ranks' hosts (Routes; none
+// when unknown), and returns the addresses to listen on and to publish:
 //
 //   - Advertise, when set, is published; it must not be a wildcard, nor
 //     loopback when the job spans hosts.
@@ -50,12 +53,14 @@ func (c Choice) Publish(listenAddr string) (string, error) {
 //     ifaces: only up interfaces, only addresses that Include (when set)
 //     lists and Exclude does not, never link-local ones; a loopback one
 //     first when the job runs on this host alone, none at all when it
-//     spans hosts; IPv4 before IPv6, then interface order.
+//     spans hosts. Across hosts, the address the kernel sends from to the
+//     most other hosts (routes; routes to this host's own addresses are
+//     ignored) comes first; then IPv4 before IPv6, then interface order.
 //
 // The listener binds the Bind address when one is given (a wildcard
 // included), or else the published address, or every interface when the
 // published address is not one of ifaces'.
-func Choose(cfg Config, ifaces []Interface) (Choice, error) {
+func Choose(cfg Config, ifaces []Interface, routes ...Route) (Choice, error) {
 	s, err := cfg.parse()
 	if err != nil {
 		return Choice{}, err
@@ -67,14 +72,14 @@ func Choose(cfg Config, ifaces []Interface) (Choice, error) {
 		if cfg.SpansHosts && adv.IsLoopback() {
 			return Choice{}, errorf(n.Advertise, "%s is a loopback address, but the job's ranks run on several hosts", adv)
 		}
-		c.Advertise = adv
+		c.Advertise, c.Why = adv, "set by "+n.Advertise
 	case bind.IsValid() && !bind.IsUnspecified():
 		if cfg.SpansHosts && bind.IsLoopback() {
 			return Choice{}, errorf(n.Bind, "%s is a loopback address, but the job's ranks run on several hosts (set %s to listen here and publish another address)", bind, n.Advertise)
 		}
-		c.Advertise = bind
+		c.Advertise, c.Why = bind, "set by "+n.Bind
 	default:
-		if c.Advertise, err = pick(ifaces, s.inc, s.exc, cfg.SpansHosts, n); err != nil {
+		if c.Advertise, c.Why, err = pick(ifaces, routes, s.inc, s.exc, cfg.SpansHosts, n); err != nil {
 			return Choice{}, err
 		}
 	}
@@ -94,6 +99,12 @@ func Choose(cfg Config, ifaces []Interface) (Choice, error) {
 	return c, nil
 }
 
+// automatic reports whether Choose picks the published address from the
+// interfaces (and routes) rather than taking it from the settings.
+func (s settings) automatic() bool {
+	return !s.adv.IsValid() && (!s.bind.IsValid() || s.bind.IsUnspecified())
+}
+
 // usable reports whether ip may be published: not a wildcard, multicast
 // or link-local address (a link-local one needs a zone the other hosts do
 // not share).
@@ -102,8 +113,39 @@ func usable(ip netip.Addr) bool {
 		!ip.IsLinkLocalUnicast() && !ip.IsInterfaceLocalMulticast()
 }
 
-// pick is the automatic choice of Choose.
-func pick(ifaces []Interface, inc, exc List, spans bool, n Names) (netip.Addr, error) {
+// reach counts, for each source address of routes, the other hosts it
+// reaches (routes to loopback or to an address of ifaces lead to this
+// host), and returns how many other hosts routes name.
+func reach(ifaces []Interface, routes []Route) (map[netip.Addr]int, int) {
+	hosts := map[string]map[netip.Addr]bool{} // host → sources reaching it
+	for _, r := range routes {
+		dst := r.Dst.Unmap()
+		if !dst.IsValid() || dst.IsLoopback() || dst.IsUnspecified() || local(ifaces, dst) {
+			continue
+		}
+		if hosts[r.Host] == nil {
+			hosts[r.Host] = map[netip.Addr]bool{}
+		}
+		if r.Src.IsValid() {
+			hosts[r.Host][r.Src.Unmap()] = true
+		}
+	}
+	count := map[netip.Addr]int{}
+	for _, srcs := range hosts {
+		for src := range srcs {
+			count[src]++
+		}
+	}
+	return count, len(hosts)
+}
+
+// pick is the automatic choice of Choose; it returns the address and why.
+func pick(ifaces []Interface, routes []Route, inc, exc List, spans bool, n Names) (netip.Addr, string, error) {
+	var count map[netip.Addr]int
+	others := 0
+	if spans {
+		count, others = reach(ifaces, routes)
+	}
 	var best netip.Addr
 	rank := func(ip netip.Addr, loop bool) int { // lower is better
 		r := 0
@@ -113,7 +155,7 @@ func pick(ifaces []Interface, inc, exc List, spans bool, n Names) (netip.Addr, e
 		if !spans && !loop {
 			r += 2
 		}
-		return r
+		return r - 4*count[ip]
 	}
 	bestRank := 1 << 30
 	for _, ifc := range ifaces {
@@ -135,7 +177,18 @@ func pick(ifaces []Interface, inc, exc List, spans bool, n Names) (netip.Addr, e
 		}
 	}
 	if best.IsValid() {
-		return best, nil
+		var why string
+		switch k := count[best]; {
+		case !spans:
+			why = "every rank runs on this host"
+		case k > 0:
+			why = fmt.Sprintf("the route to %d of %d other hosts", k, others)
+		case others > 0:
+			why = fmt.Sprintf("the first usable address: no allowed address routes to the %d other hosts", others)
+		default:
+			why = "the first usable address: no route to another host known"
+		}
+		return best, why, nil
 	}
 	what := "no up interface has a usable address"
 	if !inc.Empty() {
@@ -147,7 +200,7 @@ func pick(ifaces []Interface, inc, exc List, spans bool, n Names) (netip.Addr, e
 	if spans {
 		what += " other than loopback, which is never published when the job's ranks run on several hosts"
 	}
-	return netip.Addr{}, errorf(n.Include, "%s (interfaces: %s); set %s to the interface or subnet of the network joining the hosts, or %s",
+	return netip.Addr{}, "", errorf(n.Include, "%s (interfaces: %s); set %s to the interface or subnet of the network joining the hosts, or %s",
 		what, describe(ifaces), n.Include, n.Advertise)
 }
 
@@ -176,14 +229,20 @@ func describe(ifaces []Interface) string {
 
 // ChooseFor is Choose on this machine's interfaces for a job whose ranks
 // run on nodes (the host of every rank, as bootstrap.Nodes gives it; nil
-// when unknown): cfg.SpansHosts is set from nodes.
+// when unknown): cfg.SpansHosts is set from nodes and, when the job spans
+// hosts and the address is to be picked automatically, the routes to the
+// hosts of nodes are looked up (Routes, within RouteTimeout).
 func ChooseFor(cfg Config, nodes []string) (Choice, error) {
 	ifs, err := Interfaces()
 	if err != nil {
 		return Choice{}, err
 	}
 	cfg.SpansHosts = SpansHosts(nodes)
-	return Choose(cfg, ifs)
+	var rs []Route
+	if s, err := cfg.parse(); err == nil && cfg.SpansHosts && s.automatic() {
+		rs = Routes(context.Background(), nodes)
+	}
+	return Choose(cfg, ifs, rs...)
 }
 
 // Publishing wraps exchange, a job's address exchange, so that it publishes

@@ -144,16 +144,20 @@ func TestPublish(t *testing.T) {
 	}
 }
 
-// FuzzChoose checks Choose's promises on any settings: no panic, a Bind
-// address that listens, and across hosts a published address that is
-// neither loopback nor a wildcard.
+// FuzzChoose checks Choose's promises on any settings and a route from
+// any source address: no panic, a Bind address that listens, and across
+// hosts a published address that is neither loopback nor a wildcard.
 func FuzzChoose(f *testing.F) {
-	f.Add("", "", "", "", true)
-	f.Add("0.0.0.0:7946", "", "ib0", "", true)
-	f.Add(":80", "203.0.113.7:9", "", "lo,eth0", false)
-	f.Add("[::]:0", "[::1]", "fd00::/8", "10.0.0.0/8", true)
-	f.Fuzz(func(t *testing.T, bind, adv, inc, exc string, spans bool) {
-		c, err := Choose(Config{Bind: bind, Advertise: adv, Include: inc, Exclude: exc, SpansHosts: spans}, cluster)
+	f.Add("", "", "", "", true, "10.1.0.5")
+	f.Add("0.0.0.0:7946", "", "ib0", "", true, "192.0.2.10")
+	f.Add(":80", "203.0.113.7:9", "", "lo,eth0", false, "")
+	f.Add("[::]:0", "[::1]", "fd00::/8", "10.0.0.0/8", true, "127.0.0.1")
+	f.Fuzz(func(t *testing.T, bind, adv, inc, exc string, spans bool, src string) {
+		var routes []Route
+		if a, err := netip.ParseAddr(src); err == nil {
+			routes = []Route{{Host: "peer", Dst: netip.MustParseAddr("198.51.100.1"), Src: a}}
+		}
+		c, err := Choose(Config{Bind: bind, Advertise: adv, Include: inc, Exclude: exc, SpansHosts: spans}, cluster, routes...)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Setting == "" {

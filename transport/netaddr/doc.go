@@ -15,8 +15,14 @@
 //     "ib0,10.1.0.0/16".
 //
 // Without an explicit address, Choose picks one from the interface list:
-// loopback when every rank runs on this host, and otherwise the first
-// address of an up, non-loopback interface that the lists allow. When the
+// loopback when every rank runs on this host. When the job spans hosts it
+// picks, as HPC runtimes do, the address the kernel sends from to reach
+// the other ranks' hosts: ChooseFor resolves the hosts' names (as the
+// launcher gives them, before any address is exchanged), asks the kernel
+// for the source address of each (Routes: a connected UDP socket, nothing
+// sent) and prefers the address that reaches the most hosts; with no
+// route known it falls back to the first address of an up, non-loopback
+// interface (IPv4 first). The lists always restrict the choice. When the
 // job spans hosts a loopback or wildcard address is never published; if
 // no usable address exists, Choose fails with an error naming the setting
 // to change.

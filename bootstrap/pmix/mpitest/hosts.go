@@ -47,36 +47,75 @@ type host struct {
 	relay *relay     // when its link can be delayed (and lossy)
 }
 
+// EnvRequireHosts, set to 1 in the environment (as scripts/test.sh does),
+// makes NeedHosts and NewHosts fail the test where they would skip it, so
+// that a test run meant to cover the multi-host tests cannot pass without
+// them.
+const EnvRequireHosts = "VIGIL_REQUIRE_HOSTS"
+
+// skipHosts skips t saying why simulated hosts cannot be built, or fails
+// it when EnvRequireHosts is set.
+func skipHosts(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(EnvRequireHosts) == "1" {
+		t.Fatalf(format+" (%s=1: required)", append(args, EnvRequireHosts)...)
+		return
+	}
+	t.Skipf(format, args...)
+}
+
 // NeedHosts skips the test unless it can build Hosts: root, ip(8),
-// unshare(1) and mpirun are needed.
+// unshare(1) and mpirun are needed. With EnvRequireHosts set it fails
+// instead.
 func NeedHosts(t testing.TB) {
 	t.Helper()
-	Need(t)
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		skipHosts(t, "mpirun is not installed (%v); install openmpi-bin and libpmix-dev to run this test", err)
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("simulated hosts need root (network namespaces, a bridge): run the test as root")
+		skipHosts(t, "simulated hosts need root (network namespaces, a bridge): run the test as root")
 	}
 	for _, p := range []string{"ip", "unshare"} {
 		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("simulated hosts need %s (%v): install iproute2 and util-linux", p, err)
+			skipHosts(t, "simulated hosts need %s (%v): install iproute2 and util-linux", p, err)
 		}
 	}
 }
 
-// NewHosts creates n hosts, deleted when the test ends. The links of the
-// hosts listed in delayable go through a relay (hostrelay, compiled with
-// cc) so that Delay can slow them down and Loss drop their frames. It
-// skips the test as NeedHosts does, or when there are delayable hosts and
-// no C compiler.
+// HostsOptions are NewHostsWith's options.
+type HostsOptions struct {
+	// Delayable lists the hosts whose links go through a relay (hostrelay,
+	// compiled with cc) so that Delay can slow them down and Loss drop
+	// their frames.
+	Delayable []int
+	// Decoys gives each host, before its link to the bridge, an up
+	// interface "decoy0" with an address of its own in another subnet
+	// (DecoyAddr), which no other host can reach: in interface order it
+	// is the host's first non-loopback address.
+	Decoys bool
+}
+
+// NewHosts creates n hosts, deleted when the test ends; the hosts listed
+// in delayable can be delayed and made lossy (HostsOptions.Delayable).
 func NewHosts(t testing.TB, n int, delayable ...int) *Hosts {
 	t.Helper()
+	return NewHostsWith(t, n, HostsOptions{Delayable: delayable})
+}
+
+// NewHostsWith creates n hosts with options o, deleted when the test
+// ends. It skips the test as NeedHosts does, or when there are delayable
+// hosts and no C compiler (or fails it, with EnvRequireHosts set).
+func NewHostsWith(t testing.TB, n int, o HostsOptions) *Hosts {
+	t.Helper()
 	NeedHosts(t)
+	delayable := o.Delayable
 	tag := fmt.Sprintf("vg%d%c", os.Getpid()%100000, 'a'+hostsSeq.Add(1)%26) // names ≤ 15 bytes
 	h := &Hosts{t: t, bridge: tag + "br", subnet: freeSubnet(t), dir: t.TempDir()}
 	relayBin := ""
 	if len(delayable) > 0 {
 		var err error
 		if relayBin, err = buildRelay(h.dir); err != nil {
-			t.Skipf("delayable hosts: %v", err)
+			skipHosts(t, "delayable hosts: %v", err)
 		}
 	}
 	t.Cleanup(h.teardown)
@@ -90,7 +129,7 @@ func NewHosts(t testing.TB, n int, delayable ...int) *Hosts {
 		hs := host{name: fmt.Sprintf("%sh%d", tag, i+1), addr: h.ip(byte(i + 1))}
 		if out, err := exec.Command("ip", "netns", "add", hs.name).CombinedOutput(); err != nil {
 			if i == 0 {
-				t.Skipf("cannot create a network namespace (ip netns add: %v: %s): simulated hosts need them", err, bytes.TrimSpace(out))
+				skipHosts(t, "cannot create a network namespace (ip netns add: %v: %s): simulated hosts need them", err, bytes.TrimSpace(out))
 			}
 			t.Fatalf("ip netns add %s: %v\n%s", hs.name, err, out)
 		}
@@ -101,6 +140,14 @@ func NewHosts(t testing.TB, n int, delayable ...int) *Hosts {
 	run("link", "set", h.bridge, "up")
 	for i := range h.hosts {
 		hp := &h.hosts[i]
+		if o.Decoys {
+			// A veth pair inside the namespace, created first so that its
+			// interfaces come before eth0.
+			run("-n", hp.name, "link", "add", "decoy0", "type", "veth", "peer", "name", "decoy1")
+			run("-n", hp.name, "addr", "add", h.DecoyAddr(i).String()+"/24", "dev", "decoy0")
+			run("-n", hp.name, "link", "set", "decoy0", "up")
+			run("-n", hp.name, "link", "set", "decoy1", "up")
+		}
 		link := fmt.Sprintf("%sv%d", tag, i+1)
 		run("link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", hp.name)
 		hp.links = append(hp.links, link)
@@ -195,6 +242,36 @@ func (h *Hosts) Name(i int) string { return h.hosts[i].name }
 
 // Subnet returns the hosts' subnet.
 func (h *Hosts) Subnet() netip.Prefix { return h.subnet }
+
+// DecoyAddr returns host i's decoy address (HostsOptions.Decoys): in
+// 10.78.k.0/24 where the hosts' subnet is 10.79.k.0/24.
+func (h *Hosts) DecoyAddr(i int) netip.Addr {
+	a := h.ip(byte(i + 1)).As4()
+	a[1] = 78
+	return netip.AddrFrom4(a)
+}
+
+// FirstAddr returns the first IPv4 address of an up, non-loopback
+// interface of host i, in interface order: the address a rank that takes
+// the first address would publish there.
+func (h *Hosts) FirstAddr(i int) netip.Addr {
+	h.t.Helper()
+	out, err := exec.Command("ip", "-n", h.hosts[i].name, "-o", "-4", "addr", "show", "up").CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("ip -n %s addr: %v\n%s", h.hosts[i].name, err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l) // "3: decoy0    inet 10.78.5.1/24 ..."
+		if len(f) < 4 || f[1] == "lo" || f[2] != "inet" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f[3]); err == nil {
+			return p.Addr()
+		}
+	}
+	h.t.Fatalf("host %d has no up, non-loopback IPv4 address:\n%s", i, out)
+	return netip.Addr{}
+}
 
 // Flags returns the mpirun options that launch across the hosts, slots
 // ranks per host: the host list; the launcher agent; every daemon started

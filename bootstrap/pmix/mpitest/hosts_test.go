@@ -2,6 +2,7 @@ package mpitest
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -88,6 +89,50 @@ func TestHosts(t *testing.T) {
 		h.LinkUp(i)
 		if _, err := refusedAfter(t, h.Addr(i), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("host %d after LinkUp: %v", i, err)
+		}
+	}
+}
+
+// TestHostsDecoys checks HostsOptions.Decoys: each host's first address is
+// its decoy, yet its kernel reaches the other host from its bridge
+// address.
+func TestHostsDecoys(t *testing.T) {
+	h := NewHostsWith(t, 2, HostsOptions{Decoys: true})
+	for i := range h.N() {
+		if a := h.FirstAddr(i); a != h.DecoyAddr(i) || h.Subnet().Contains(a) {
+			t.Fatalf("host %d's first address is %s, want its decoy %s", i, a, h.DecoyAddr(i))
+		}
+		other := h.Addr(1 - i)
+		out, err := exec.Command(h.agent, h.Addr(i).String(), "ip", "route", "get", other.String()).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " src "+h.Addr(i).String()+" ") {
+			t.Fatalf("host %d: ip route get %s: %v\n%s", i, other, err, out)
+		}
+	}
+}
+
+// recordTB records what skipHosts asks of its test.
+type recordTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (r *recordTB) Helper()                      {}
+func (r *recordTB) Fatalf(f string, args ...any) { r.fatal = fmt.Sprintf(f, args...) }
+func (r *recordTB) Skipf(f string, args ...any)  { r.skip = fmt.Sprintf(f, args...) }
+
+// TestSkipHosts: a missing requirement skips the test, or fails it with
+// EnvRequireHosts=1.
+func TestSkipHosts(t *testing.T) {
+	for _, tc := range []struct{ env, fatal, skip string }{
+		{"", "", "no ip(8) here"},
+		{"0", "", "no ip(8) here"},
+		{"1", "no ip(8) here (" + EnvRequireHosts + "=1: required)", ""},
+	} {
+		t.Setenv(EnvRequireHosts, tc.env)
+		r := &recordTB{TB: t}
+		skipHosts(r, "no %s here", "ip(8)")
+		if r.fatal != tc.fatal || r.skip != tc.skip {
+			t.Errorf("%s=%q: fatal %q, skip %q; want %q, %q", EnvRequireHosts, tc.env, r.fatal, r.skip, tc.fatal, tc.skip)
 		}
 	}
 }

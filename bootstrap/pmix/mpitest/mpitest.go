@@ -2,7 +2,9 @@
 // starts the job in its own process group (killed when the test ends),
 // collects the ranks' tagged output lines, finds each rank's PID and
 // terminates the job, on this host or (Hosts) across hosts simulated with
-// network namespaces. Tests skip, saying why, when mpirun is not installed.
+// network namespaces. Tests skip, saying why, when mpirun is not installed
+// (or, for Hosts, without root or ip netns; with VIGIL_REQUIRE_HOSTS=1
+// those fail instead).
 package mpitest
 
 import (
