@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // SendFunc writes one heartbeat: seq made visible in rank to's slot for us.
@@ -52,6 +53,15 @@ type EmitterConfig struct {
 	Sink    SinkFunc
 	Sign    SignFunc
 	DrainFD int
+	// Verify, with the native thread, a Watch and DrainFD > 0, makes the
+	// thread receive the datagrams waiting in DrainFD itself at each check
+	// (recvmmsg) and accept those equal to the frames Verify computes in
+	// advance for the emitter that sent the last ones Go accepted; any
+	// other datagram goes to Verify.HeartbeatDatagram on the drainer,
+	// followed by Drain and that check. The thread then enters Go only for
+	// a datagram it did not expect: a new emitter's first ones, another
+	// sender's, a forgery.
+	Verify transport.HeartbeatVerifier
 	// HoldP makes the thread sleep with a raw system call that keeps its Go
 	// scheduler P. Without it, a SCHED_FIFO thread returning from its sleep
 	// may wait for a P held by a starved normal-priority thread: a priority
@@ -73,7 +83,11 @@ type EmitterStats struct {
 	// MaxLateNs is the largest wake-up lateness seen, in nanoseconds.
 	MaxLateNs int64
 	// Checks counts the observer's checks run on the thread.
-	Checks   uint64
+	Checks uint64
+	// Verified counts the heartbeat datagrams the native thread received
+	// and authenticated without Go (EmitterConfig.Verify; not in the
+	// transport's counters).
+	Verified uint64
 	Pinned   bool
 	RealTime bool
 	// Native: the thread runs in C (EmitterConfig.Sink).

@@ -146,8 +146,110 @@ static void beat(vg_emitter *e) {
 	ADD(failed ? &e->errs : &e->sent, 1);
 }
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the frames' sequence numbers are little-endian: load_le64 assumes the host is"
+#endif
+
+// load_le64 reads a little-endian 64-bit number at b.
+static uint64_t load_le64(const unsigned char *b) {
+	uint64_t v;
+	memcpy(&v, b, sizeof v);
+	return v;
+}
+
+// same compares n bytes in a time that does not depend on where they
+// differ. The expected frames are secret until sent: an early exit would
+// tell a forger, by timing, how many leading bytes of a tag he guessed.
+static int same(const unsigned char *a, const unsigned char *b, uint32_t n) {
+	unsigned char d = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		d |= a[i] ^ b[i];
+	}
+	return d == 0;
+}
+
+// expected returns the sequence number of datagram b of l bytes when it is
+// the expected frame of that sequence number, else 0. The slot's stamp is
+// read again after the comparison: a refill overwriting it meanwhile (for
+// a sequence number VG_RING higher) fails it.
+static uint64_t expected(const vg_verify *v, const unsigned char *b, uint32_t l, uint32_t len, uint32_t at) {
+	if (l != len || at + 8 > len) {
+		return 0;
+	}
+	uint64_t seq = load_le64(b + at);
+	if (seq == 0) {
+		return 0; // never stamped: 0 marks an empty slot
+	}
+	uint64_t i = (seq - 1) % VG_RING;
+	if (LOAD(&v->stamps[i]) != seq) {
+		return 0;
+	}
+	int eq = same(b, v->frames[i], len);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return eq && LOAD(&v->stamps[i]) == seq ? seq : 0;
+}
+
+// receive drains drain_fd with recvmmsg, VG_BATCH datagrams at a time, and
+// stores the sequence numbers of those equal to their expected frames. At
+// the first batch with any other datagram it stops and returns 1: those
+// wait in the verify buffers for Go, and so does the rest of the socket.
+static int receive(vg_emitter *e) {
+	vg_verify *v = e->verify;
+	struct mmsghdr msgs[VG_BATCH];
+	struct iovec iovs[VG_BATCH];
+	uint64_t seqs[VG_BATCH];
+	for (;;) {
+		memset(msgs, 0, sizeof msgs);
+		for (int i = 0; i < VG_BATCH; i++) {
+			iovs[i].iov_base = v->bufs[i];
+			iovs[i].iov_len = sizeof v->bufs[i];
+			msgs[i].msg_hdr.msg_iov = &iovs[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		int n = recvmmsg(e->drain_fd, msgs, VG_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0) {
+			return 0; // EAGAIN: empty
+		}
+		uint64_t ver = LOAD(&v->ver);
+		uint32_t len = LOAD(&v->frame_len), at = LOAD(&v->seq_at);
+		uint64_t *word = LOAD(&v->word);
+		for (int i = 0; i < n; i++) {
+			uint32_t l = msgs[i].msg_len < sizeof v->bufs[i] ? msgs[i].msg_len : sizeof v->bufs[i];
+			v->lens[i] = l;
+			seqs[i] = (ver & 1) == 0 && word != NULL ? expected(v, v->bufs[i], l, len, at) : 0;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		int stale = LOAD(&v->ver) != ver; // Go changed the sender meanwhile: Go checks them all
+		int kept = 0;
+		uint64_t top = 0;
+		for (int i = 0; i < n; i++) {
+			if (stale || seqs[i] == 0) {
+				kept++;
+				continue;
+			}
+			store_max(word, seqs[i]);
+			v->lens[i] = 0;
+			top = seqs[i] > top ? seqs[i] : top;
+			ADD(&v->verified, 1);
+		}
+		uint64_t filled = LOAD(&v->filled);
+		if (top != 0 && filled < top + VG_RING / 2 && LOAD(&v->requested) != filled) {
+			STORE(&v->requested, filled);
+			notify(e->refill_efd);
+		}
+		if (kept > 0) {
+			STORE(&v->nhand, (uint32_t)n);
+			return 1;
+		}
+		if (n < VG_BATCH) {
+			return 0;
+		}
+	}
+}
+
 // check is the observer's check: the watch's, here, when no heartbeat
-// waits in drain_fd; otherwise it hands the check to Go's drainer (which
+// waits in drain_fd (or, with a verify ring, when every one that did was
+// an expected frame); otherwise it hands the check to Go's drainer (which
 // collects the datagrams, checks, then clears drain_pending), and checks
 // nothing itself until the drainer is done: one thread at a time runs the
 // watch's check. With VG_DRAIN_ALWAYS every check goes to the drainer.
@@ -156,7 +258,8 @@ static void check(vg_emitter *e) {
 		return; // the drainer has not run yet: it will check
 	}
 	char b;
-	if (e->drain_fd == VG_DRAIN_ALWAYS ||
+	if (e->drain_fd >= 0 && e->verify != NULL ? receive(e) :
+	    e->drain_fd == VG_DRAIN_ALWAYS ||
 	    (e->drain_fd >= 0 && recv(e->drain_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)) {
 		STORE(&e->drain_pending, 1);
 		notify(e->drain_efd);

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // Sink is how the native thread reaches an observer without entering Go:
@@ -54,17 +55,21 @@ type SignFunc func(dst []byte, seq uint64) int
 // datagrams of the next VG_RING heartbeats when half of them are used (at
 // h = 1 ms about twice a second); the drainer collects the heartbeats
 // waiting in DrainFD (Drain) and then runs the check in the thread's place,
-// at the checks that find some; one rings the Watch's alarm.
+// at the checks that find some; one rings the Watch's alarm. With
+// EmitterConfig.Verify the thread receives those heartbeats itself and
+// accepts the ones equal to frames computed in advance (verifier): the
+// drainer then runs only for the datagrams it did not expect.
 type native struct {
-	e      *Emitter      // its configuration: Sink, Sign, Watch, Drain
+	e      *Emitter      // its configuration: Sink, Sign, Watch, Drain, Verify
 	c      *C.vg_emitter // C memory
 	handle cgo.Handle
+	vf     *verifier // nil without Verify
 
-	fillMu sync.Mutex // one fill at a time: the refill goroutine, publish
-	refill *os.File   // the thread's signal that the ring runs low
-	drain  *os.File   // the thread's signal that heartbeats wait in DrainFD
-	alarm  *os.File   // the thread's signal that the watch's alarm is due
-	wg     sync.WaitGroup
+	fillMu  sync.Mutex // one fill at a time: the refill goroutine, publish
+	refillF *os.File   // the thread's signal that a ring runs low
+	drain   *os.File   // the thread's signal that heartbeats wait in DrainFD
+	alarm   *os.File   // the thread's signal that the watch's alarm is due
+	wg      sync.WaitGroup
 
 	// Guarded by the Emitter's mu: the published target, and the timer
 	// that resolves its sink again while it is not a word.
@@ -109,6 +114,13 @@ func (e *Emitter) startNative() error {
 	c.refill_efd, c.drain_efd, c.alarm_efd = -1, -1, -1
 	n := &native{e: e, c: c, handle: cgo.NewHandle(e)} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
+	if e.cfg.Verify != nil && e.cfg.Watch != nil && e.cfg.DrainFD > 0 {
+		if n.vf = newVerifier(e.cfg.Verify); n.vf == nil {
+			n.free()
+			return errors.New("heartbeat: out of memory for the expected heartbeats")
+		}
+		c.verify = n.vf.c
+	}
 	n.publish(e.target.Load())
 	if err := n.start(); err != nil {
 		n.stopGoroutines()
@@ -124,6 +136,12 @@ func (n *native) start() error {
 	cfg, c := &n.e.cfg, n.c
 	if cfg.Sign != nil {
 		if err := n.startSigning(); err != nil {
+			return err
+		}
+	}
+	if cfg.Sign != nil || n.vf != nil {
+		f, err := n.wake(&c.refill_efd, "heartbeat-refill", n.refill)
+		if n.refillF = f; err != nil {
 			return err
 		}
 	}
@@ -160,22 +178,42 @@ func (n *native) startSigning() error {
 	}
 	n.c.frame_len = C.uint32_t(l)
 	n.fill()
-	f, err := n.wake(&n.c.refill_efd, "heartbeat-refill", n.fill)
-	n.refill = f
-	return err
+	return nil
 }
 
-// drainAndCheck is the drainer: it collects the heartbeats waiting in
-// DrainFD and checks in the thread's place, when the thread asked for it
-// (the thread signals only with a Watch).
+// refill is the refill goroutine's work: both rings, each only when it
+// runs low.
+func (n *native) refill() {
+	if n.c.frames != nil {
+		n.fill()
+	}
+	if n.vf != nil {
+		n.vf.refill()
+	}
+}
+
+// drainAndCheck is the drainer: it checks the datagrams the thread did
+// not expect (with Verify), collects the heartbeats waiting in DrainFD and
+// checks in the thread's place, when the thread asked for it (the thread
+// signals only with a Watch). When the watched emitter's heartbeats were
+// among those datagrams, the verify ring follows that emitter.
 func (n *native) drainAndCheck() {
 	pending := (*uint32)(unsafe.Pointer(&n.c.drain_pending))
 	if atomic.LoadUint32(pending) == 0 {
 		return
 	}
+	var from ranks.Rank
+	var inc uint64
+	follow := false
+	if n.vf != nil {
+		from, inc, follow = n.vf.deliver(n.e.cfg.Watch)
+	}
 	n.e.check()
 	atomic.AddUint64((*uint64)(unsafe.Pointer(&n.c.checks)), 1)
 	atomic.StoreUint32(pending, 0) // after the check: the thread checks again from now on
+	if follow {
+		n.vf.follow(from, inc) // after the check: signing a ring takes about a millisecond
+	}
 }
 
 // wake creates an eventfd for the thread (stored in *efd) and a goroutine
@@ -230,7 +268,7 @@ func (n *native) fill() {
 // stopGoroutines stops the signing and draining goroutines and waits for
 // them.
 func (n *native) stopGoroutines() {
-	for _, f := range []*os.File{n.refill, n.drain, n.alarm} {
+	for _, f := range []*os.File{n.refillF, n.drain, n.alarm} {
 		if f != nil {
 			f.Close()
 		}
@@ -312,6 +350,9 @@ func (n *native) free() {
 		n.resolve.Stop()
 	}
 	n.handle.Delete()
+	if n.vf != nil {
+		n.vf.free()
+	}
 	C.free(unsafe.Pointer(n.c.frames))
 	C.free(unsafe.Pointer(n.c.stamps))
 	C.free(unsafe.Pointer(n.c))
@@ -327,6 +368,7 @@ func (n *native) stats() EmitterStats {
 		Missed:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.missed))),
 		MaxLateNs:  atomic.LoadInt64((*int64)(unsafe.Pointer(&c.max_late))),
 		Checks:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.checks))),
+		Verified:   n.vf.verified(),
 		Pinned:     atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.pinned))) != 0,
 		RealTime:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.rt))) != 0,
 		Native:     true,
@@ -344,4 +386,146 @@ func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.
 		*failed = 1
 	}
 	e.resolveSink(sink, uint32(to))
+}
+
+// verifier is the Go side of the verify ring (C vg_verify): the frames
+// of the emitter whose heartbeats Go accepted last, computed in advance
+// for the sequence numbers after its word, VG_RING at a time.
+type verifier struct {
+	c      *C.vg_verify // C memory: the thread reads it
+	verify transport.HeartbeatVerifier
+
+	mu   sync.Mutex // one change or fill at a time: the drainer, the refill goroutine
+	from uint32     // the frames' sender, noTarget before the first
+	inc  uint64
+	sign SignFunc
+	word *uint64
+}
+
+func newVerifier(tv transport.HeartbeatVerifier) *verifier {
+	c := (*C.vg_verify)(C.calloc(1, C.sizeof_vg_verify))
+	if c == nil {
+		return nil
+	}
+	v := &verifier{c: c, verify: tv, from: noTarget}
+	c.sender = C.VG_NO_TARGET
+	c.frames = (*[C.VG_FRAME_MAX]C.uchar)(C.calloc(C.VG_RING, C.VG_FRAME_MAX))
+	c.stamps = (*C.uint64_t)(C.calloc(C.VG_RING, 8))
+	if c.frames == nil || c.stamps == nil {
+		v.free()
+		return nil
+	}
+	return v
+}
+
+func (v *verifier) free() {
+	C.free(unsafe.Pointer(v.c.frames))
+	C.free(unsafe.Pointer(v.c.stamps))
+	C.free(unsafe.Pointer(v.c))
+}
+
+func (v *verifier) verified() uint64 {
+	if v == nil {
+		return 0
+	}
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&v.c.verified)))
+}
+
+// deliver hands the datagrams the thread kept to the transport, and
+// returns the watched emitter and its newest incarnation when the
+// transport accepted heartbeats of it among them. The drainer only.
+func (v *verifier) deliver(w *Watch) (ranks.Rank, uint64, bool) {
+	c := v.c
+	k := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.nhand)))
+	watched, watching := w.watching()
+	var inc uint64
+	seen := false
+	for i := range min(k, C.VG_BATCH) {
+		l := c.lens[i]
+		if l == 0 {
+			continue // the thread accepted it
+		}
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&c.bufs[i][0])), min(l, C.VG_FRAME_MAX+1))
+		if from, in, ok := v.verify.HeartbeatDatagram(b); ok && watching && from == watched {
+			inc, seen = max(inc, in), true
+		}
+	}
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.nhand)), 0)
+	return watched, inc, seen
+}
+
+// follow makes the ring expect rank from's heartbeats of incarnation inc,
+// after an authentic one that the thread did not expect: from another
+// emitter, from a newer incarnation (a restart), or outside the window
+// (then only the window moves). An older incarnation changes nothing.
+func (v *verifier) follow(from ranks.Rank, inc uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case from == v.from && inc < v.inc:
+		return
+	case from != v.from || inc > v.inc:
+		sign, at, word := v.verify.HeartbeatExpected(from, inc)
+		if sign == nil || word == nil {
+			return
+		}
+		var probe [C.VG_FRAME_MAX + 1]byte
+		l := sign(probe[:], 1)
+		if l <= 0 || l > C.VG_FRAME_MAX || at < 0 || at+8 > l {
+			return
+		}
+		c := v.c
+		ver := (*uint64)(unsafe.Pointer(&c.ver))
+		atomic.AddUint64(ver, 1) // odd: the thread verifies nothing
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.sender)), from)
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.frame_len)), uint32(l))
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.seq_at)), uint32(at))
+		atomic.StorePointer((*unsafe.Pointer)(unsafe.Pointer(&c.word)), unsafe.Pointer(word))
+		stamps := v.stamps()
+		for i := range stamps {
+			atomic.StoreUint64(&stamps[i], 0)
+		}
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), 0)
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.requested)), 0)
+		atomic.AddUint64(ver, 1)
+		v.from, v.inc, v.sign, v.word = from, inc, sign, word
+	}
+	v.fill()
+}
+
+// refill extends the window when the thread asked for it.
+func (v *verifier) refill() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.sign != nil {
+		v.fill()
+	}
+}
+
+func (v *verifier) stamps() []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(v.c.stamps)), C.VG_RING)
+}
+
+// fill computes the frames of the sequence numbers after the sender's
+// word, up to one ring ahead. A slot is overwritten only for a sequence
+// number VG_RING above the one it held, already below the word: its stamp
+// goes to 0 first, so the thread, which reads the stamp before and after
+// comparing, never accepts a frame half written. v.mu is held.
+func (v *verifier) fill() {
+	c := v.c
+	filled := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.filled)))
+	base := atomic.LoadUint64(v.word)
+	limit := base + C.VG_RING - 1
+	if limit <= filled {
+		return
+	}
+	ring := unsafe.Slice((*byte)(unsafe.Pointer(c.frames)), C.VG_RING*C.VG_FRAME_MAX)
+	stamps := v.stamps()
+	for s := max(filled, base) + 1; s <= limit; s++ {
+		i := (s - 1) % C.VG_RING
+		atomic.StoreUint64(&stamps[i], 0)
+		v.sign(ring[i*C.VG_FRAME_MAX:(i+1)*C.VG_FRAME_MAX], s)
+		atomic.StoreUint64(&stamps[i], s)
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), limit)
 }

@@ -55,6 +55,34 @@ typedef struct vg_sink {
 #define VG_RING 1024
 #define VG_FRAME_MAX 64
 
+// VG_BATCH datagrams per recvmmsg call of the thread's check.
+#define VG_BATCH 64
+
+// vg_verify lets the thread authenticate received heartbeat datagrams
+// without Go: the exact datagrams one emitter (sender) will send for the
+// sequence numbers of a window, computed in advance by Go (a heartbeat
+// datagram is fully determined by its sender, incarnation and sequence
+// number under the job key). The expected frame of s is in slot
+// (s-1) % VG_RING when stamps[(s-1) % VG_RING] == s; Go overwrites a slot
+// only for a sequence number VG_RING higher (stamp, frame, stamp). Go
+// changes the sender with ver odd (the thread verifies nothing meanwhile)
+// and all stamps cleared. A datagram equal to its expected frame raises
+// *word; the thread keeps the others in bufs (lens[i] > 0, nhand of them
+// received) for Go, which checks them as any datagram.
+typedef struct vg_verify {
+	uint64_t ver;
+	uint32_t sender; // VG_NO_TARGET: none yet
+	uint32_t frame_len, seq_at; // the frames' length, and where their sequence number is
+	uint64_t *word;
+	uint64_t filled, requested; // as for the sending ring
+	unsigned char (*frames)[VG_FRAME_MAX];
+	uint64_t *stamps;
+	uint64_t verified; // datagrams the thread accepted
+	uint32_t nhand;
+	uint32_t lens[VG_BATCH];
+	unsigned char bufs[VG_BATCH][VG_FRAME_MAX + 1]; // +1: longer datagrams show as such
+} vg_verify;
+
 // vg_emitter is the native heartbeat thread. Go sets the configuration
 // before vg_emitter_start. Fields shared with Go are read and written with
 // atomic operations, except the published sink (a sequence lock).
@@ -66,6 +94,7 @@ typedef struct vg_emitter {
 	int check_every;  // periods between checks (>= 1)
 	vg_watch *watch;  // the checks' watch, or NULL for no checks
 	int drain_fd;     // a socket whose heartbeats Go's drainer collects, -1 (none) or VG_DRAIN_ALWAYS
+	vg_verify *verify; // with drain_fd >= 0: the thread receives and authenticates them itself
 	int drain_efd;    // wakes the drainer
 	int alarm_efd;    // wakes the goroutine that rings the watch's alarm (-1: none)
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
@@ -80,7 +109,7 @@ typedef struct vg_emitter {
 	// The ring of signed frames (frame_len > 0 when used): Go writes a
 	// frame, then its stamp, then filled; the thread writes seq and, when
 	// fewer than VG_RING/2 frames are left, signals refill_efd once per
-	// refill (requested).
+	// refill (requested); so it does for the verify ring.
 	uint32_t frame_len;
 	int refill_efd;
 	uint64_t filled, requested;

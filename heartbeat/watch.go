@@ -76,6 +76,13 @@ func (w *Watch) Set(emitter ranks.Rank, now int64) {
 	runtime.KeepAlive(w) // its cleanup frees the C state
 }
 
+// watching returns the emitter Set asked for last; false before any Set
+// or for none.
+func (w *Watch) watching() (ranks.Rank, bool) {
+	want := atomic.LoadUint64((*uint64)(unsafe.Pointer(&w.c.want)))
+	return ranks.Rank(uint32(want)), want>>32 != 0 && uint32(want) != noTarget
+}
+
 // Check is one check at now: one load of the watched word. One thread
 // calls Check; it never blocks.
 func (w *Watch) Check(now int64) {

@@ -78,10 +78,11 @@ type Config struct {
 	// it in processes that run one node (the agent, the C library); not in
 	// tests that run hundreds of nodes in one process.
 	EmitterHoldsP bool
-	// GoEmitter runs the heartbeat thread in Go even when the transport
-	// stores heartbeats into mapped words (transport.Worder, shared memory),
-	// where by default it runs in C outside the Go runtime
-	// (heartbeat.EmitterConfig.Word). For comparisons.
+	// GoEmitter runs the heartbeat thread in Go even where by default it
+	// runs in C outside the Go runtime (heartbeat.EmitterConfig.Sink): over
+	// shared memory (transport.Worder) with datagrams to other hosts, and
+	// over UDP alone with the observer's datagrams authenticated in C
+	// (transport.HeartbeatVerifier). For comparisons.
 	GoEmitter bool
 	// RealTimeProcess, with RealTime, puts every thread of the process
 	// under SCHED_RR at priority 1 and the heartbeat thread SCHED_FIFO at 2

@@ -203,10 +203,13 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Drain:      n.drain,
 		CheckEvery: cfg.checkEvery(),
 	}
-	if sink, sign := nativeSinks(n.tr); sink != nil && !cfg.GoEmitter {
+	if sink, sign, verify := nativeSinks(n.tr); sink != nil && !cfg.GoEmitter {
 		ecfg.Sink, ecfg.Sign, ecfg.HoldP = sink, sign, false // the thread runs in C
 		if f, ok := n.tr.(transport.HeartbeatFD); ok {
 			ecfg.DrainFD = f.HeartbeatFD()
+		}
+		if ecfg.DrainFD > 0 {
+			ecfg.Verify = verify
 		}
 	}
 	n.heldP = ecfg.HoldP
@@ -301,34 +304,54 @@ func (n *Node) loop() {
 }
 
 // nativeSinks returns how the native heartbeat thread reaches an observer
-// through tr: a store into its shared memory on this host, else a datagram.
-// It returns nil, for the Go thread, unless tr has both paths (shared
-// memory over TCP): over verbs, heartbeats to other hosts would enter Go at
-// every period; over UDP alone, collecting the observer's datagrams needs
-// Go at every check, and the Go thread measured as cheap or cheaper
-// (README, "Silence").
-func nativeSinks(tr transport.Transport) (heartbeat.SinkFunc, heartbeat.SignFunc) {
-	w, ok := tr.(transport.Worder)
-	if !ok {
-		return nil, nil
-	}
+// through tr: a store into its shared memory on this host, else a datagram
+// signed in advance; and how it authenticates the datagrams it receives
+// without Go. It returns nil, for the Go thread, unless tr has datagrams
+// and either shared memory (shared memory over TCP) or that verification
+// (UDP alone): over verbs, heartbeats to other hosts would enter Go at
+// every period; over UDP without the verification, collecting the
+// observer's datagrams would need Go at every check, where the Go thread
+// measured as cheap or cheaper (README, "Silence").
+func nativeSinks(tr transport.Transport) (heartbeat.SinkFunc, heartbeat.SignFunc, transport.HeartbeatVerifier) {
 	d, ok := tr.(transport.Datagrams)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	sign := d.HeartbeatSigner()
 	if sign == nil {
-		return nil, nil
+		return nil, nil, nil
+	}
+	verify := verifier(tr)
+	w, worder := tr.(transport.Worder)
+	if !worder && verify == nil {
+		return nil, nil, nil
 	}
 	return func(to ranks.Rank) (heartbeat.Sink, bool) {
-		if p := w.HeartbeatWord(to); p != nil {
-			return heartbeat.Sink{Word: p}, true
+		if worder {
+			if p := w.HeartbeatWord(to); p != nil {
+				return heartbeat.Sink{Word: p}, true
+			}
 		}
 		if fd, addr, ok := d.HeartbeatDest(to); ok {
 			return heartbeat.Sink{FD: fd, Addr: addr}, true
 		}
 		return heartbeat.Sink{}, false
-	}, sign
+	}, sign, verify
+}
+
+// verifier returns tr's heartbeat verification, or nil when tr (or the
+// transport it wraps, for a wrapper that forwards it) has none.
+func verifier(tr transport.Transport) transport.HeartbeatVerifier {
+	v, ok := tr.(transport.HeartbeatVerifier)
+	for ok {
+		w, wraps := tr.(interface{ Inner() transport.Transport })
+		if !wraps {
+			return v
+		}
+		tr = w.Inner()
+		_, ok = tr.(transport.HeartbeatVerifier)
+	}
+	return nil
 }
 
 // observeAt returns when the loop should next look at the checks: at the
@@ -533,6 +556,7 @@ func (n *Node) Stats() Stats {
 	tr, em := n.tr.Stats(), n.em.Stats()
 	tr.HeartbeatsSent += em.NativeSent // sent by the native thread, past the transport's counters
 	tr.HeartbeatsDropped += em.Dropped
+	tr.HeartbeatsRecv += em.Verified // received and authenticated by the native thread
 	return Stats{
 		Transport:       tr,
 		Emitter:         em,

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -174,30 +173,44 @@ func TestNativeThread(t *testing.T) {
 // new emitter.
 func TestNativeThreadUDP(t *testing.T) {
 	const n = 4
-	h, δ := 2*time.Millisecond, 40*time.Millisecond
-	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ, GoEmitter: os.Getenv("XGO") != ""})
+	h, δ := 2*time.Millisecond, 100*time.Millisecond // δ: room for this shared machine's stalls
+	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
 	time.Sleep(time.Second) // past the start-up: ring settled, sinks resolved
-	counts := func() (sent, native, verified, recv uint64) {
+	counts := func() (sent, native, verified, recv, msgs uint64) {
 		for i, nd := range c.nodes {
 			if c.killed[ranks.Rank(i)] {
 				continue
 			}
 			st := nd.Stats()
-			if !st.Emitter.Native && os.Getenv("XGO") == "" {
+			if !st.Emitter.Native {
 				t.Fatalf("rank %d: heartbeat thread in Go over UDP", nd.Rank())
 			}
 			sent, native = sent+st.Emitter.Sent, native+st.Emitter.NativeSent
 			verified, recv = verified+st.Emitter.Verified, recv+st.Transport.HeartbeatsRecv
+			msgs += st.Transport.MsgsSent
 		}
 		return
 	}
+	// As in TestSteadyStateIsQuiet, the allocations are counted over a
+	// window with no message (early probes under load allocate).
 	var before, after runtime.MemStats
-	s0, n0, v0, r0 := counts()
-	runtime.ReadMemStats(&before)
+	var s0, n0, v0, r0, s1, n1, v1, r1 uint64
 	const window = time.Second
-	time.Sleep(window)
-	runtime.ReadMemStats(&after)
-	s1, n1, v1, r1 := counts()
+	quiet := false
+	for try := 0; try < 5 && !quiet; try++ {
+		var m0, m1 uint64
+		s0, n0, v0, r0, m0 = counts()
+		runtime.ReadMemStats(&before)
+		time.Sleep(window)
+		runtime.ReadMemStats(&after)
+		s1, n1, v1, r1, m1 = counts()
+		if quiet = m1 == m0; !quiet {
+			t.Logf("window %d: %d messages sent (early probes under load): not a steady state", try+1, m1-m0)
+		}
+	}
+	if !quiet {
+		t.Fatal("no window of 1 s without a message in five: the host is too loaded for this test")
+	}
 	sent, native, verified, recv := s1-s0, n1-n0, v1-v0, r1-r0
 	if sent < uint64(n*int(window/h))/2 || float64(native) < 0.95*float64(sent) {
 		t.Errorf("%d heartbeats in %v, %d of them without Go: want about %d, nearly all native", sent, window, native, n*int(window/h))
@@ -207,10 +220,6 @@ func TestNativeThreadUDP(t *testing.T) {
 	}
 	if a := float64(after.Mallocs-before.Mallocs) / float64(sent); a > 0.05 {
 		t.Errorf("%.3f allocations per heartbeat, want none", a)
-		for _, nd := range c.nodes {
-			st := nd.Stats()
-			t.Logf("XDBG rank %d: %+v rej %v dead %v", nd.Rank(), st.Emitter, st.Transport.Rejected, nd.Dead())
-		}
 	}
 	c.checkAccuracy()
 

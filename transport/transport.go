@@ -90,6 +90,27 @@ type Datagrams interface {
 	HeartbeatSigner() func(dst []byte, seq uint64) int
 }
 
+// HeartbeatVerifier is implemented by a Drainer whose heartbeat datagrams
+// a thread outside the Go runtime can authenticate without Go: a heartbeat
+// datagram is fully determined by its sender, the sender's incarnation and
+// the sequence number (under the job key), so the thread compares each one
+// it receives with the datagram computed in advance for the sequence number
+// it carries, and hands the others to HeartbeatDatagram
+// (heartbeat.EmitterConfig.Verify).
+type HeartbeatVerifier interface {
+	// HeartbeatExpected returns a function that writes the exact datagram
+	// of heartbeat seq from rank from in incarnation inc into dst and
+	// returns its length (with its own state), the offset of the
+	// little-endian sequence number in that datagram, and the slot word
+	// from's heartbeats are stored in (nil for a rank out of range).
+	HeartbeatExpected(from ranks.Rank, inc uint64) (sign func(dst []byte, seq uint64) int, seqAt int, word *uint64)
+	// HeartbeatDatagram checks one datagram received on the heartbeat
+	// socket as DrainHeartbeats does (stored when authentic, counted by
+	// reason when rejected) and returns the sender and incarnation of an
+	// authentic heartbeat. Call it from the goroutine that drains.
+	HeartbeatDatagram(b []byte) (from ranks.Rank, inc uint64, ok bool)
+}
+
 // Backlogged is implemented by transports whose heartbeats pass through a
 // receive path in the observer's process (TCP): a goroutine reads them from
 // a socket and stores them in the slot word. When that goroutine is starved

@@ -134,6 +134,24 @@ func (t *Transport) HeartbeatFD() int {
 	return -1
 }
 
+// HeartbeatExpected implements transport.HeartbeatVerifier for an inner
+// transport that does (nothing otherwise).
+func (t *Transport) HeartbeatExpected(from ranks.Rank, inc uint64) (func(dst []byte, seq uint64) int, int, *uint64) {
+	if v, ok := t.inner.(transport.HeartbeatVerifier); ok {
+		return v.HeartbeatExpected(from, inc)
+	}
+	return nil, 0, nil
+}
+
+// HeartbeatDatagram implements transport.HeartbeatVerifier for an inner
+// transport that does (false otherwise).
+func (t *Transport) HeartbeatDatagram(b []byte) (ranks.Rank, uint64, bool) {
+	if v, ok := t.inner.(transport.HeartbeatVerifier); ok {
+		return v.HeartbeatDatagram(b)
+	}
+	return 0, 0, false
+}
+
 // Mapped reports whether heartbeats to rank r go through shared memory.
 func (t *Transport) Mapped(r ranks.Rank) bool {
 	return int64(r) < int64(len(t.maps)) && t.maps[r].Load() != nil

@@ -484,8 +484,26 @@ func (t *Transport) HeartbeatFD() int {
 	return t.hb.fd
 }
 
-// gotHeartbeat checks one datagram and stores its sequence number.
-func (t *Transport) gotHeartbeat(b []byte) {
+// HeartbeatExpected implements transport.HeartbeatVerifier: rank from's
+// heartbeat frames of incarnation inc, as its SendHeartbeat encodes them.
+func (t *Transport) HeartbeatExpected(from ranks.Rank, inc uint64) (func(dst []byte, seq uint64) int, int, *uint64) {
+	if int64(from) >= int64(t.cfg.N) || int64(from) >= int64(t.cfg.Slots.Len()) {
+		return nil, 0, nil
+	}
+	p := t.params
+	p.Rank, p.Incarnation = from, inc
+	f := wire.NewCodec(p).NewHeartbeatFrame()
+	return func(dst []byte, seq uint64) int { return copy(dst, f.Encode(seq)) }, wire.HeaderSize, t.cfg.Slots.Word(from)
+}
+
+// HeartbeatDatagram implements transport.HeartbeatVerifier.
+func (t *Transport) HeartbeatDatagram(b []byte) (ranks.Rank, uint64, bool) {
+	return t.gotHeartbeat(b)
+}
+
+// gotHeartbeat checks one datagram and stores its sequence number; it
+// returns the sender and incarnation of an authentic heartbeat.
+func (t *Transport) gotHeartbeat(b []byte) (ranks.Rank, uint64, bool) {
 	f, n, err := t.hb.codec.Decode(b)
 	reason := ""
 	switch {
@@ -506,10 +524,11 @@ func (t *Transport) gotHeartbeat(b []byte) {
 			reason = wire.ReasonOf(err)
 		}
 		t.reject(reason, err, nil)
-		return
+		return 0, 0, false
 	}
 	t.cfg.Slots.Store(f.Sender, seq)
 	t.hbRecv.Add(1)
+	return f.Sender, f.Incarnation, true
 }
 
 // peerRestarted drops the connections to rank r's previous incarnation.
@@ -690,6 +709,7 @@ func (t *Transport) Close() error {
 }
 
 var (
-	_ transport.Transport = (*Transport)(nil)
-	_ transport.Drainer   = (*Transport)(nil)
+	_ transport.Transport         = (*Transport)(nil)
+	_ transport.Drainer           = (*Transport)(nil)
+	_ transport.HeartbeatVerifier = (*Transport)(nil)
 )

@@ -3,7 +3,10 @@ package tcp
 import (
 	"net"
 	"testing"
+	"time"
 
+	"github.com/vigil-hpc/vigil/heartbeat"
+	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -12,9 +15,38 @@ import (
 // TestForgedDatagrams sends hand-made datagrams to rank 0's heartbeat
 // socket: each is rejected with its reason at the next drain, stores
 // nothing, and the honest rank 1's heartbeats keep landing.
-func TestForgedDatagrams(t *testing.T) {
+func TestForgedDatagrams(t *testing.T) { testForgedDatagrams(t, false) }
+
+// TestForgedDatagramsNative is TestForgedDatagrams with rank 0's native
+// heartbeat thread receiving the datagrams and authenticating those of
+// its emitter, rank 1, against frames computed in advance
+// (heartbeat.EmitterConfig.Verify): the same datagrams are rejected and
+// counted by reason, forgeries in rank 1's name and a replay of its old
+// heartbeat raise nothing, and the thread verifies nearly all of rank 1's
+// heartbeats itself.
+func TestForgedDatagramsNative(t *testing.T) { testForgedDatagrams(t, true) }
+
+func testForgedDatagrams(t *testing.T, native bool) {
 	cl := newCluster(t, 4, 2, nil)
 	defer cl.close()
+	load := cl.load
+	var em *heartbeat.Emitter
+	if native {
+		w := heartbeat.NewWatch(cl.slots[0], 0)
+		var err error
+		em, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
+			Send: cl.ts[0].SendHeartbeat, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
+			Watch: w, Drain: cl.ts[0].DrainHeartbeats, DrainFD: cl.ts[0].HeartbeatFD(), Verify: cl.ts[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Set(1, mono.Now())
+		if err := em.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer em.Close()
+		load = func(at, from int) uint64 { return cl.slots[at].Load(ranks.Rank(from)) } // the thread drains
+	}
 	f := &forger{t: t, addr: cl.ts[0].Addr()}
 	// Rank 2 (played here) says hello with incarnation 100 over TCP, so
 	// that an older incarnation is stale.
@@ -37,6 +69,25 @@ func TestForgedDatagrams(t *testing.T) {
 		return frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, seq))
 	}
 	good := beat(honest, 1<<40)
+	// Rank 1's messages say hello: its older incarnations are stale.
+	if err := cl.ts[1].Send(0, msg(1)); err != nil {
+		t.Fatal(err)
+	}
+	inc1 := cl.ts[1].Incarnation()
+	waitFor(t, "rank 1's hello", func() bool { return cl.ts[0].incs.Latest(1) == inc1 })
+	var seq uint64
+	for range 50 { // rank 1 heartbeats: the thread follows it
+		seq++
+		if err := cl.ts[1].SendHeartbeat(0, seq); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	waitFor(t, "rank 1's heartbeats", func() bool { return load(0, 1) == seq })
+	rank1 := func(p wire.Params, seq uint64) []byte {
+		p.Rank = 1
+		return beat(f.codec(p), seq)
+	}
 	cases := []struct {
 		name, reason string
 		b            []byte
@@ -50,8 +101,14 @@ func TestForgedDatagrams(t *testing.T) {
 		{"unknown rank", wire.ReasonUnknownRank, beat(f.codec(wire.Params{Rank: 4, Incarnation: 100}), 1<<40)},
 		{"stale incarnation", wire.ReasonStale, beat(f.codec(wire.Params{Rank: 2, Incarnation: 99}), 1<<40)},
 		{"bad payload", wire.ReasonBadPayload, frame(t, honest, wire.Heartbeat, []byte{1, 2, 3})},
+		{"rank 1, wrong key", wire.ReasonBadTag, rank1(wire.Params{Key: []byte("not the job key at all"), Incarnation: inc1}, 1<<40)},
+		{"rank 1, next seq, wrong key", wire.ReasonBadTag, rank1(wire.Params{Key: []byte("not the job key at all"), Incarnation: inc1}, seq+2)},
+		{"rank 1, stale incarnation", wire.ReasonStale, rank1(wire.Params{Incarnation: inc1 - 1}, 1<<40)},
+		{"rank 1, shorter", wire.ReasonTruncated, rank1(wire.Params{Incarnation: inc1}, seq+2)[:wire.HeartbeatFrameSize-1]},
+		{"rank 1, longer", wire.ReasonBadPayload, append(rank1(wire.Params{Incarnation: inc1}, seq+2), 0)},
+		{"rank 1, much longer", wire.ReasonBadPayload, append(rank1(wire.Params{Incarnation: inc1}, seq+2), make([]byte, 200)...)},
+		{"rank 1, replayed old heartbeat", "", rank1(wire.Params{Incarnation: inc1}, 3)},
 	}
-	var seq uint64
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := cl.ts[0].Stats().Rejected[tc.reason]
@@ -64,8 +121,13 @@ func TestForgedDatagrams(t *testing.T) {
 			}
 			want := seq
 			waitFor(t, "rejection "+tc.reason, func() bool {
-				return cl.load(0, 1) == want && cl.ts[0].Stats().Rejected[tc.reason] == prev+1
+				return load(0, 1) == want && (tc.reason == "" || cl.ts[0].Stats().Rejected[tc.reason] == prev+1)
 			})
+			if tc.reason != "" {
+				if got := cl.ts[0].Stats().Rejected[tc.reason]; got != prev+1 {
+					t.Fatalf("%d rejects %q, want %d", got, tc.reason, prev+1)
+				}
+			}
 			if got := cl.slots[0].Load(2); got != 0 {
 				t.Fatalf("forged heartbeat stored: %d", got)
 			}
@@ -75,7 +137,14 @@ func TestForgedDatagrams(t *testing.T) {
 	if _, err := u.Write(good); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "authentic heartbeat", func() bool { return cl.load(0, 2) == 1<<40 })
+	waitFor(t, "authentic heartbeat", func() bool { return load(0, 2) == 1<<40 })
+	if native {
+		em.Close()
+		st := em.Stats()
+		if r := cl.ts[0].Stats().HeartbeatsRecv; st.Verified < seq/2 || st.Verified+r < seq+1 {
+			t.Fatalf("%d heartbeats of rank 1: %d verified by the thread, %d datagrams accepted in Go", seq, st.Verified, r)
+		}
+	}
 }
 
 // TestHeartbeatDrainIsBounded: more heartbeats than one recvmmsg batch
