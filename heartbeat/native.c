@@ -189,6 +189,16 @@ static uint64_t expected(const vg_verify *v, const unsigned char *b, uint32_t l,
 	return eq && LOAD(&v->stamps[i]) == seq ? seq : 0;
 }
 
+uint64_t vg_verify_match(const vg_verify *v, const unsigned char *b, uint32_t l) {
+	uint64_t ver = LOAD(&v->ver);
+	if ((ver & 1) != 0 || LOAD(&v->word) == NULL) {
+		return 0;
+	}
+	uint64_t seq = expected(v, b, l, LOAD(&v->frame_len), LOAD(&v->seq_at));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return LOAD(&v->ver) == ver ? seq : 0;
+}
+
 // receive drains drain_fd with recvmmsg, VG_BATCH datagrams at a time, and
 // stores the sequence numbers of those equal to their expected frames. At
 // the first batch with any other datagram it stops and returns 1: those

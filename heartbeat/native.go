@@ -431,6 +431,17 @@ func (v *verifier) verified() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&v.c.verified)))
 }
 
+// match returns the sequence number of datagram b when the thread would
+// accept it, else 0.
+func (v *verifier) match(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	p := C.CBytes(b)
+	defer C.free(p)
+	return uint64(C.vg_verify_match(v.c, (*C.uchar)(p), C.uint32_t(len(b))))
+}
+
 // deliver hands the datagrams the thread kept to the transport, and
 // returns the watched emitter and its newest incarnation when the
 // transport accepted heartbeats of it among them. The drainer only.

@@ -83,6 +83,10 @@ typedef struct vg_verify {
 	unsigned char bufs[VG_BATCH][VG_FRAME_MAX + 1]; // +1: longer datagrams show as such
 } vg_verify;
 
+// vg_verify_match returns the sequence number of datagram b of l bytes
+// when it is the expected frame of that sequence number, else 0.
+uint64_t vg_verify_match(const vg_verify *v, const unsigned char *b, uint32_t l);
+
 // vg_emitter is the native heartbeat thread. Go sets the configuration
 // before vg_emitter_start. Fields shared with Go are read and written with
 // atomic operations, except the published sink (a sequence lock).
