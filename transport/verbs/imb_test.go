@@ -28,7 +28,7 @@ func BenchmarkIMB(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, load := range []imb.Load{imb.PingPong, imb.Allreduce} {
-			for _, size := range []int{0, 1 << 10, 64 << 10} {
+			for _, size := range []int{0, 1 << 10, 4 << 10, 64 << 10} {
 				b.Run(fmt.Sprintf("%s/%s/%dB", kind, load, size), func(b *testing.B) {
 					var avg, mx time.Duration
 					reps := 0

@@ -2,12 +2,16 @@ package verbs
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -16,53 +20,7 @@ import (
 // rank in another process, as ib_send_lat runs its client and server: no
 // Go runtime, scheduler or CPU budget is shared between the two ends.
 func BenchmarkMessageLatencyProcs(b *testing.B) {
-	needDevice(b)
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	me, err := Open(testConfig(0, 2, 9, logger(b)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer me.Close()
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), "VIGIL_ECHO_PROCESS=1")
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		in.Close() // the echo process exits when its stdin closes
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("echo process: %v", err)
-		}
-	}()
-	out := bufio.NewScanner(outPipe)
-	var peer string
-	for out.Scan() {
-		if a, ok := strings.CutPrefix(out.Text(), "ECHO-ADDR "); ok {
-			peer = a
-			break
-		}
-	}
-	if peer == "" {
-		b.Fatal("the echo process printed no address")
-	}
-	addrs := []string{me.Addr(), peer}
-	fmt.Fprintf(in, "%s\n%s\n", addrs[0], addrs[1])
-	pong := make(chan struct{}, 1)
-	if err := me.Start(addrs, func(ranks.Rank, []byte) { pong <- struct{}{} }); err != nil {
-		b.Fatal(err)
-	}
+	me, pong := echoPeer(b)
 	msg := make([]byte, 32)
 	ping := func() time.Duration {
 		t0 := time.Now()
@@ -88,6 +46,119 @@ func BenchmarkMessageLatencyProcs(b *testing.B) {
 	reportOneWay(b, rtt)
 }
 
+// coldGap is how long both ends of BenchmarkMessageLatencyCold stay idle
+// before each message: far past Config.PollFor, so the receiver sleeps on
+// its completion channel, as it does before a failure notification.
+const coldGap = 120 * time.Millisecond
+
+// BenchmarkMessageLatencyCold is BenchmarkMessageLatencyProcs for the
+// first message after coldGap of silence. Its one-way time is measured,
+// not halved: the echo process reads CLOCK_MONOTONIC (one clock for both
+// processes) in its handler and returns the reading, so ns_oneway_p50 is
+// the cold leg alone, from the Send call to the receiver's handler;
+// ns_rtt_p50 is the whole round trip.
+func BenchmarkMessageLatencyCold(b *testing.B) {
+	me, pong := echoPeer(b)
+	msg := []byte("T cold ping")
+	ping := func() (oneway, rtt time.Duration) {
+		time.Sleep(coldGap)
+		t0 := time.Now()
+		m0 := monoNanos()
+		if err := me.Send(1, msg); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case p := <-pong:
+			rtt = time.Since(t0)
+			if len(p) != 8 {
+				b.Fatalf("pong of %d bytes, want the echo's 8-byte clock reading", len(p))
+			}
+			oneway = time.Duration(int64(binary.LittleEndian.Uint64(p)) - m0)
+		case <-time.After(10 * time.Second):
+			b.Fatal("no pong from the echo process")
+		}
+		return oneway, rtt
+	}
+	for range 3 { // first-message paths
+		ping()
+	}
+	ow := make([]time.Duration, b.N)
+	rtt := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range ow {
+		ow[i], rtt[i] = ping()
+	}
+	b.StopTimer()
+	slices.Sort(ow)
+	slices.Sort(rtt)
+	b.ReportMetric(float64(ow[len(ow)/2].Nanoseconds()), "ns_oneway_p50")
+	b.ReportMetric(float64(rtt[len(rtt)/2].Nanoseconds()), "ns_rtt_p50")
+}
+
+// monoNanos reads CLOCK_MONOTONIC, which every process of the machine
+// shares.
+func monoNanos() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(err)
+	}
+	return ts.Nano()
+}
+
+// echoPeer starts rank 0 here and rank 1 in a child process running
+// echoProcess, and returns rank 0 and the channel of the payloads rank 1
+// sends back. The child is stopped at cleanup.
+func echoPeer(b *testing.B) (*Transport, chan []byte) {
+	needDevice(b)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	me, err := Open(testConfig(0, 2, 9, logger(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { me.Close() })
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "VIGIL_ECHO_PROCESS=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		in.Close() // the echo process exits when its stdin closes
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("echo process: %v", err)
+		}
+	})
+	out := bufio.NewScanner(outPipe)
+	var peer string
+	for out.Scan() {
+		if a, ok := strings.CutPrefix(out.Text(), "ECHO-ADDR "); ok {
+			peer = a
+			break
+		}
+	}
+	if peer == "" {
+		b.Fatal("the echo process printed no address")
+	}
+	addrs := []string{me.Addr(), peer}
+	fmt.Fprintf(in, "%s\n%s\n", addrs[0], addrs[1])
+	pong := make(chan []byte, 1)
+	if err := me.Start(addrs, func(_ ranks.Rank, p []byte) { pong <- slices.Clone(p) }); err != nil {
+		b.Fatal(err)
+	}
+	return me, pong
+}
+
 // TestMain runs the echo end of BenchmarkMessageLatencyProcs instead of
 // the tests when that benchmark starts this binary as its child.
 func TestMain(m *testing.M) {
@@ -102,7 +173,9 @@ func TestMain(m *testing.M) {
 }
 
 // echoProcess opens rank 1, prints its address, reads both addresses from
-// stdin, echoes every message back and returns when stdin closes.
+// stdin, echoes every message back (a message starting with 'T' is
+// answered with the CLOCK_MONOTONIC reading at its arrival instead) and
+// returns when stdin closes.
 func echoProcess() error {
 	tr, err := Open(testConfig(1, 2, 9, nil))
 	if err != nil {
@@ -118,7 +191,14 @@ func echoProcess() error {
 	if len(addrs) != 2 {
 		return fmt.Errorf("read %d addresses from stdin, want 2", len(addrs))
 	}
-	if err := tr.Start(addrs, func(from ranks.Rank, p []byte) { tr.Send(from, p) }); err != nil {
+	echo := func(from ranks.Rank, p []byte) {
+		if len(p) > 0 && p[0] == 'T' { // BenchmarkMessageLatencyCold: the arrival time
+			tr.Send(from, binary.LittleEndian.AppendUint64(nil, uint64(monoNanos())))
+			return
+		}
+		tr.Send(from, p)
+	}
+	if err := tr.Start(addrs, echo); err != nil {
 		return err
 	}
 	for in.Scan() { // until stdin closes
