@@ -58,14 +58,7 @@ func TestDaemonCorrectedTreeCLI(t *testing.T) {
 		cmd := exec.Command(vigilBin, "daemon", "-node", fmt.Sprint(i), "-peers", peers, "-ppn", "1",
 			"-h", "20ms", "-delta", "1s", "-broadcast", "ctree", "-gossip-f", "2", "--", "sleep", "600")
 		cmd.Env = append(os.Environ(), daemonTestKey)
-		cmd.Stderr = testWriter{t}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		out := startPiped(t, cmd)
 		cmds = append(cmds, cmd)
 		wg.Add(1)
 		go func() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -87,6 +88,21 @@ func followJob(t *testing.T, job *launch.Job, early []launch.Line) *e2eJob {
 	}()
 	t.Cleanup(func() { job.Stop(5 * time.Second); <-j.done })
 	return j
+}
+
+// startPiped starts cmd with its stderr in the test log and returns its
+// stdout.
+func startPiped(t *testing.T, cmd *exec.Cmd) io.Reader {
+	t.Helper()
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // testWriter sends agents' stderr to the test log (shown on failure).
@@ -425,14 +441,7 @@ func TestE2ERunCommand(t *testing.T) {
 // rank's endpoint, which answers while the job runs.
 func TestE2ERunMetrics(t *testing.T) {
 	cmd := exec.Command(vigilBin, "run", "-n", "2", "-t", "20s", "-metrics-addr", "127.0.0.1:0")
-	cmd.Stderr = testWriter{t}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := startPiped(t, cmd)
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 	re := regexp.MustCompile(`^rank (\d): metrics at http://(127\.0\.0\.1:\d+)/metrics$`)
 	addrs := map[string]string{}

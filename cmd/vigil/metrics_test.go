@@ -271,14 +271,7 @@ func TestE2EDaemonMetrics(t *testing.T) {
 	}
 	cmd := exec.Command(vigilBin, "daemon", "-node", "0", "-peers", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0")
 	cmd.Env = append(cmd.Environ(), "VIGIL_DAEMON_KEY="+strings.TrimSpace(string(key)))
-	cmd.Stderr = testWriter{t}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := startPiped(t, cmd)
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	var ready struct {
 		V           int
