@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 )
 
@@ -492,7 +493,27 @@ func (j *campaignJob) reported(kind string, t0 int64, ds []uint32) string {
 	}
 	first, last := j.m.timing(t0, ds, j.survivors)
 	c.worst[kind] = max(c.worst[kind], last)
-	return fmt.Sprintf("reported by the first survivor after %v, by all %d after %v", first.Round(100*time.Microsecond), len(j.survivors), last.Round(100*time.Microsecond))
+	bound := j.bound(kind, len(ds))
+	if last > bound {
+		c.t.Errorf("%s of %v: every survivor knew after %v, beyond the bound %v", kind, ds, last, bound)
+	}
+	return fmt.Sprintf("reported by the first survivor after %v, by all %d after %v (bound %v)", first.Round(100*time.Microsecond),
+		len(j.survivors), last.Round(100*time.Microsecond), bound.Round(time.Millisecond))
+}
+
+// bound is when every survivor must know f ranks gone at once by a fault
+// of kind: seed 000's T(f) (hb.Bound), and for a block of ranks
+// consecutive on the ring the tighter bound of block mending
+// (hb.BlockBound), with t one message plus one check period as in the demo.
+func (j *campaignJob) bound(kind string, f int) time.Duration {
+	c := j.campaign
+	check := node.Config{HeartbeatPeriod: c.h, SuspectTimeout: c.delta}.WithDefaults().CheckPeriod
+	t := int64(c.h/3 + check)
+	b := hb.Bound(f, j.n, int64(c.delta), t)
+	if kind == ckBlockKill {
+		b = min(b, hb.BlockBound(f, node.DefaultMendProbe, j.n, int64(c.delta), t))
+	}
+	return time.Duration(b)
 }
 
 // evicted waits until every rank of rs has said it is evicted, and
