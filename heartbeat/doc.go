@@ -36,15 +36,18 @@
 // (EmitterConfig.Sink), the thread runs in C instead (native.c): a pthread
 // the Go runtime never schedules, with the same loop and the same check
 // (Watch's state and check are C, shared by both threads). Datagrams are
-// signed in advance by a goroutine, a ring of them at a time; heartbeats
-// waiting in the transport's socket are collected by another, which then
-// checks in the thread's place. Go resolves each target's Sink and
-// publishes both to the thread (a sequence lock it never waits on). The
-// thread enters Go only for a target without a Sink (the silence alarm
-// too is rung by a goroutine), so a quiet job's heartbeats over shared
-// memory wake nothing in Go, and over UDP only the drainer at the checks
-// and the signing about twice a second at h = 1 ms. The Go thread remains
-// for the other transports (verbs, memory) and for comparisons.
+// signed in advance by a goroutine, a ring of them at a time. With
+// EmitterConfig.Verify the thread receives the heartbeats waiting in the
+// transport's socket itself at each check (recvmmsg) and accepts those
+// equal to the frames its emitter will send, computed in advance the same
+// way; the others (a new emitter's first ones, another sender's, a
+// forgery) are checked by a goroutine, which then checks in the thread's
+// place. Go resolves each target's Sink and publishes both to the thread
+// (a sequence lock it never waits on). The thread enters Go only for a
+// target without a Sink (the silence alarm too is rung by a goroutine),
+// so a quiet job's heartbeats over shared memory or UDP wake nothing in
+// Go but the signing, about twice a second at h = 1 ms. The Go thread
+// remains for the other transports (verbs, memory) and for comparisons.
 //
 // SetProcessRealTime puts every thread of a process that runs only the
 // detector under SCHED_RR (the emitter then needs a higher Priority);

@@ -62,6 +62,11 @@ type EmitterConfig struct {
 	// a datagram it did not expect: a new emitter's first ones, another
 	// sender's, a forgery.
 	Verify transport.HeartbeatVerifier
+	// DatagramsOnly tells the native thread that Sink never resolves a
+	// word (no shared memory): a target reached by datagram is then
+	// resolved again only every 64 s (for a changed address), not within
+	// seconds as while a shared-memory region may be mapped.
+	DatagramsOnly bool
 	// HoldP makes the thread sleep with a raw system call that keeps its Go
 	// scheduler P. Without it, a SCHED_FIFO thread returning from its sleep
 	// may wait for a P held by a starved normal-priority thread: a priority

@@ -278,8 +278,9 @@ func (n *native) stopGoroutines() {
 
 // publish resolves to's sink and publishes both to the thread, which
 // adopts them at its next heartbeat without entering Go. While the sink is
-// not a word, a timer resolves it again. The Emitter's mu is held (or the
-// thread not started).
+// not a word, a timer resolves it again (a datagram with DatagramsOnly
+// every resolveMax only: it can change only if the peer's address does).
+// The Emitter's mu is held (or the thread not started).
 func (n *native) publish(to uint32) {
 	c := n.c
 	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
@@ -293,6 +294,9 @@ func (n *native) publish(to uint32) {
 	}
 	if to != n.to || c.pub_sink.kind != n.kind {
 		n.interval = resolveFirst
+	}
+	if c.pub_sink.kind == C.VG_SINK_DGRAM && n.e.cfg.DatagramsOnly {
+		n.interval = resolveMax
 	}
 	n.to, n.kind = to, c.pub_sink.kind
 	if n.resolve != nil {

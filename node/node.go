@@ -211,6 +211,8 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		if ecfg.DrainFD > 0 {
 			ecfg.Verify = verify
 		}
+		_, worder := n.tr.(transport.Worder)
+		ecfg.DatagramsOnly = !worder
 	}
 	n.heldP = ecfg.HoldP
 	if n.em, err = heartbeat.NewEmitter(ecfg); err != nil {

@@ -38,7 +38,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.IntVar(&d.gossip.F, "gossip-f", 1, "fcg, ctree: failures tolerated during the correction, 1 to 3")
 	fs.StringVar(&d.transport, "transport", "tcp", "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)")
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
-	fs.StringVar(&d.emitter, "emitter", "native", "heartbeat thread: native (in C, outside the Go runtime, where heartbeats are stores into shared memory; in Go otherwise) or go (always in Go, for comparisons)")
+	fs.StringVar(&d.emitter, "emitter", "native", "heartbeat thread: native (in C, outside the Go runtime, over shared memory and UDP; in Go over verbs) or go (always in Go, for comparisons)")
 	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
 	durationVar(fs, &d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default δ/2; negative: at the suspicion)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
