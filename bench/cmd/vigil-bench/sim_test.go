@@ -150,12 +150,18 @@ func TestSimHostCrash(t *testing.T) {
 	rows := readCSV(t, dir, "hostcrash.csv")
 	alg1 := map[string]float64{}
 	key := func(r map[string]string) string { return r["scenario"] + "/" + r["host_size"] + "/" + r["hosts"] }
+	w16 := map[string]float64{} // W = 16 without host labels
 	for _, r := range rows {
-		if r["probe"] == "0" {
+		switch {
+		case r["probe"] == "0":
 			alg1[key(r)] = num(t, r, "all_known_s")
+		case r["probe"] == "16" && r["host_labels"] != "true":
+			w16[key(r)] = num(t, r, "all_known_s")
 		}
 	}
-	if len(rows) != 20 || len(alg1) != 8 {
+	// 2 scenarios × hosts of 16 (Algorithm 1, W = 16, W = 16 with host
+	// labels) and of 64 (the same and W = 64) × 1 or 4 hosts.
+	if len(rows) != 28 || len(alg1) != 8 {
 		t.Fatalf("%d rows, %d of them Algorithm 1", len(rows), len(alg1))
 	}
 	for _, r := range rows {
@@ -178,6 +184,11 @@ func TestSimHostCrash(t *testing.T) {
 		}
 		if a := alg1[key(r)]; known*4 > a {
 			t.Errorf("%v: all know after %v s, Algorithm 1 after %v s", r, known, a)
+		}
+		if r["host_labels"] == "true" && r["probe"] == "16" {
+			if u := w16[key(r)]; known > u {
+				t.Errorf("%v: with host labels all know after %v s, without after %v s", r, known, u)
+			}
 		}
 	}
 }
