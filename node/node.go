@@ -594,17 +594,18 @@ func (n *Node) Publish(ctx context.Context, payload []byte) (bool, error) {
 	return ok, err
 }
 
-// Leave departs cleanly: heartbeats stop and the observer is told, so that
-// every node reports a departure rather than a crash. Call Close afterwards;
-// Leave waits up to linger (or ctx) for the LEAVE message to be written.
+// Leave departs cleanly: the observer is told, so that every node
+// reports a departure rather than a crash. Call Close afterwards; Leave
+// waits up to linger (or ctx) for the LEAVE message to be written and
+// handled. Heartbeats go on while it lingers and stop when it returns: an
+// observer slow to handle the LEAVE (a whole job stopping at once on a
+// loaded host) still sees a live emitter until then, not a silent one.
 func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	var observer ranks.Rank
 	var msg *wire.Leave
 	var ok bool
-	err := n.do(ctx, func() {
-		observer, msg, ok = n.core.Leave()
-		n.em.Pause()
-	})
+	defer n.do(context.Background(), n.em.Pause)
+	err := n.do(ctx, func() { observer, msg, ok = n.core.Leave() })
 	if err != nil || !ok {
 		return err
 	}
