@@ -80,14 +80,20 @@ static void store_max(uint64_t *word, uint64_t seq) {
 	}
 }
 
+// ask_refill signals efd, once per refill, when fewer than VG_RING/2
+// frames of a ring (the signed one or the verify one) are left after seq.
+static void ask_refill(uint64_t *filled, uint64_t *requested, uint64_t seq, int efd) {
+	uint64_t f = LOAD(filled);
+	if (f < seq + VG_RING / 2 && LOAD(requested) != f) {
+		STORE(requested, f);
+		notify(efd);
+	}
+}
+
 // frame returns the signed frame of sequence number seq, or NULL when Go
 // has not signed it; it asks for a refill when the ring runs low.
 static const unsigned char *frame(vg_emitter *e, uint64_t seq) {
-	uint64_t filled = LOAD(&e->filled);
-	if (filled < seq + VG_RING / 2 && LOAD(&e->requested) != filled) {
-		STORE(&e->requested, filled);
-		notify(e->refill_efd);
-	}
+	ask_refill(&e->filled, &e->requested, seq, e->refill_efd);
 	uint64_t i = (seq - 1) % VG_RING;
 	return LOAD(&e->stamps[i]) == seq ? e->frames[i] : NULL;
 }
@@ -242,10 +248,8 @@ static int receive(vg_emitter *e) {
 			top = seqs[i] > top ? seqs[i] : top;
 			ADD(&v->verified, 1);
 		}
-		uint64_t filled = LOAD(&v->filled);
-		if (top != 0 && filled < top + VG_RING / 2 && LOAD(&v->requested) != filled) {
-			STORE(&v->requested, filled);
-			notify(e->refill_efd);
+		if (top != 0) {
+			ask_refill(&v->filled, &v->requested, top, e->refill_efd);
 		}
 		if (kept > 0) {
 			STORE(&v->nhand, (uint32_t)n);
