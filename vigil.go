@@ -199,6 +199,7 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		if err != nil {
 			return nil, classify(ErrTransport, err)
 		}
+		logger.Debug("tcp address", "bind", choice.Bind, "advertise", choice.Advertise.String(), "why", choice.Why)
 		var table []string // every rank's address, once exchanged
 		publish := choice.Publishing(func(ctx context.Context, pub string) ([]string, error) {
 			exchanged = true

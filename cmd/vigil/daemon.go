@@ -158,6 +158,7 @@ func daemonMain(args []string) error {
 		if err != nil {
 			return fmt.Errorf("daemon: %w", err)
 		}
+		logger.Debug("tcp address", "bind", addr.Bind, "advertise", addr.Advertise.String(), "why", addr.Why)
 		publish := addr.Publishing(bs.Exchange, nil)
 		cfg.Listen, cfg.Exchange = addr.Bind, func(a string) ([]string, error) { return publish(ctx, a) }
 	}
