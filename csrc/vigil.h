@@ -97,7 +97,9 @@ enum {
  * value"). The library fills the struct (the callback's, and vigil_poll's
  * from the caller), so its size never changes: version tells what the
  * library filled, and a field added later goes into a new struct and
- * function, not here. The schema of vigil agent's JSON lines (README,
+ * function, not here (a program that builds events itself, to test its
+ * callback say, should name the fields: version sits before
+ * detected_unix_ns). The schema of vigil agent's JSON lines (README,
  * "Agent output") carries the same fields. */
 typedef struct vigil_event {
 	int kind;                  /* VIGIL_EVENT_* */
