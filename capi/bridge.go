@@ -34,6 +34,7 @@ func (cb *callback) call(ev *C.vigil_event) { C.vg_call_failure(cb.fn, ev, cb.us
 // cEvent converts an event for C.
 func (e event) c() C.vigil_event {
 	return C.vigil_event{kind: C.int(e.kind), rank: C.uint32_t(e.rank), detector: C.uint32_t(e.detector),
+		version:          C.VIGIL_EVENT_VERSION,
 		detected_unix_ns: C.int64_t(e.detectedUnix), delivered_mono_ns: C.int64_t(e.deliveredMono)}
 }
 

@@ -15,8 +15,14 @@ static size_t vg_config_size_v1(void) { return offsetof(vigil_config, advertise_
 // tail padding: a field added later starts at the sizeof of this version.
 static size_t vg_config_size_v2(void) { return offsetof(vigil_config, gossip_t); }
 // The size of vigil_stats before its version 2 fields (no tail padding
-// before them: realtime ends at an 8-byte boundary).
+// before them: realtime ends at an 8-byte boundary), and before its
+// version 3 fields.
 static size_t vg_stats_size_v1(void) { return offsetof(vigil_stats, checks); }
+static size_t vg_stats_size_v2(void) { return offsetof(vigil_stats, kind_sent); }
+// vigil_event.version sits in what was padding before it: the layout of
+// every other field must be the one of the struct without it.
+typedef char vg_event_layout_check[offsetof(vigil_event, version) == 12 &&
+	offsetof(vigil_event, detected_unix_ns) == 16 && sizeof(vigil_event) == 32 ? 1 : -1];
 */
 import "C"
 
@@ -682,9 +688,10 @@ func vigil_stats_get(st *C.vigil_stats) C.int {
 	if inst == nil {
 		return rc
 	}
-	if st == nil || (st.struct_size != C.sizeof_vigil_stats && st.struct_size != C.vg_stats_size_v1()) {
-		return failf(eInvalid, "vigil_stats_get: NULL or struct_size not sizeof(vigil_stats) (%d, or %d for version 1)",
-			C.sizeof_vigil_stats, C.vg_stats_size_v1())
+	if st == nil || (st.struct_size != C.sizeof_vigil_stats && st.struct_size != C.vg_stats_size_v1() &&
+		st.struct_size != C.vg_stats_size_v2()) {
+		return failf(eInvalid, "vigil_stats_get: NULL or struct_size not sizeof(vigil_stats) (%d, or %d for version 1, %d for version 2)",
+			C.sizeof_vigil_stats, C.vg_stats_size_v1(), C.vg_stats_size_v2())
 	}
 	size := st.struct_size
 	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(len(inst.evl.dead()))}
@@ -716,7 +723,47 @@ func fillStats(st *C.vigil_stats, ns node.Stats) {
 	st.reported, st.deaths_learned, st.departures = C.uint64_t(ns.Reported), C.uint64_t(ns.DeathsLearned), C.uint64_t(ns.Departures)
 	st.agreements_decided, st.agree_returned = C.uint64_t(ns.AgreementsDecided), C.uint64_t(ns.AgreeReturned)
 	st.agree_latency_ns, st.agree_max_latency_ns = C.uint64_t(ns.AgreeLatencyNs), C.int64_t(ns.AgreeMaxLatencyNs)
+	for k, ks := range ns.ByKind { // node.MsgKinds is the order of VIGIL_MSG_* (TestStatsNames)
+		st.kind_sent[k], st.kind_recv[k] = C.uint64_t(ks.Sent), C.uint64_t(ks.Recv)
+		st.kind_bytes_sent[k], st.kind_bytes_recv[k] = C.uint64_t(ks.BytesSent), C.uint64_t(ks.BytesRecv)
+	}
+	for reason, v := range ns.Transport.Rejected {
+		st.rejected_by[rejectIndex(reason)] += C.uint64_t(v)
+	}
 }
+
+// rejectSlots maps the rejection reasons vigil.h names to their index
+// in vigil_stats.rejected_by (from the header's own table).
+var rejectSlots = func() map[string]int {
+	m := map[string]int{}
+	for i := range C.VIGIL_REJECT_SLOTS {
+		if name := C.vigil_reject_name(C.int(i)); name != nil {
+			m[C.GoString(name)] = i
+		}
+	}
+	return m
+}()
+
+// rejectIndex returns the index of reason in vigil_stats.rejected_by:
+// VIGIL_REJECT_OTHER for a reason the header does not name.
+func rejectIndex(reason string) int {
+	if i, ok := rejectSlots[reason]; ok {
+		return i
+	}
+	return C.VIGIL_REJECT_OTHER
+}
+
+// msgKindName is vigil_msg_kind_name: the header's name of message kind
+// k, or "" for a slot it does not name.
+func msgKindName(k int) string {
+	if name := C.vigil_msg_kind_name(C.int(k)); name != nil {
+		return C.GoString(name)
+	}
+	return ""
+}
+
+// numMsgKindSlots is VIGIL_MSG_KIND_SLOTS.
+const numMsgKindSlots = C.VIGIL_MSG_KIND_SLOTS
 
 // vigil_is_dead reports whether a rank is known gone (vigil.h).
 //

@@ -89,13 +89,35 @@ enum {
 	                            this process's own rank. The detector stops. */
 };
 
-/* One event: a rank is gone. Each rank is reported at most once. */
+/* The version of vigil_event this header describes (vigil_event.version). */
+#define VIGIL_EVENT_VERSION 1
+
+/* One event: a rank is gone. Each rank is reported at most once. Every
+ * field is set on every event, rank 0 included (0 is a rank, never "no
+ * value"). The library fills the struct (the callback's, and vigil_poll's
+ * from the caller), so its size never changes: version tells what the
+ * library filled, and a field added later goes into a new struct and
+ * function, not here (a program that builds events itself, to test its
+ * callback say, should name the fields: version sits before
+ * detected_unix_ns). The schema of vigil agent's JSON lines (README,
+ * "Agent output") carries the same fields. */
 typedef struct vigil_event {
 	int kind;                  /* VIGIL_EVENT_* */
-	uint32_t rank;             /* the rank gone */
-	uint32_t detector;         /* the rank that detected it */
-	int64_t detected_unix_ns;  /* detector's wall clock at detection */
-	int64_t delivered_mono_ns; /* this process's CLOCK_MONOTONIC when it learned it */
+	uint32_t rank;             /* the rank gone (FAILED, LEFT), or this
+	                              process's own rank (EVICTED) */
+	uint32_t detector;         /* the rank whose observer detected it (FAILED),
+	                              the observer the departing rank told (LEFT), or
+	                              this process's own rank (EVICTED) */
+	uint32_t version;          /* VIGIL_EVENT_VERSION of the library that
+	                              filled it; 0 from a library built before the
+	                              field (the same other fields: it sits in
+	                              what was padding, so the layout is
+	                              unchanged) */
+	int64_t detected_unix_ns;  /* the detector's wall clock at detection (ns
+	                              since 1970; EVICTED: when this process
+	                              learned it) */
+	int64_t delivered_mono_ns; /* this process's CLOCK_MONOTONIC (ns) when it
+	                              learned it */
 } vigil_event;
 
 /* The failure callback: ev is valid only during the call. */
@@ -194,6 +216,52 @@ typedef struct vigil_agreement {
 	size_t ndead;  /* size of the agreed dead set (may exceed dead_len) */
 } vigil_agreement;
 
+/* Protocol message kinds: the index of vigil_stats.kind_* (names:
+ * vigil_msg_kind_name). */
+enum {
+	VIGIL_MSG_NEWOBSERVER = 0, /* the ring's repair: an observer takes a new emitter */
+	VIGIL_MSG_LEAVE = 1,       /* a clean departure */
+	VIGIL_MSG_BCAST = 2,       /* failure, departure and note broadcasts */
+	VIGIL_MSG_EVICTED = 3,     /* to a rank held dead */
+	VIGIL_MSG_AGREE = 4,       /* agreement (vigil_agree, vigil_shrink) */
+	VIGIL_MSG_SYNC = 5,        /* dead-list repair */
+	VIGIL_MSG_PROBE = 6,       /* block mending's and split probes */
+	VIGIL_MSG_ALIVE = 7,       /* answers to probes */
+	VIGIL_MSG_KIND_SLOTS = 16  /* the arrays' length: room for later kinds */
+};
+
+/* Reasons a frame is refused on receipt: the index of
+ * vigil_stats.rejected_by (names: vigil_reject_name). */
+enum {
+	VIGIL_REJECT_OTHER = 0,         /* a reason this header does not name */
+	VIGIL_REJECT_BAD_MAGIC = 1,     /* not a Vigil frame */
+	VIGIL_REJECT_BAD_VERSION = 2,   /* an unsupported frame version */
+	VIGIL_REJECT_BAD_TYPE = 3,      /* an unknown frame or message type */
+	VIGIL_REJECT_FOREIGN_JOB = 4,   /* another job's frame */
+	VIGIL_REJECT_BAD_TAG = 5,       /* authentication failed: a wrong key,
+	                                   tampering or a replayed frame */
+	VIGIL_REJECT_TRUNCATED = 6,     /* the input ended inside a frame */
+	VIGIL_REJECT_TOO_LARGE = 7,     /* a declared length above the maximum */
+	VIGIL_REJECT_UNKNOWN_RANK = 8,  /* a sender rank >= size */
+	VIGIL_REJECT_STALE = 9,         /* an old incarnation, or a sender other
+	                                   than the connection's */
+	VIGIL_REJECT_NO_HELLO = 10,     /* a frame before the connection's hello */
+	VIGIL_REJECT_MISDIRECTED = 11,  /* a hello meant for another rank */
+	VIGIL_REJECT_BAD_PAYLOAD = 12,  /* an authenticated frame with a malformed payload */
+	VIGIL_REJECT_HELLO_TIMEOUT = 13, /* no hello in time (TCP) */
+	/* The verbs transport's own reasons. */
+	VIGIL_REJECT_BAD_CONTROL = 14,
+	VIGIL_REJECT_UD_SEND_ERROR = 15,
+	VIGIL_REJECT_BAD_PACKET = 16,
+	VIGIL_REJECT_RECV_ERROR = 17,
+	VIGIL_REJECT_BAD_FRAME = 18,
+	VIGIL_REJECT_TRAILING_BYTES = 19,
+	VIGIL_REJECT_WRONG_SOURCE_QP = 20,
+	VIGIL_REJECT_BAD_HEARTBEAT = 21,
+	VIGIL_REJECT_UNEXPECTED_TYPE = 22,
+	VIGIL_REJECT_SLOTS = 32         /* the array's length: room for later reasons */
+};
+
 /* Counters since vigil_start (vigil_stats_get). In sporadic and daemon mode
  * only dead is counted. */
 typedef struct vigil_stats {
@@ -222,7 +290,45 @@ typedef struct vigil_stats {
 	uint64_t agree_returned;     /* vigil_agree/vigil_shrink calls that returned a decision */
 	uint64_t agree_latency_ns;   /* their total time */
 	int64_t agree_max_latency_ns; /* the longest of them */
+	/* Version 3: per message kind (index VIGIL_MSG_*) the messages sent
+	 * (one per destination the transport accepted) and received, and
+	 * their bytes (the message's encoding, without the transport's
+	 * framing); per reason (index VIGIL_REJECT_*) the frames refused on
+	 * receipt, which add up to rejected. Slots no name is given for stay
+	 * 0; a later library may fill them, and vigil_msg_kind_name and
+	 * vigil_reject_name give the names a header knows. A library built
+	 * before these fields refuses this struct_size; this one fills the
+	 * fields of version 1 or 2 for their shorter struct_size. */
+	uint64_t kind_sent[VIGIL_MSG_KIND_SLOTS];
+	uint64_t kind_recv[VIGIL_MSG_KIND_SLOTS];
+	uint64_t kind_bytes_sent[VIGIL_MSG_KIND_SLOTS];
+	uint64_t kind_bytes_recv[VIGIL_MSG_KIND_SLOTS];
+	uint64_t rejected_by[VIGIL_REJECT_SLOTS];
 } vigil_stats;
+
+/* vigil_msg_kind_name returns the name of message kind k (VIGIL_MSG_*),
+ * the kind label of vigil agent's metrics, or NULL for a slot this header
+ * does not name. */
+static inline const char *vigil_msg_kind_name(int k)
+{
+	static const char *const names[] = {"newobserver", "leave", "bcast", "evicted",
+	                                    "agree", "sync", "probe", "alive"};
+	return k >= 0 && k < (int)(sizeof names / sizeof *names) ? names[k] : NULL;
+}
+
+/* vigil_reject_name returns the name of rejection reason r
+ * (VIGIL_REJECT_*), the reason label of vigil agent's metrics, or NULL for
+ * a slot this header does not name. */
+static inline const char *vigil_reject_name(int r)
+{
+	static const char *const names[] = {
+		"other", "bad_magic", "bad_version", "bad_type", "foreign_job", "bad_tag",
+		"truncated", "too_large", "unknown_rank", "stale", "no_hello", "misdirected",
+		"bad_payload", "hello_timeout", "bad_control", "ud_send_error", "bad_packet",
+		"recv_error", "bad_frame", "trailing_bytes", "wrong_source_qp", "bad_heartbeat",
+		"unexpected_type"};
+	return r >= 0 && r < (int)(sizeof names / sizeof *names) ? names[r] : NULL;
+}
 
 /* vigil_config_init zeroes cfg and sets struct_size and pin_cpu = -1. */
 static inline void vigil_config_init(vigil_config *cfg)
@@ -359,7 +465,8 @@ const char *vigil_strerror(int code);
  * since vigil_start; callable from any thread, at any time after
  * vigil_init. VIGIL_ERR_INVALID for NULL or a struct_size this library
  * does not know (it knows sizeof of this header's vigil_stats and of its
- * version 1, which ended at realtime). */
+ * versions 1, which ended at realtime, and 2, which ended at
+ * agree_max_latency_ns). */
 int vigil_stats_get(vigil_stats *st);
 
 /* vigil_last_error copies the detailed message of the latest failure in

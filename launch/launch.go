@@ -86,6 +86,28 @@ type Line struct {
 	// metrics endpoint's vigil_frames_rejected_total{reason}), only the
 	// reasons seen so far.
 	RejectedBy map[string]uint64 `json:"rejected_by,omitempty"`
+	// Bytes of the protocol messages the transport wrote and received
+	// (their encodings, without the framing).
+	BytesSent uint64 `json:"bytes_sent,omitempty"`
+	BytesRecv uint64 `json:"bytes_recv,omitempty"`
+	// Agreement calls that returned a decision, their total and their
+	// longest time (ns).
+	AgreeCalls uint64 `json:"agree_calls,omitempty"`
+	AgreeNs    uint64 `json:"agree_ns,omitempty"`
+	AgreeMaxNs int64  `json:"agree_max_ns,omitempty"`
+	// ByKind counts the protocol messages per kind (node.MsgKinds names,
+	// as the metrics endpoint's kind label), only the kinds seen so far.
+	ByKind map[string]KindCount `json:"by_kind,omitempty"`
+}
+
+// KindCount is one message kind's counters in a stats line: messages
+// sent (one per destination) and received, and their bytes (the
+// message's encoding, without the transport's framing).
+type KindCount struct {
+	Sent      uint64 `json:"sent,omitempty"`
+	Recv      uint64 `json:"recv,omitempty"`
+	BytesSent uint64 `json:"bytes_sent,omitempty"`
+	BytesRecv uint64 `json:"bytes_recv,omitempty"`
 }
 
 // MarshalJSON writes l, with dead and detector on every "dead" line even

@@ -54,12 +54,15 @@ func TestLineSchemaRoundTrip(t *testing.T) {
 	// A stats line carries the node counters and the rejections per
 	// reason.
 	st := Line{V: SchemaVersion, Ev: "stats", Rank: 0, Mono: 19, Rejected: 3, DeathsLearned: 2, Departures: 1,
-		Reported: 1, Agreements: 4, RejectedBy: map[string]uint64{"bad_tag": 2, "stale": 1}}
+		Reported: 1, Agreements: 4, RejectedBy: map[string]uint64{"bad_tag": 2, "stale": 1},
+		BytesSent: 300, AgreeCalls: 2, AgreeNs: 5000, AgreeMaxNs: 3000,
+		ByKind: map[string]KindCount{"bcast": {Sent: 2, Recv: 1, BytesSent: 60, BytesRecv: 30}}}
 	if b, err = json.Marshal(st); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"deaths_learned":2`, `"departures":1`, `"reported":1`, `"agreements":4`,
-		`"rejected_by":{"bad_tag":2,"stale":1}`} {
+		`"rejected_by":{"bad_tag":2,"stale":1}`, `"bytes_sent":300`, `"agree_calls":2`, `"agree_ns":5000`, `"agree_max_ns":3000`,
+		`"by_kind":{"bcast":{"sent":2,"recv":1,"bytes_sent":60,"bytes_recv":30}}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s lacks %s", b, want)
 		}

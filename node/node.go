@@ -71,6 +71,9 @@ type Stats struct {
 	// AgreeMaxLatencyNs the longest, in nanoseconds.
 	AgreeReturned, AgreeLatencyNs uint64
 	AgreeMaxLatencyNs             int64
+	// ByKind counts the protocol messages and their bytes per kind, in
+	// the order of MsgKinds.
+	ByKind [NumMsgKinds]KindStats
 }
 
 // OpenTransport creates the node's transport once the node knows where
@@ -117,6 +120,7 @@ type Node struct {
 	learned, departed, reported, decisions    atomic.Uint64 // updated by deliver and decided
 	agreeN, agreeNs                           atomic.Uint64 // updated by agree1
 	agreeMaxNs                                atomic.Int64
+	kinds                                     [NumMsgKinds]kindCounters // kinds.go
 	closeOnce                                 sync.Once
 }
 
@@ -247,6 +251,7 @@ func (n *Node) handle(from ranks.Rank, payload []byte) {
 		n.log.Warn("dropping malformed message", "from", from, "err", err)
 		return
 	}
+	n.countRecv(m.Type(), len(payload))
 	select {
 	case n.inbox <- inbound{from, m}:
 	case <-n.quit:
@@ -436,7 +441,9 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 	// field; the transports share it between the destinations.
 	payload := wire.AppendMessage(make([]byte, 0, 64), m)
 	for _, r := range to {
-		if err := n.tr.Send(r, payload); err != nil && !errors.Is(err, transport.ErrClosed) {
+		if err := n.tr.Send(r, payload); err == nil {
+			n.countSent(m.Type(), len(payload))
+		} else if !errors.Is(err, transport.ErrClosed) {
 			n.log.Warn("send failed", "to", r, "err", err)
 		}
 	}
@@ -576,6 +583,7 @@ func (n *Node) Stats() Stats {
 		AgreeReturned:     n.agreeN.Load(),
 		AgreeLatencyNs:    n.agreeNs.Load(),
 		AgreeMaxLatencyNs: n.agreeMaxNs.Load(),
+		ByKind:            n.byKind(),
 	}
 }
 
@@ -609,9 +617,11 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	if err != nil || !ok {
 		return err
 	}
-	if err := n.tr.Send(observer, wire.AppendMessage(nil, msg)); err != nil {
+	payload := wire.AppendMessage(nil, msg)
+	if err := n.tr.Send(observer, payload); err != nil {
 		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, err)
 	}
+	n.countSent(msg.Type(), len(payload))
 	// Transports write asynchronously; give the LEAVE time to go out.
 	t := time.NewTimer(linger)
 	defer t.Stop()

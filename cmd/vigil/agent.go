@@ -106,7 +106,9 @@ func agentMain(args []string) error {
 			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
 			Bad: st.BadMessages, LoopWakes: st.LoopWakes,
 			DeathsLearned: st.DeathsLearned, Departures: st.Departures, Reported: st.Reported, Agreements: st.AgreementsDecided,
-			RejectedBy: st.Transport.Rejected})
+			RejectedBy: st.Transport.Rejected, BytesSent: st.Transport.BytesSent, BytesRecv: st.Transport.BytesRecv,
+			AgreeCalls: st.AgreeReturned, AgreeNs: st.AgreeLatencyNs, AgreeMaxNs: st.AgreeMaxLatencyNs,
+			ByKind: byKind(st)})
 	}
 	var failCheck <-chan time.Time // the transport failing for good: only verbs can
 	if nd.Transport() == "verbs" {

@@ -618,7 +618,7 @@ func TestE2EStatsWhileRunning(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// After a crash, the survivors' stats lines count it: learned by both,
-	// reported by its observer alone.
+	// reported by its observer alone, and the broadcast of it by kind.
 	j.kill(2)
 	j.waitComplete(3, map[uint32]bool{2: true}, 10*time.Second)
 	deadline = time.Now().Add(10 * time.Second)
@@ -627,19 +627,27 @@ func TestE2EStatsWhileRunning(t *testing.T) {
 	j.mu.Unlock()
 	for {
 		j.mu.Lock()
-		var learned, reported uint64
+		var learned, reported, bcastSent, bcastRecv uint64
 		seen := map[uint32]bool{}
 		for _, l := range j.lines[from:] {
 			if l.Ev == "stats" && !seen[l.Rank] {
 				seen[l.Rank] = true
 				learned += l.DeathsLearned
 				reported += l.Reported
+				bcastSent += l.ByKind["bcast"].Sent
+				bcastRecv += l.ByKind["bcast"].Recv
+				if l.BytesSent == 0 || l.ByKind["bcast"].BytesSent+l.ByKind["bcast"].BytesRecv == 0 {
+					t.Errorf("rank %d: stats line without message bytes: %+v", l.Rank, l)
+				}
 			}
 		}
 		j.mu.Unlock()
 		if len(seen) == 2 {
 			if learned != 2 || reported != 1 {
 				t.Fatalf("after the crash of rank 2: deaths learned %d, reported %d in the survivors' stats lines; want 2 and 1", learned, reported)
+			}
+			if bcastSent == 0 || bcastRecv == 0 {
+				t.Fatalf("after the crash of rank 2: broadcast messages %d sent, %d received in the survivors' stats lines", bcastSent, bcastRecv)
 			}
 			return
 		}

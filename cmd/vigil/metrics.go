@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )
 
@@ -124,6 +125,20 @@ func writeMetrics(out io.Writer, src metricsSource) error {
 	for _, r := range reasons {
 		sample("vigil_frames_rejected_total", "{reason="+strconv.Quote(r)+"}", float64(tr.Rejected[r]))
 	}
+	kinds := func(name, help string, v func(node.KindStats) uint64) {
+		family(name, "counter", help)
+		for k, ks := range st.ByKind {
+			sample(name, "{kind="+strconv.Quote(node.MsgKinds[k])+"}", float64(v(ks)))
+		}
+	}
+	kinds("vigil_protocol_messages_sent_total", "Protocol messages handed to the transport, per kind (one per destination).",
+		func(k node.KindStats) uint64 { return k.Sent })
+	kinds("vigil_protocol_messages_received_total", "Protocol messages received and decoded, per kind.",
+		func(k node.KindStats) uint64 { return k.Recv })
+	kinds("vigil_protocol_message_bytes_sent_total", "Bytes of the protocol messages sent, per kind (the message's encoding, without the transport's framing).",
+		func(k node.KindStats) uint64 { return k.BytesSent })
+	kinds("vigil_protocol_message_bytes_received_total", "Bytes of the protocol messages received, per kind (the message's encoding, without the transport's framing).",
+		func(k node.KindStats) uint64 { return k.BytesRecv })
 	counter("vigil_bad_messages_total", "Authenticated messages that failed to decode or made no sense.", st.BadMessages)
 
 	counter("vigil_broadcasts_started_total", "Broadcasts this rank started.", st.BcastsStarted)
@@ -137,6 +152,22 @@ func writeMetrics(out io.Writer, src metricsSource) error {
 	sample("vigil_agreement_duration_seconds_count", "", float64(st.AgreeReturned))
 	gauge("vigil_agreement_max_duration_seconds", "Longest time from an Agree call to its decision.", float64(st.AgreeMaxLatencyNs)/1e9)
 	return w.Flush()
+}
+
+// byKind is st's message counters for a stats line: the kinds seen so
+// far (nil before any message).
+func byKind(st node.Stats) map[string]launch.KindCount {
+	var out map[string]launch.KindCount
+	for k, ks := range st.ByKind {
+		if ks == (node.KindStats{}) {
+			continue
+		}
+		if out == nil {
+			out = map[string]launch.KindCount{}
+		}
+		out[node.MsgKinds[k]] = launch.KindCount{Sent: ks.Sent, Recv: ks.Recv, BytesSent: ks.BytesSent, BytesRecv: ks.BytesRecv}
+	}
+	return out
 }
 
 // checkMetricsAddr checks -metrics-addr's form (empty: no endpoint).

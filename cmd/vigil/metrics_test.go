@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -95,31 +96,38 @@ func TestMetricsTextFormat(t *testing.T) {
 		DeathsLearned: 1, Reported: 1, Departures: 2, AgreementsDecided: 5,
 		AgreeReturned: 4, AgreeLatencyNs: 2_000_000, AgreeMaxLatencyNs: 1_000_000,
 	}
+	st.ByKind[2] = node.KindStats{Sent: 3, Recv: 2, BytesSent: 90, BytesRecv: 61}
 	var b bytes.Buffer
 	if err := writeMetrics(&b, metricsSource{stats: func() node.Stats { return st }, info: [][2]string{{"rank", "0"}, {"size", "4"}}}); err != nil {
 		t.Fatal(err)
 	}
 	m := parseMetrics(t, b.String())
 	for k, want := range map[string]float64{
-		`vigil_agent_info{rank="0",size="4"}`:           1,
-		"vigil_heartbeats_sent_total":                   7,
-		"vigil_heartbeat_deadlines_missed_total":        4,
-		"vigil_heartbeat_max_lateness_seconds":          0.0015,
-		"vigil_observer_checks_total":                   9,
-		"vigil_heartbeat_native":                        1,
-		"vigil_heartbeat_realtime":                      0,
-		"vigil_deaths_learned_total":                    1,
-		"vigil_failures_reported_total":                 1,
-		"vigil_departures_learned_total":                2,
-		"vigil_messages_sent_total":                     3,
-		`vigil_frames_rejected_total{reason="bad_tag"}`: 2,
-		`vigil_frames_rejected_total{reason="stale"}`:   1,
-		"vigil_agreements_decided_total":                5,
-		"vigil_agreement_duration_seconds_count":        4,
-		"vigil_agreement_duration_seconds_sum":          0.002,
-		"vigil_agreement_max_duration_seconds":          0.001,
-		"vigil_broadcast_messages_forwarded_total":      0,
-		"vigil_message_bytes_received_total":            0,
+		`vigil_agent_info{rank="0",size="4"}`:                       1,
+		"vigil_heartbeats_sent_total":                               7,
+		"vigil_heartbeat_deadlines_missed_total":                    4,
+		"vigil_heartbeat_max_lateness_seconds":                      0.0015,
+		"vigil_observer_checks_total":                               9,
+		"vigil_heartbeat_native":                                    1,
+		"vigil_heartbeat_realtime":                                  0,
+		"vigil_deaths_learned_total":                                1,
+		"vigil_failures_reported_total":                             1,
+		"vigil_departures_learned_total":                            2,
+		"vigil_messages_sent_total":                                 3,
+		`vigil_frames_rejected_total{reason="bad_tag"}`:             2,
+		`vigil_frames_rejected_total{reason="stale"}`:               1,
+		"vigil_agreements_decided_total":                            5,
+		"vigil_agreement_duration_seconds_count":                    4,
+		"vigil_agreement_duration_seconds_sum":                      0.002,
+		"vigil_agreement_max_duration_seconds":                      0.001,
+		"vigil_broadcast_messages_forwarded_total":                  0,
+		"vigil_message_bytes_received_total":                        0,
+		`vigil_protocol_messages_sent_total{kind="bcast"}`:          3,
+		`vigil_protocol_messages_received_total{kind="bcast"}`:      2,
+		`vigil_protocol_message_bytes_sent_total{kind="bcast"}`:     90,
+		`vigil_protocol_message_bytes_received_total{kind="bcast"}`: 61,
+		`vigil_protocol_messages_sent_total{kind="agree"}`:          0,
+		`vigil_protocol_messages_received_total{kind="alive"}`:      0,
 	} {
 		if got, ok := m[k]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
@@ -132,9 +140,11 @@ func TestMetricsTextFormat(t *testing.T) {
 
 // TestE2EMetrics: agents started with -metrics-addr 127.0.0.1:0 print
 // their endpoint in the ready line; scraped while they run, the heartbeat
-// and check counters grow, agreements are counted, and after a kill -9
-// every survivor has learned one death, which exactly one of them (the
-// observer) reported.
+// and check counters grow, agreements are counted (decisions, durations,
+// agreement messages each way with their bytes), a stray frame is counted
+// by reason, and after a kill -9 every survivor has learned one death,
+// which exactly one of them (the observer) reported, and broadcast
+// messages were counted.
 func TestE2EMetrics(t *testing.T) {
 	const n, agreements = 4, 3
 	argv := []string{vigilBin, "agent", "-h", "10ms", "-delta", "200ms", "-metrics-addr", "127.0.0.1:0",
@@ -143,7 +153,7 @@ func TestE2EMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrs := map[uint32]string{}
+	addrs, rankAddrs := map[uint32]string{}, map[uint32]string{} // metrics endpoints, message ports
 	var early []launch.Line
 	timeout := time.After(60 * time.Second)
 	for len(addrs) < n {
@@ -154,6 +164,7 @@ func TestE2EMetrics(t *testing.T) {
 			}
 			if l.Ev == "ready" {
 				addrs[l.Rank] = l.Metrics
+				rankAddrs[l.Rank] = l.Addr
 			}
 			early = append(early, l)
 		case <-timeout:
@@ -205,8 +216,22 @@ func TestE2EMetrics(t *testing.T) {
 	}
 	await("every agreement counted", func(_ uint32, m map[string]float64) bool {
 		return m["vigil_agreement_duration_seconds_count"] == agreements && m["vigil_agreements_decided_total"] >= agreements &&
-			m["vigil_agreement_duration_seconds_sum"] > 0 && m["vigil_agreement_max_duration_seconds"] > 0
+			m["vigil_agreement_duration_seconds_sum"] > 0 && m["vigil_agreement_max_duration_seconds"] > 0 &&
+			m[`vigil_protocol_messages_sent_total{kind="agree"}`] > 0 && m[`vigil_protocol_messages_received_total{kind="agree"}`] > 0 &&
+			m[`vigil_protocol_message_bytes_sent_total{kind="agree"}`] > 0 && m[`vigil_protocol_message_bytes_received_total{kind="agree"}`] > 0
 	}, 0, 1, 2, 3)
+
+	// A frame that is not Vigil's, on a connection to rank 1's message
+	// port: refused and counted by reason.
+	conn, err := net.DialTimeout("tcp", rankAddrs[1], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte(strings.Repeat("GET / HTTP/1.0\r\n", 8))) // longer than a frame header
+	await("the stray frame refused", func(_ uint32, m map[string]float64) bool {
+		return m[`vigil_frames_rejected_total{reason="bad_magic"}`] == 1
+	}, 1)
+	conn.Close()
 
 	j.kill(2)
 	got := await("one death learned by every survivor", func(_ uint32, m map[string]float64) bool {
@@ -221,6 +246,17 @@ func TestE2EMetrics(t *testing.T) {
 	}
 	if reported != 1 {
 		t.Errorf("failures reported by the survivors: %v in all, want 1 (rank 2's observer)", reported)
+	}
+	var bcasts float64
+	for r, m := range got {
+		k := func(name string) float64 { return m[`vigil_protocol_`+name+`{kind="bcast"}`] }
+		if k("messages_sent_total")+k("messages_received_total") == 0 {
+			t.Errorf("rank %d: no broadcast message after the kill", r)
+		}
+		bcasts += k("messages_received_total")
+	}
+	if bcasts == 0 {
+		t.Errorf("no survivor received a broadcast of the kill")
 	}
 	j.checkAccuracy(map[uint32]bool{2: true})
 	t.Logf("rank 1's endpoint after the kill:\n%s", scrapeText(t, addrs[1]))

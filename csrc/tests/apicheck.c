@@ -3,7 +3,8 @@
  * of out-of-order and invalid calls, vigil_strerror / vigil_last_error,
  * explicit initialization with a static table and with an allgather
  * function, the callback thread, polling, the dead set, sporadic probes,
- * re-initialization after vigil_finalize.
+ * re-initialization after vigil_finalize, the counters (every version of
+ * vigil_stats), every field of an event (the death of rank 0).
  *
  * Jobs of one real rank: the other ranks' addresses point at a closed port
  * (127.0.0.1:1), so they are detected dead. Exit status 0 iff every check
@@ -264,6 +265,35 @@ int main(void)
 		EQ(st.reported, 1);
 		EQ(st.departures, 0);
 		CHECK(st.checks > 0, "%llu observer checks", (unsigned long long)st.checks);
+		/* Version 3: the messages by kind add up to at most the
+		 * transport's (messages the node decoded or handed over), the
+		 * rejections by reason to rejected. */
+		uint64_t kinds = 0, reasons = 0;
+		for (int k = 0; k < VIGIL_MSG_KIND_SLOTS; k++) {
+			kinds += st.kind_sent[k];
+			CHECK(st.kind_bytes_sent[k] >= st.kind_sent[k] && st.kind_bytes_recv[k] >= st.kind_recv[k],
+			      "kind %d: %llu bytes for %llu messages", k, (unsigned long long)st.kind_bytes_sent[k],
+			      (unsigned long long)st.kind_sent[k]);
+			CHECK(k >= VIGIL_MSG_ALIVE + 1 || vigil_msg_kind_name(k) != NULL, "kind %d unnamed", k);
+		}
+		for (int r = 0; r < VIGIL_REJECT_SLOTS; r++)
+			reasons += st.rejected_by[r];
+		CHECK(kinds <= st.msgs_sent, "%llu messages by kind, %llu sent", (unsigned long long)kinds,
+		      (unsigned long long)st.msgs_sent);
+		EQ(reasons, st.rejected);
+		CHECK(strcmp(vigil_msg_kind_name(VIGIL_MSG_BCAST), "bcast") == 0, "%s", vigil_msg_kind_name(VIGIL_MSG_BCAST));
+		CHECK(strcmp(vigil_reject_name(VIGIL_REJECT_BAD_TAG), "bad_tag") == 0, "%s", vigil_reject_name(VIGIL_REJECT_BAD_TAG));
+		CHECK(vigil_msg_kind_name(-1) == NULL && vigil_msg_kind_name(VIGIL_MSG_KIND_SLOTS) == NULL, "kind names out of range");
+		CHECK(vigil_reject_name(VIGIL_REJECT_SLOTS) == NULL, "reason name out of range");
+		/* A caller built with version 2 (up to agree_max_latency_ns):
+		 * the version 3 fields are left alone. */
+		memset(&st, 0xab, sizeof st);
+		st.struct_size = offsetof(vigil_stats, kind_sent);
+		EQ(vigil_stats_get(&st), VIGIL_OK);
+		EQ(st.struct_size, offsetof(vigil_stats, kind_sent));
+		EQ(st.deaths_learned, 1);
+		CHECK(st.kind_sent[0] == 0xababababababababULL, "version 2 caller's kind_sent overwritten: %llx",
+		      (unsigned long long)st.kind_sent[0]);
 		/* A caller built with version 1 of the struct (up to realtime):
 		 * the later fields are left alone. */
 		memset(&st, 0xab, sizeof st);
@@ -312,6 +342,49 @@ int main(void)
 	EQ(vigil_leave(0), VIGIL_OK);
 	EQ(vigil_finalize(), VIGIL_OK);
 	EQ(wait_callbacks(3, 100), 2); /* exactly one callback per event */
+
+	/* The death of rank 0 through the callback and vigil_poll, every
+	 * field set: this process is rank 1 of a ring of two, rank 0's
+	 * address a closed port. */
+	{
+		const char *zero_dead[] = {"127.0.0.1:1", "127.0.0.1:0"};
+		struct timespec now;
+		base_config(&cfg, 2);
+		cfg.rank = 1;
+		cfg.peers = zero_dead;
+		EQ(vigil_init(&cfg), VIGIL_OK);
+		pthread_mutex_lock(&mu);
+		memset(&cb_last, 0xff, sizeof cb_last);
+		pthread_mutex_unlock(&mu);
+		EQ(vigil_set_failure_callback(on_failure, &user_count), VIGIL_OK);
+		EQ(vigil_start(), VIGIL_OK);
+		EQ(wait_callbacks(3, 10000), 3);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t mono = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		pthread_mutex_lock(&mu);
+		EQ(cb_last.version, VIGIL_EVENT_VERSION);
+		EQ(cb_last.kind, VIGIL_EVENT_FAILED);
+		EQ(cb_last.rank, 0);
+		EQ(cb_last.detector, 1);
+		CHECK(cb_last.detected_unix_ns > 1600000000LL * 1000000000LL, "detected_unix_ns %lld",
+		      (long long)cb_last.detected_unix_ns);
+		CHECK(cb_last.delivered_mono_ns > 0 && cb_last.delivered_mono_ns <= mono, "delivered_mono_ns %lld (now %lld)",
+		      (long long)cb_last.delivered_mono_ns, (long long)mono);
+		vigil_event from_cb = cb_last;
+		pthread_mutex_unlock(&mu);
+		memset(&ev, 0xff, sizeof ev);
+		EQ(vigil_poll(&ev), 1);
+		EQ(ev.version, VIGIL_EVENT_VERSION);
+		CHECK(ev.kind == from_cb.kind && ev.rank == 0 && ev.detector == 1 &&
+		          ev.detected_unix_ns == from_cb.detected_unix_ns && ev.delivered_mono_ns == from_cb.delivered_mono_ns,
+		      "polled {%d %u %u %lld %lld}, callback's {%d %u %u %lld %lld}", ev.kind, ev.rank, ev.detector,
+		      (long long)ev.detected_unix_ns, (long long)ev.delivered_mono_ns, from_cb.kind, from_cb.rank,
+		      from_cb.detector, (long long)from_cb.detected_unix_ns, (long long)from_cb.delivered_mono_ns);
+		EQ(vigil_is_dead(0), 1);
+		EQ(vigil_set_failure_callback(NULL, NULL), VIGIL_OK);
+		EQ(vigil_leave(200), VIGIL_OK); /* alone now: departs at once */
+		EQ(vigil_finalize(), VIGIL_OK);
+	}
 
 	printf("apicheck: %d checks, %d failures\n", checks, failures);
 	return failures != 0;
