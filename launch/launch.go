@@ -11,6 +11,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,105 +27,126 @@ import (
 const SchemaVersion = 1
 
 // Line is one JSON line an agent prints on its standard output (the
-// schema is in the README, "Agent output"). Fields that do not apply to a
-// line's Ev are left out; a "dead" line always carries dead and detector,
-// rank 0 included.
+// schema is in the README, "Agent output"). Every field of the line's Ev
+// (its ev tag) is written, at zero too; fields of other kinds are left out.
 type Line struct {
 	// V is the schema version (SchemaVersion) on every line.
-	V int `json:"v"`
+	V int `json:"v" ev:"*"`
 	// Ev is "ready", "dead", "evicted", "stats", "failed" or "bye".
-	Ev string `json:"ev"`
+	Ev string `json:"ev" ev:"*"`
 	// Rank is the reporting agent.
-	Rank uint32 `json:"rank"`
+	Rank uint32 `json:"rank" ev:"*"`
 	// Mono is the agent's CLOCK_MONOTONIC (ns) when it printed the line.
-	Mono int64 `json:"mono"`
+	Mono int64 `json:"mono" ev:"*"`
 
 	// For "ready": the TCP address the agent published to the other ranks
 	// (empty over verbs).
-	Addr string `json:"addr,omitempty"`
+	Addr string `json:"addr,omitempty" ev:"ready"`
 	// For "ready" with -metrics-addr: the metrics endpoint's address.
-	Metrics string `json:"metrics,omitempty"`
+	Metrics string `json:"metrics,omitempty" ev:"ready"`
 
 	// For "dead": the rank gone, whether it left cleanly, who detected it
 	// and when (detector's wall clock), and when this agent learned it.
-	Dead          uint32 `json:"dead,omitempty"`
-	Left          bool   `json:"left,omitempty"`
-	Detector      uint32 `json:"detector,omitempty"`
-	DetectedUnix  int64  `json:"detected_unix,omitempty"`
-	DeliveredMono int64  `json:"delivered_mono,omitempty"`
+	Dead          uint32 `json:"dead,omitempty" ev:"dead"`
+	Left          bool   `json:"left,omitempty" ev:"dead"`
+	Detector      uint32 `json:"detector,omitempty" ev:"dead"`
+	DetectedUnix  int64  `json:"detected_unix,omitempty" ev:"dead"`
+	DeliveredMono int64  `json:"delivered_mono,omitempty" ev:"dead"`
 
 	// For "stats": missed heartbeat deadlines and the worst lateness.
-	Missed    uint64 `json:"missed,omitempty"`
-	MaxLateNs int64  `json:"max_late_ns,omitempty"`
-	Rejected  uint64 `json:"rejected,omitempty"`
-	RealTime  bool   `json:"realtime,omitempty"`
+	Missed    uint64 `json:"missed,omitempty" ev:"stats"`
+	MaxLateNs int64  `json:"max_late_ns,omitempty" ev:"stats"`
+	Rejected  uint64 `json:"rejected,omitempty" ev:"stats"`
+	RealTime  bool   `json:"realtime,omitempty" ev:"stats"`
 	// NativeEmitter: the heartbeat thread ran in C, outside the Go
 	// runtime (heartbeat.EmitterStats.Native).
-	NativeEmitter bool `json:"native_emitter,omitempty"`
+	NativeEmitter bool `json:"native_emitter,omitempty" ev:"stats"`
 	// Held is no longer printed (always 0); kept for the readers of
 	// older lines.
 	Held uint64 `json:"held,omitempty"`
 	// ProcessRT: the whole agent runs real-time (-realtime-process).
-	ProcessRT bool `json:"process_rt,omitempty"`
+	ProcessRT bool `json:"process_rt,omitempty" ev:"stats"`
 	// Counters since the start (node.Stats): heartbeats sent, messages
 	// sent and received, messages the transport dropped, broadcasts started
 	// and forwarded, messages that made no sense, event-loop wake-ups.
-	HeartbeatsSent  uint64 `json:"hb_sent,omitempty"`
-	MsgsSent        uint64 `json:"msgs_sent,omitempty"`
-	MsgsRecv        uint64 `json:"msgs_recv,omitempty"`
-	MsgsDropped     uint64 `json:"msgs_dropped,omitempty"`
-	BcastsStarted   uint64 `json:"bcasts_started,omitempty"`
-	BcastsForwarded uint64 `json:"bcasts_forwarded,omitempty"`
-	Bad             uint64 `json:"bad,omitempty"`
-	LoopWakes       uint64 `json:"loop_wakes,omitempty"`
+	HeartbeatsSent  uint64 `json:"hb_sent,omitempty" ev:"stats"`
+	MsgsSent        uint64 `json:"msgs_sent,omitempty" ev:"stats"`
+	MsgsRecv        uint64 `json:"msgs_recv,omitempty" ev:"stats"`
+	MsgsDropped     uint64 `json:"msgs_dropped,omitempty" ev:"stats"`
+	BcastsStarted   uint64 `json:"bcasts_started,omitempty" ev:"stats"`
+	BcastsForwarded uint64 `json:"bcasts_forwarded,omitempty" ev:"stats"`
+	Bad             uint64 `json:"bad,omitempty" ev:"stats"`
+	LoopWakes       uint64 `json:"loop_wakes,omitempty" ev:"stats"`
 	// Node counters since the start, as on the metrics endpoint: crashed
 	// ranks learned (own detections included), ranks learned to have
 	// left cleanly, crashes this rank's observer detected, agreement
 	// decisions reached.
-	DeathsLearned uint64 `json:"deaths_learned,omitempty"`
-	Departures    uint64 `json:"departures,omitempty"`
-	Reported      uint64 `json:"reported,omitempty"`
-	Agreements    uint64 `json:"agreements,omitempty"`
+	DeathsLearned uint64 `json:"deaths_learned,omitempty" ev:"stats"`
+	Departures    uint64 `json:"departures,omitempty" ev:"stats"`
+	Reported      uint64 `json:"reported,omitempty" ev:"stats"`
+	Agreements    uint64 `json:"agreements,omitempty" ev:"stats"`
 	// RejectedBy is Rejected per reason (wire.Reason names, as the
 	// metrics endpoint's vigil_frames_rejected_total{reason}), only the
 	// reasons seen so far.
-	RejectedBy map[string]uint64 `json:"rejected_by,omitempty"`
+	RejectedBy map[string]uint64 `json:"rejected_by,omitempty" ev:"stats"`
 	// Bytes of the protocol messages the transport wrote and received
 	// (their encodings, without the framing).
-	BytesSent uint64 `json:"bytes_sent,omitempty"`
-	BytesRecv uint64 `json:"bytes_recv,omitempty"`
+	BytesSent uint64 `json:"bytes_sent,omitempty" ev:"stats"`
+	BytesRecv uint64 `json:"bytes_recv,omitempty" ev:"stats"`
 	// Agreement calls that returned a decision, their total and their
 	// longest time (ns).
-	AgreeCalls uint64 `json:"agree_calls,omitempty"`
-	AgreeNs    uint64 `json:"agree_ns,omitempty"`
-	AgreeMaxNs int64  `json:"agree_max_ns,omitempty"`
+	AgreeCalls uint64 `json:"agree_calls,omitempty" ev:"stats"`
+	AgreeNs    uint64 `json:"agree_ns,omitempty" ev:"stats"`
+	AgreeMaxNs int64  `json:"agree_max_ns,omitempty" ev:"stats"`
 	// ByKind counts the protocol messages per kind (node.MsgKinds names,
 	// as the metrics endpoint's kind label), only the kinds seen so far.
-	ByKind map[string]KindCount `json:"by_kind,omitempty"`
+	ByKind map[string]KindCount `json:"by_kind,omitempty" ev:"stats"`
 }
 
 // KindCount is one message kind's counters in a stats line: messages
 // sent (one per destination) and received, and their bytes (the
 // message's encoding, without the transport's framing).
 type KindCount struct {
-	Sent      uint64 `json:"sent,omitempty"`
-	Recv      uint64 `json:"recv,omitempty"`
-	BytesSent uint64 `json:"bytes_sent,omitempty"`
-	BytesRecv uint64 `json:"bytes_recv,omitempty"`
+	Sent      uint64 `json:"sent"`
+	Recv      uint64 `json:"recv"`
+	BytesSent uint64 `json:"bytes_sent"`
+	BytesRecv uint64 `json:"bytes_recv"`
 }
 
-// MarshalJSON writes l, with dead and detector on every "dead" line even
-// when they are rank 0.
+// MarshalJSON writes l with every field of its kind (the field's ev tag
+// names the kinds, "*" every line), zeros, false, rank 0 and empty objects
+// included; a field of another kind only when set.
 func (l Line) MarshalJSON() ([]byte, error) {
-	type plain Line // without this method
-	if l.Ev != "dead" {
-		return json.Marshal(plain(l))
+	v := reflect.ValueOf(l)
+	b := []byte{'{'}
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		fv := v.FieldByIndex(f.Index)
+		if fv.IsZero() && !appliesTo(f.Tag.Get("ev"), l.Ev) {
+			continue
+		}
+		var val []byte
+		if fv.Kind() == reflect.Map && fv.IsNil() {
+			val = []byte("{}")
+		} else {
+			var err error
+			if val, err = json.Marshal(fv.Interface()); err != nil {
+				return nil, err
+			}
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, name)
+		b = append(append(b, ':'), val...)
 	}
-	return json.Marshal(struct {
-		plain
-		Dead     uint32 `json:"dead"`
-		Detector uint32 `json:"detector"`
-	}{plain(l), l.Dead, l.Detector})
+	return append(b, '}'), nil
+}
+
+// appliesTo reports whether a field tagged ev:"tag" belongs on a line of
+// kind ev: "*" is every line, otherwise a comma-separated list of kinds.
+func appliesTo(tag, ev string) bool {
+	return tag == "*" || (tag != "" && slices.Contains(strings.Split(tag, ","), ev))
 }
 
 // Proc is one agent process.

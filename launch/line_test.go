@@ -78,3 +78,41 @@ func TestLineSchemaRoundTrip(t *testing.T) {
 		t.Errorf("unversioned line read as %+v, %v", old, err)
 	}
 }
+// TestLineFieldsAlwaysPresent: a line of each kind carries every field of
+// its kind at zero (rank 0, false, empty objects), and none of another
+// kind's fields left at zero.
+func TestLineFieldsAlwaysPresent(t *testing.T) {
+	want := map[string][]string{
+		"ready": {"addr", "metrics"},
+		"dead":  {"dead", "left", "detector", "detected_unix", "delivered_mono"},
+		"stats": {"missed", "max_late_ns", "rejected", "realtime", "native_emitter", "process_rt", "hb_sent", "msgs_sent",
+			"msgs_recv", "msgs_dropped", "bcasts_started", "bcasts_forwarded", "bad", "loop_wakes", "deaths_learned",
+			"departures", "reported", "agreements", "rejected_by", "bytes_sent", "bytes_recv", "agree_calls", "agree_ns",
+			"agree_max_ns", "by_kind"},
+		"evicted": nil, "failed": nil, "bye": nil,
+	}
+	for ev, fields := range want {
+		b, err := json.Marshal(Line{V: SchemaVersion, Ev: ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		common := []string{"v", "ev", "rank", "mono"}
+		for _, f := range append(common, fields...) {
+			if _, ok := m[f]; !ok {
+				t.Errorf("%s line %s lacks %q", ev, b, f)
+			}
+		}
+		if len(m) != len(common)+len(fields) {
+			t.Errorf("%s line %s: %d fields, want %d", ev, b, len(m), len(common)+len(fields))
+		}
+	}
+	// A by_kind entry carries its four counters even at zero.
+	b, _ := json.Marshal(Line{Ev: "stats", ByKind: map[string]KindCount{"probe": {Sent: 1}}})
+	if !strings.Contains(string(b), `"by_kind":{"probe":{"sent":1,"recv":0,"bytes_sent":0,"bytes_recv":0}}`) {
+		t.Errorf("by_kind written as %s", b)
+	}
+}
