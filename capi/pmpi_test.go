@@ -59,6 +59,7 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // pmpiLine is a JSON line of the PMPI library or of pmpi_ring.
 type pmpiLine struct {
+	V          int    `json:"v"`
 	Ev         string `json:"ev"`
 	Rank       uint32 `json:"rank"`
 	Dead       uint32 `json:"dead"`
@@ -73,6 +74,9 @@ func decodePMPI(t *testing.T, l mpitest.Line) pmpiLine {
 	var p pmpiLine
 	if err := json.Unmarshal([]byte(l.Text), &p); err != nil {
 		t.Fatalf("rank %d printed %q: %v", l.Rank, l.Text, err)
+	}
+	if (p.Ev == "ready" || p.Ev == "dead" || p.Ev == "evicted") && p.V != 1 {
+		t.Fatalf("rank %d printed %q: the library's lines carry \"v\":1", l.Rank, l.Text)
 	}
 	return p
 }

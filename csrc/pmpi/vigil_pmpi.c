@@ -57,8 +57,8 @@
  *                          waits on a failed rank (ring mode: any failed rank
  *                          when the peer is unknown)
  *   VIGIL_PMPI_OUTPUT      text (default): one line per failure on stderr;
- *                          json: JSON lines on stdout, {"ev":"ready",...} and
- *                          per event {"ev":"dead"|"evicted","rank":R,"dead":D,
+ *                          json: JSON lines on stdout, {"v":1,"ev":"ready",...}
+ *                          and per event {"v":1,"ev":"dead"|"evicted","rank":R,"dead":D,
  *                          "left":..,"detector":X,"mode":..,"detected_unix":U,
  *                          "delivered_mono":M} (vigil_event's fields; M is
  *                          this process's CLOCK_MONOTONIC, in ns)
@@ -169,7 +169,7 @@ static void on_event(const vigil_event *ev, void *user)
 	(void)user;
 	const char *what = ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : ev->kind == VIGIL_EVENT_LEFT ? "left" : "failed";
 	if (json) {
-		printf("{\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,\"mode\":\"%s\","
+		printf("{\"v\":1,\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,\"mode\":\"%s\","
 		       "\"detected_unix\":%lld,\"delivered_mono\":%lld}\n",
 		       ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : "dead", world_rank, ev->rank,
 		       ev->kind == VIGIL_EVENT_LEFT ? "true" : "false", ev->detector,
@@ -216,7 +216,7 @@ static void fd_go(int m)
 	}
 	mode = m;
 	if (json) {
-		printf("{\"ev\":\"ready\",\"rank\":%d,\"mode\":\"%s\"}\n", world_rank, mode_name());
+		printf("{\"v\":1,\"ev\":\"ready\",\"rank\":%d,\"mode\":\"%s\"}\n", world_rank, mode_name());
 		fflush(stdout);
 	}
 }
