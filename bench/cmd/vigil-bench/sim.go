@@ -32,6 +32,8 @@ type simOpts struct {
 	workers int
 	runs    int // 0: the subcommand's default
 	maxN    int
+	minN    int
+	labels  bool
 	quiet   bool
 	plans   string
 	algs    string
@@ -81,6 +83,8 @@ func simMain(args []string) error {
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel simulations")
 	fs.IntVar(&o.runs, "runs", 0, "runs per point (0: the subcommand's default)")
 	fs.IntVar(&o.maxN, "maxn", 0, "largest n of the sweeps (0: the subcommand's default)")
+	fs.IntVar(&o.minN, "minn", 0, "smallest n of the sweeps (0: the subcommand's default)")
+	fs.BoolVar(&o.labels, "labels-only", false, "hostcrash: only the rows with host labels (to run them at a size where the others are on record)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.StringVar(&o.algs, "algs", strings.Join(sim.BcastAlgs, ","), "bcast: algorithms to run")
 	fs.BoolVar(&o.scaling, "scaling", true, "bcast: also run the scaling study")
@@ -137,12 +141,9 @@ func (o *simOpts) runsOr(def int) int {
 
 // sizes returns the ns up to -maxn.
 func (o *simOpts) sizes(ns []int) []int {
-	if o.maxN == 0 {
-		return ns
-	}
 	var out []int
 	for _, n := range ns {
-		if n <= o.maxN {
+		if (o.maxN == 0 || n <= o.maxN) && n >= o.minN {
 			out = append(out, n)
 		}
 	}
@@ -533,8 +534,9 @@ type hostCrashRow struct {
 // and 64 for hosts of 64) and block mending with host labels (W = 16,
 // sim.DetectorConfig.Hosts). Unless heavy, Algorithm 1 is left out where
 // more than 64 ranks die among more than 4,096: one broadcast to every
-// rank per dead rank makes such a run take over 10 minutes here.
-func hostCrashRows(ns []int, heavy bool) []hostCrashRow {
+// rank per dead rank makes such a run take over 10 minutes here. With
+// labelsOnly, only the rows with host labels.
+func hostCrashRows(ns []int, heavy, labelsOnly bool) []hostCrashRow {
 	var rows []hostCrashRow
 	for _, sc := range []sim.Scenario{sim.LowLat, sim.LowNoise} {
 		for _, n := range ns {
@@ -545,7 +547,7 @@ func hostCrashRows(ns []int, heavy bool) []hostCrashRow {
 						probes = append(probes, 64)
 					}
 					for _, w := range probes {
-						if w == 0 && !heavy && n > 4096 && size*hosts > 64 {
+						if labelsOnly || w == 0 && !heavy && n > 4096 && size*hosts > 64 {
 							continue
 						}
 						rows = append(rows, hostCrashRow{sc, n, sim.HostCrash{HostSize: size, Hosts: hosts}, w, false})
@@ -564,7 +566,10 @@ func simHostCrash(o *simOpts) error {
 		ns, runs = []int{512}, o.runsOr(2)
 	}
 	ns = o.sizes(ns)
-	rows := hostCrashRows(ns, o.heavy)
+	rows := hostCrashRows(ns, o.heavy, o.labels)
+	if len(rows) == 0 {
+		return fmt.Errorf("sim hostcrash: no n of %v within -minn %d and -maxn %d", []int{4096, 65536}, o.minN, o.maxN)
+	}
 	// Progress weighted by the broadcasts a run makes (about one per rank
 	// with Algorithm 1, a few per host with block mending) times n.
 	weight := func(r hostCrashRow) int {
