@@ -14,9 +14,9 @@ import (
 )
 
 // TestSteadyStateIsQuiet: a running failure-free cluster allocates
-// nothing per heartbeat period, its event loops wake about once per δ
-// rather than once per check, and every check runs on the heartbeat
-// threads.
+// nothing per heartbeat period, its event loops do not wake at all while
+// every emitter is heard (the checks' alarm wakes them on a silence), and
+// every check runs on the heartbeat threads.
 func TestSteadyStateIsQuiet(t *testing.T) {
 	const n = 4
 	h, δ := 2*time.Millisecond, 40*time.Millisecond
@@ -61,15 +61,59 @@ func TestSteadyStateIsQuiet(t *testing.T) {
 	if k, sent := c1-c0, s1-s0; k == 0 || sent < 2*k || sent > 4*k {
 		t.Errorf("%d checks for %d heartbeats on the heartbeat threads: want one every 3", k, sent)
 	}
-	// The loops wake at each deadline (δ after the last growth seen) and for
-	// housekeeping (every δ): a few times per δ, not per check.
-	if w, most := w1-w0, uint64(n*4*int(window/δ)); w > most {
-		t.Errorf("event loops woke %d times in %v (at most %d: a few per δ)", w, window, most)
+	// Nothing to do while every emitter is heard: no message (the window
+	// has none), no deadline to look at (the checks ring the alarm on a
+	// silence), no housekeeping (nothing busy). At most one wake-up per
+	// node in the window (25 δ); they used to wake once per δ.
+	if w, most := w1-w0, uint64(n); w > most {
+		t.Errorf("event loops woke %d times in %v of a steady state (at most %d: none expected)", w, window, most)
 	}
 	for _, nd := range c.nodes {
 		if len(nd.Dead()) != 0 {
 			t.Fatalf("rank %d reports %v dead in a failure-free run", nd.Rank(), nd.Dead())
 		}
+	}
+}
+
+// TestQuietLoopDetects: with the event loops asleep in a steady state
+// (no wake-up at deadlines), a crash is still reported within δ plus a
+// check or two: the observer's checks ring the alarm once the emitter has
+// been silent for MendEarly (block mending's early probes) or, without the
+// early probes, for δ, and the loop takes it from there.
+func TestQuietLoopDetects(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mendProbe int
+	}{{"early probes", 0}, {"no block mending", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 4
+			h, δ, check := 2*time.Millisecond, 100*time.Millisecond, 10*time.Millisecond // δ: room for this shared machine's stalls
+			c := startCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, CheckPeriod: check, StartGrace: δ,
+				MendProbe: tc.mendProbe})
+			time.Sleep(300 * time.Millisecond) // past the start-up: rings settled
+			wakes := func() (w uint64) {
+				for _, nd := range c.nodes {
+					w += nd.Stats().LoopWakes
+				}
+				return w
+			}
+			w0 := wakes()
+			time.Sleep(200 * time.Millisecond)
+			t.Logf("event loops woke %d times in 200 ms before the crash", wakes()-w0)
+			// Rank 3 observes rank 2.
+			killed := time.Now()
+			c.kill(2)
+			c.waitComplete(10 * time.Second)
+			ev, _ := c.nodes[3].Known(2)
+			lat := ev.DetectedAt.Sub(killed)
+			t.Logf("rank 2 reported by rank %d %v after the crash (δ = %v, check %v)", ev.Detector, lat, δ, check)
+			// δ, a check, the early probes' round with them; the rest is
+			// room for a loaded machine. A loop that waited for a deadline
+			// it no longer sets would report nothing at all.
+			if most := 2*δ + 2*check + 250*time.Millisecond; ev.Detector != 3 || lat > most {
+				t.Errorf("rank 2 reported by rank %d %v after the crash: want rank 3 within %v", ev.Detector, lat, most)
+			}
+		})
 	}
 }
 
