@@ -380,7 +380,9 @@ func verifier(tr transport.Transport) transport.HeartbeatVerifier {
 // check after it yet (the emitter thread is late), a quarter check period
 // later.
 func (n *Node) observeAt(now int64, rec hb.WatchRecord) int64 {
-	if n.core.Alone() || n.core.Evicted() {
+	if n.core.Alone() || n.core.Evicted() || n.core.Ring().Left() {
+		// Nothing to observe: after Leave the ring suspects no one (it used
+		// to poll every quarter check while lingering, its deadline past).
 		return now + int64(time.Hour)
 	}
 	d := n.core.SuspectDeadline()

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -114,6 +115,24 @@ func TestQuietLoopDetects(t *testing.T) {
 				t.Errorf("rank 2 reported by rank %d %v after the crash: want rank 3 within %v", ev.Detector, lat, most)
 			}
 		})
+	}
+}
+
+// TestLeavingNodeSleeps: a node lingering in Leave, its heartbeats still
+// going out, does not poll the checks: its ring suspects no one any more.
+func TestLeavingNodeSleeps(t *testing.T) {
+	h, δ := 2*time.Millisecond, 40*time.Millisecond
+	c := startCluster(t, 3, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
+	time.Sleep(300 * time.Millisecond) // past the start-up: rings settled
+	const linger = 200 * time.Millisecond
+	w0 := c.nodes[0].Stats().LoopWakes
+	if err := c.nodes[0].Leave(context.Background(), linger); err != nil {
+		t.Fatal(err)
+	}
+	// The requests of Leave and a message or two; polling every quarter
+	// check (1.25 ms) would be 160.
+	if d := c.nodes[0].Stats().LoopWakes - w0; d > 20 {
+		t.Errorf("the leaving node's loop woke %d times while it lingered %v", d, linger)
 	}
 }
 
