@@ -58,6 +58,11 @@ typedef struct vg_sink {
 // VG_BATCH datagrams per recvmmsg call of the thread's check.
 #define VG_BATCH 64
 
+// VG_DRAIN_EVERY: while the watched emitter stores into its slot word
+// (shared memory), the thread's checks look at drain_fd only every
+// VG_DRAIN_EVERY-th time: the datagrams there are another sender's.
+#define VG_DRAIN_EVERY 8
+
 // vg_verify lets the thread authenticate received heartbeat datagrams
 // without Go: the exact datagrams one emitter (sender) will send for the
 // sequence numbers of a window, computed in advance by Go (a heartbeat
@@ -129,6 +134,11 @@ typedef struct vg_emitter {
 	uint64_t seq, seen_ver;
 	uint32_t cur_to;
 	vg_sink sink;
+	// The watched word as the last check left it (mark_emitter's; none:
+	// VG_NO_TARGET), and the drains skipped since the last one.
+	uint64_t mark;
+	uint32_t mark_emitter;
+	int skipped;
 	pthread_t tid;
 } vg_emitter;
 

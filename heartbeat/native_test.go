@@ -154,6 +154,66 @@ func TestNativeChecksDrainAndAlarm(t *testing.T) {
 	}
 }
 
+// TestNativeDrainsWhileHeardBySharedMemory: while the watched emitter
+// stores into its word, the checks leave the socket alone most of the time
+// (VG_DRAIN_EVERY), yet a datagram waiting there is still collected, and
+// the record follows the word.
+func TestNativeDrainsWhileHeardBySharedMemory(t *testing.T) {
+	slots := transport.NewSlots(4)
+	w := heartbeat.NewWatch(slots, 0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	var drains atomic.Int32
+	drain := func() {
+		drains.Add(1)
+		var b [64]byte
+		for {
+			if _, err := unix.Read(fds[0], b[:]); err != nil {
+				return
+			}
+		}
+	}
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
+		Send: func(ranks.Rank, uint64) error { return nil }, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
+		Watch: w, Drain: drain, DrainFD: fds[0], CheckEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	w.Set(1, mono.Now())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // rank 1 heartbeats by shared memory, every 200 µs: its word grows between any two checks
+		defer close(done)
+		for i := uint64(1); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			slots.Store(1, i)
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	waitUntil(t, "a check records rank 1's heartbeats", func() bool { return w.Record().Seq >= 20 })
+	for k := range 3 {
+		if _, err := unix.Write(fds[1], []byte("hb")); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "a drain of the waiting datagram", func() bool { return drains.Load() > int32(k) })
+	}
+	s0 := w.Record().Seq
+	waitUntil(t, "the record following the word", func() bool { return w.Record().Seq > s0 })
+}
+
 // TestNativeDatagrams: with a datagram sink, the C thread sends each
 // heartbeat as the frame Sign wrote for its sequence number, in order,
 // across many refills of the ring, without calling Send. It starts on a

@@ -18,8 +18,9 @@ import (
 // periods the thread calls Check, which loads the slot word of the emitter
 // under watch and records when that word last grew. The event loop reads
 // the record (Record) only when SUSP-TIMEOUT may have expired and hands it
-// to hb.Ring.Observe, so checking often costs the loop no wake-up: it wakes
-// about once per δ.
+// to hb.Ring.Observe, so checking often costs the loop no wake-up; with an
+// alarm (SetAlarm) at a silence no longer than δ, the checks tell the loop
+// when that may be, and a loop whose emitter is heard sleeps.
 //
 // The stall guard lives here: a check that comes more than StallGuard after
 // the previous one means the thread itself was stalled (descheduled,
@@ -56,7 +57,9 @@ func NewWatch(slots *transport.Slots, stallGuard int64) *Watch {
 // SetAlarm makes the checks call alarm when the watched word has not grown
 // for silence (nanoseconds), and again every silence while it stays so:
 // the event loop then needs no wake-up of its own to act on a silence
-// shorter than δ (block mending's early probes). alarm runs on the Go
+// (block mending's early probes, SUSP-TIMEOUT's expiry). The first alarm
+// of a silence comes at the first check that finds it, with the record of
+// that check published before. alarm runs on the Go
 // heartbeat thread, or on a goroutine the native thread signals, and must
 // not block. Call it before the checks start.
 func (w *Watch) SetAlarm(silence int64, alarm func()) {

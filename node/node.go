@@ -57,8 +57,8 @@ type Stats struct {
 	BadMessages uint64
 	// ProcessRT says whether Config.RealTimeProcess was granted.
 	ProcessRT bool
-	// LoopWakes counts the event loop's wake-ups (messages, requests and
-	// timers): in a quiet job, about two per δ.
+	// LoopWakes counts the event loop's wake-ups (messages, requests,
+	// timers and the checks' alarm): in a quiet job, none.
 	LoopWakes uint64
 	// DeathsLearned and Departures count the crashes and the clean
 	// departures this node learned (Events), each rank once; Reported
@@ -104,10 +104,14 @@ type Node struct {
 	isEvicted atomic.Bool
 
 	inbox chan inbound
-	alarm chan struct{} // the checks saw the emitter silent for MendEarly
-	reqs  chan func()
-	quit  chan struct{}
-	done  chan struct{}
+	alarm chan struct{} // the checks saw the emitter silent for silence
+	// silence is the watch's alarm (ns): MendEarly with the early probes,
+	// else δ; at most δ, so the alarm comes no later than SUSP-TIMEOUT's
+	// expiry.
+	silence int64
+	reqs    chan func()
+	quit    chan struct{}
+	done    chan struct{}
 
 	mu      sync.Mutex
 	events  []Event // in delivery order
@@ -181,16 +185,20 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		n.drain = d.DrainHeartbeats
 	}
 	n.watch = heartbeat.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
+	// The checks wake the loop when the emitter's silence reaches
+	// MendEarly (block mending's early probes), or δ without them: while
+	// the emitter is heard the loop needs no wake-up of its own (observeAt),
+	// and a quiet job never rings it.
+	n.silence = int64(cfg.SuspectTimeout)
 	if cfg.MendProbe > 0 && cfg.MendEarly > 0 {
-		// Block mending's early probes: the checks wake the loop when the
-		// emitter's silence reaches MendEarly; a quiet job never does.
-		n.watch.SetAlarm(int64(cfg.MendEarly), func() {
-			select {
-			case n.alarm <- struct{}{}:
-			default:
-			}
-		})
+		n.silence = int64(cfg.MendEarly)
 	}
+	n.watch.SetAlarm(n.silence, func() {
+		select {
+		case n.alarm <- struct{}{}:
+		default:
+		}
+	})
 	cpu := -1
 	if cfg.PinEmitter {
 		cpu = cfg.EmitterCPU
@@ -258,10 +266,12 @@ func (n *Node) handle(from ranks.Rank, payload []byte) {
 	}
 }
 
-// loop is the event loop. It wakes for messages and requests, when
-// SUSP-TIMEOUT may have expired (to read what the emitter thread's checks
-// saw), and every housekeeping period while the detector is busy (zombies,
-// agreement resends): in a quiet job, about once per δ.
+// loop is the event loop. It wakes for messages and requests, for the
+// watch's alarm (the emitter silent for n.silence), once the emitter is
+// silent at SUSP-TIMEOUT's expiry or while the ring's deadline is not the
+// one the alarm guards (observeAt), and every housekeeping period while
+// the detector is busy (zombies, agreement resends): in a quiet job, not
+// at all.
 func (n *Node) loop() {
 	defer close(n.done)
 	house := int64(n.cfg.housekeeping())
@@ -283,9 +293,10 @@ func (n *Node) loop() {
 			if n.core.Probing() {
 				n.receivePending() // ALIVE answers already here count before the round closes
 			}
-			n.core.Observe(t, n.watch.Record())
+			rec := n.watch.Record()
+			n.core.Observe(t, rec)
 			n.flush()
-			at := n.observeAt(now)
+			at := n.observeAt(now, rec)
 			if n.core.Busy() {
 				at = min(at, nextHouse)
 			}
@@ -361,15 +372,30 @@ func verifier(tr transport.Transport) transport.HeartbeatVerifier {
 	return nil
 }
 
-// observeAt returns when the loop should next look at the checks: at the
+// observeAt returns when the loop should next look at the checks, after
+// it handed them rec. While the emitter is heard, never: the ring's
+// deadline is SUSP-TIMEOUT after the last growth the checks saw, and the
+// checks ring the alarm once the emitter has been silent for n.silence
+// (≤ δ) since that growth or a later one, at the first check of that
+// silence, so no later than a wake-up at the deadline would have seen a
+// check after it; no expiry goes unnoticed, and a heartbeat period costs
+// the Go side nothing. Otherwise (an alarm rang, a longer deadline: the
+// start-up grace, 2δ after a reconnection; a probe round open): at the
 // ring's deadline but at most δ away, or, once the deadline passed with no
 // check after it yet (the emitter thread is late), a quarter check period
 // later.
-func (n *Node) observeAt(now int64) int64 {
-	if n.core.Alone() || n.core.Evicted() {
+func (n *Node) observeAt(now int64, rec hb.WatchRecord) int64 {
+	if n.core.Alone() || n.core.Evicted() || n.core.Ring().Left() {
+		// Nothing to observe: after Leave the ring suspects no one (it used
+		// to poll every quarter check while lingering, its deadline past).
 		return now + int64(time.Hour)
 	}
-	if d := n.core.SuspectDeadline(); d > now { // the early probes come by alarm
+	d := n.core.SuspectDeadline()
+	if !n.core.Probing() && rec.Emitter == n.core.Emitter() && d == rec.GrewAt+int64(n.cfg.SuspectTimeout) &&
+		now-rec.GrewAt < n.silence {
+		return now + int64(time.Hour) // the alarm wakes the loop
+	}
+	if d > now { // the early probes come by alarm
 		// At most δ away: a long deadline (the start-up grace, 2δ after a
 		// reconnection) must not hide the heartbeats that reset it (T2).
 		return min(d, now+int64(n.cfg.SuspectTimeout))
