@@ -178,7 +178,9 @@ func TestEvictedNodeSleeps(t *testing.T) {
 func TestNativeThread(t *testing.T) {
 	const n = 4
 	h, δ := 2*time.Millisecond, 40*time.Millisecond
-	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ},
+	// The grace covers a slow start-up under -race on a loaded host (the
+	// window measured begins a second after the start).
+	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: 500 * time.Millisecond},
 		func(i int, cfg *node.Config) func(*tcp.Transport) transport.Transport {
 			p := wire.Params{JobID: tcpClusterJob, Key: tcpClusterKey, Rank: uint32(i), N: n}
 			if i != 3 {
@@ -242,8 +244,8 @@ func TestNativeThread(t *testing.T) {
 func TestNativeThreadUDP(t *testing.T) {
 	const n = 4
 	h, δ := 2*time.Millisecond, 100*time.Millisecond // δ: room for this shared machine's stalls
-	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
-	time.Sleep(time.Second) // past the start-up: ring settled, sinks resolved
+	c := startTCPCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: 500 * time.Millisecond})
+	time.Sleep(time.Second) // past the start-up (and its grace): ring settled, sinks resolved
 	counts := func() (sent, native, verified, recv, msgs uint64) {
 		for i, nd := range c.nodes {
 			if c.killed[ranks.Rank(i)] {
