@@ -81,7 +81,7 @@ func VigilChild(args []string, stdout io.Writer) error {
 	h := fs.Duration("h", 200*time.Millisecond, "heartbeat period")
 	delta := fs.Duration("delta", time.Second, "suspicion time-out")
 	rt := fs.Bool("realtime", true, "SCHED_FIFO for the emitter")
-	early := fs.Duration("mend-early", 0, "block mending's early probes (node.Config.MendEarly: default δ/2, negative: at the suspicion)")
+	early := fs.Duration("mend-early", 0, "block mending's early probes (node.Config.MendEarly: 0 for its default, negative: at the suspicion)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

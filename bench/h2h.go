@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -311,7 +312,8 @@ func h2hKills(cfg H2HConfig, sys System, n int) (H2HRow, error) {
 }
 
 // h2hRun starts n children of sys, waits until they are ready and runs
-// body with a kill function; it stops the children afterwards.
+// body with a kill function, which kills at a random phase of the period;
+// it stops the children afterwards.
 func h2hRun(cfg H2HConfig, sys System, n int, body func(c *children, stats map[int]ChildLine, kill func([]int) Kill)) error {
 	c, err := startChildren(cfg, sys, n)
 	if err != nil {
@@ -328,6 +330,14 @@ func h2hRun(cfg H2HConfig, sys System, n int, body func(c *children, stats map[i
 	}
 	kill := func(victims []int) Kill {
 		k := Kill{Victims: victims}
+		// A crash comes at any time. Without this wait the kill would fall
+		// at the same phase of Vigil's heartbeat schedule every run: its
+		// heartbeat threads start together, just before the children print
+		// "ready", and the waits since are whole periods. Memberlist
+		// staggers its probe ticker at random by itself.
+		if cfg.Period > 0 {
+			time.Sleep(rand.N(cfg.Period))
+		}
 		t0 := MonoNow()
 		for _, v := range victims {
 			c.cmds[v].Process.Signal(syscall.SIGKILL)

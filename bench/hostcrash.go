@@ -26,7 +26,8 @@ type HostCrashConfig struct {
 	// Probes are the -mend-probe values compared (0: Algorithm 1).
 	Probes []int
 	// Late also runs each block-mending value with its probes at the
-	// suspicion (-mend-early < 0) rather than δ/2 earlier (the default).
+	// suspicion (-mend-early < 0) rather than early (the default,
+	// node.Config.MendEarly).
 	Late bool
 	// RanksPerHost and Labelled: each -mend-probe value of Labelled also
 	// runs with the agents told a placement of RanksPerHost ranks per
@@ -41,7 +42,7 @@ type HostCrashConfig struct {
 // HostCrashRow is one run.
 type HostCrashRow struct {
 	Probe, Run int
-	// Late: the probes went out at the suspicion, not δ/2 before it.
+	// Late: the probes went out at the suspicion, not before it.
 	Late bool
 	// Labelled: the agents knew the pretended hosts.
 	Labelled bool
@@ -100,9 +101,9 @@ func (v HostCrashRow) name() string {
 	case v.Late:
 		return fmt.Sprintf("block, W=%d, probes at the suspicion", v.Probe)
 	case v.Labelled:
-		return fmt.Sprintf("block, W=%d, probes after δ/2, host labels", v.Probe)
+		return fmt.Sprintf("block, W=%d, early probes, host labels", v.Probe)
 	}
-	return fmt.Sprintf("block, W=%d, probes after δ/2", v.Probe)
+	return fmt.Sprintf("block, W=%d, early probes", v.Probe)
 }
 
 func hostCrashRun(cfg HostCrashConfig, v HostCrashRow) (HostCrashRow, error) {

@@ -456,7 +456,7 @@ func (s *Suite) Summary(files []string) string {
 		p("Same period %v: Vigil h = %v, δ = 5h; memberlist ProbeInterval = %v, ProbeTimeout = period/2, other LAN defaults. "+
 			"kill -9 of one rank; then of %d ranks at once, spread over the ring (no two neighbours); and, in a fresh job, of %d "+
 			"adjacent ranks (1, 2, …: the observation ring's worst case, where Vigil reconnects one failure after the other; "+
-			"seed 000's Theorem 1 bounds it by T(f) ≥ f(f+1)δ, i.e. 12δ for f = 3). Each cell is first report / last survivor "+
+			"seed 000's Theorem 1 bounds it by T(f) ≥ f(f+1)δ, i.e. 12δ for f = 3); each kill at a random phase of the period. Each cell is first report / last survivor "+
 			"knows every victim (stabilization), from the kill, on CLOCK_MONOTONIC. Traffic: payload messages and bytes sent by all "+
 			"members per period, without TCP/UDP/IP headers.\n\n",
 			s.Profile.H2HPeriod, s.Profile.H2HPeriod, s.Profile.H2HPeriod, s.Profile.H2HSeveral, s.Profile.H2HSeveral)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vigil-hpc/vigil/detector"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -77,6 +78,15 @@ func TestBlockMendingExhaustive(t *testing.T) { exhaustiveBlocks(t, 0, 2*delta+2
 // Early probes (ProbeAfter = δ/2): the same exhaustive blocks, known within
 // 1.5δ plus the granularity when b ≤ the window; never a live rank.
 func TestEarlyProbingExhaustive(t *testing.T) { exhaustiveBlocks(t, delta/2, 3*delta/2+2*h) }
+
+// Early probes at the second check in a row without a heartbeat
+// (hb.EarlyProbeAfter, the node runtime's default; the harness checks
+// every h): the same exhaustive blocks, known within δ + 2h (the probes
+// go out at the second check after the last heartbeat and have δ to be
+// answered), where ProbeAfter = δ/2 takes δ + 3h; never a live rank.
+func TestEarlyProbingSecondCheckExhaustive(t *testing.T) {
+	exhaustiveBlocks(t, hb.EarlyProbeAfter(delta, h), delta+2*h)
+}
 
 // exhaustiveBlocks crashes every block of every size at every position
 // (sampled at n = 64) with window 8 and early probes after after (0: none),

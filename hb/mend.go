@@ -48,6 +48,22 @@ import (
 // rank reported is still one that missed its own ProbeTimeout, and a block
 // of b ≤ W is known within max(δ, a + ProbeTimeout) + B(n) of the crash:
 // 1.5δ + B(n) with a = δ/2 and ProbeTimeout = δ.
+//
+// When to probe early (EarlyProbeAfter). The early round reports no one,
+// so a decides only the cost (W PROBE and W ALIVE each time an emitter is
+// late by a) and the latency (a + ProbeTimeout). A driver whose checks
+// run every c sees the silence in steps of c, up to the jitter of the
+// checks: a fires at the first check at or past a, ⌈a/c⌉c after the last
+// growth, and an a within that jitter of a multiple of c fires one check
+// later half of the time. The first check without growth is no evidence
+// (an emitter's beat and the checks at the same period and phase put two
+// beats in one interval and none in the next); the second in a row is: a
+// beat late by a whole period, or lost. EarlyProbeAfter fires at the
+// first check at or past 0.4δ, and at least at the second: the k-th check
+// without growth, k = max(2, ⌈0.4δ/c⌉), by asking for (k − ½)c of
+// silence, capped at δ/2. With δ = 5h and checks every h the probes go at
+// 2h = 0.4δ and the block is known by 1.4δ + B(n), where a = δ/2 fell at
+// the third check, 0.6δ, and 1.6δ.
 
 // Host labels (RingConfig.Hosts). A round of window W probes its W first
 // candidates and then every further predecessor that shares the host of
@@ -76,6 +92,20 @@ type mendState struct {
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank
+}
+
+// EarlyProbeAfter is the ProbeAfter for an observer whose checks of its
+// emitter run every check nanoseconds (see "When to probe early" in this
+// file): (k − ½)·check with k = max(2, ⌈0.4·delta/check⌉), so that the
+// k-th check in a row without growth starts the early round whatever the
+// checks' jitter, capped at delta/2. It returns 0 (no early probes) when
+// check or delta is not positive.
+func EarlyProbeAfter(delta, check int64) int64 {
+	if delta <= 0 || check <= 0 {
+		return 0
+	}
+	k := max(2, (2*delta+5*check-1)/(5*check))
+	return min(k*check-check/2, delta/2)
 }
 
 // probeTimeout is RingConfig.ProbeTimeout, δ by default.

@@ -497,3 +497,86 @@ func TestHostBlockBound(t *testing.T) {
 		t.Error("a whole host is not bounded by T(1)")
 	}
 }
+
+// EarlyProbeAfter's silence is reached at the same check whatever the
+// checks' jitter (up to a fifth of a check either way, on the check that
+// saw the growth and on the later ones: less than half a check between
+// them), never at the first check without
+// growth, at the first check at or past 0.4δ or the second, and never
+// past δ/2 by more than the granularity.
+func TestEarlyProbeAfter(t *testing.T) {
+	const c = 1000
+	for _, tc := range []struct{ delta, check, want int64 }{
+		{5 * c, c, 3 * c / 2},     // δ = 5h, checks every h: the second check, 0.4δ
+		{10 * c, c, 7 * c / 2},    // the fourth, 0.4δ
+		{8 * c, c, 7 * c / 2},     // the fourth, the first past 0.4δ: δ/2
+		{100e6, 13e6, 45_500_000}, // δ = 100 ms, checks every 13 ms: the fourth
+		{2 * c, c, c},             // coarse checks: δ/2
+		{0, c, 0}, {c, 0, 0},
+	} {
+		if got := hb.EarlyProbeAfter(tc.delta, tc.check); got != tc.want {
+			t.Errorf("EarlyProbeAfter(%d, %d) = %d, want %d", tc.delta, tc.check, got, tc.want)
+		}
+	}
+	for ratio := int64(3); ratio <= 64; ratio++ {
+		delta := ratio * c
+		a := hb.EarlyProbeAfter(delta, c)
+		fires := func(j0, jk int64) int64 { // the check that first sees a silence ≥ a
+			for k := int64(1); ; k++ {
+				if k*c+jk-j0 >= a {
+					return k
+				}
+			}
+		}
+		k := fires(0, 0)
+		for _, j0 := range []int64{-c / 5, 0, c / 5} {
+			for _, jk := range []int64{-c / 5, 0, c / 5} {
+				if got := fires(j0, jk); got != k {
+					t.Errorf("δ = %d checks: jitter %d/%d moves the early round from check %d to %d", ratio, j0, jk, k, got)
+				}
+			}
+		}
+		if k < 2 || k*c < 2*delta/5 && k > 2 || k*c >= max(2*c, 2*delta/5+c) || k*c > delta/2+c/2 {
+			t.Errorf("δ = %d checks: early round at check %d", ratio, k)
+		}
+	}
+}
+
+// With EarlyProbeAfter and a check per period, one missing beat starts no
+// round; a second one in a row starts an early round, which a late beat
+// ends without a report.
+func TestRingEarlyProbeSecondCheck(t *testing.T) {
+	const h, d = 10, 50
+	r, err := hb.NewRing(hb.RingConfig{Self: 5, N: 8, Delta: d, Probe: 4, ProbeAfter: hb.EarlyProbeAfter(d, h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, d)
+	seq := uint64(1)
+	now := int64(h)
+	r.Check(now, seq)
+	for range 3 { // one beat missing at a time
+		now += h
+		if out := r.Check(now, seq); out.Probe != nil || out.Detected != nil {
+			t.Fatalf("one missing beat at %d: %+v", now, out)
+		}
+		seq++
+		now += h
+		r.Check(now, seq)
+	}
+	if r.Round() != 0 {
+		t.Fatalf("%d rounds for single missing beats", r.Round())
+	}
+	now += h
+	r.Check(now, seq)
+	now += h
+	out := r.Check(now, seq)
+	if !slices.Equal(out.Probe, []ranks.Rank{3, 2, 1, 0}) || !r.Probing() {
+		t.Fatalf("second check without growth: %+v", out)
+	}
+	seq++
+	now += h
+	if out := r.Check(now, seq); out.Detected != nil || r.Probing() {
+		t.Fatalf("late beat: %+v, probing %v", out, r.Probing())
+	}
+}

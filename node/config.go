@@ -9,6 +9,7 @@ import (
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
@@ -55,8 +56,11 @@ type Config struct {
 	// MendEarly, with block mending, probes the emitter's predecessors once
 	// the emitter has been silent this long, before it is suspected
 	// (hb.RingConfig.ProbeAfter): a dead block is then known about
-	// MendEarly + δ after the crash instead of 2δ. Default δ/2; negative:
-	// probe at the suspicion.
+	// MendEarly + δ after the crash instead of 2δ. Default
+	// hb.EarlyProbeAfter(δ, the check interval): the first check at or
+	// past 0.4δ that sees no heartbeat, the second in a row at least, at
+	// most δ/2 (0.4δ at the default δ = 5h); negative: probe at the
+	// suspicion.
 	MendEarly time.Duration
 	// Hosts is the host of every rank, indexed by rank (nil: unknown):
 	// with block mending, a probe round also probes the rest of its first
@@ -159,8 +163,9 @@ func (c Config) withDefaults() Config {
 	if c.MendProbe == 0 {
 		c.MendProbe = DefaultMendProbe
 	}
-	if c.MendEarly == 0 {
-		c.MendEarly = c.SuspectTimeout / 2
+	if c.MendEarly == 0 && c.SuspectTimeout > 0 && c.HeartbeatPeriod > 0 {
+		check := int64(c.checkEvery()) * int64(c.HeartbeatPeriod)
+		c.MendEarly = time.Duration(hb.EarlyProbeAfter(int64(c.SuspectTimeout), check))
 	}
 	if c.Broadcast == "" {
 		c.Broadcast = "hba"

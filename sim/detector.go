@@ -76,7 +76,8 @@ type DetectorConfig struct {
 	Probe int
 	// ProbeAfter, with Probe, probes the emitter's predecessors once it has
 	// been silent that long, before its suspicion (detector.Config.
-	// ProbeAfter; the node runtime's default is δ/2). 0: at the suspicion.
+	// ProbeAfter; the node runtime's default is hb.EarlyProbeAfter of δ
+	// and its check interval). 0: at the suspicion.
 	ProbeAfter int64
 	// Hosts, with Probe, labels the host of every rank (detector.Config.
 	// Hosts, len N; shared by every Core): a probe round takes in the rest

@@ -40,7 +40,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.StringVar(&d.heartbeat, "heartbeat", "shm", "heartbeat path with -transport tcp: shm (a store into the observer's shared memory for ranks on this host, UDP to other hosts) or udp (UDP datagrams only)")
 	fs.StringVar(&d.emitter, "emitter", "native", "heartbeat thread: native (in C, outside the Go runtime, over shared memory and UDP; in Go over verbs) or go (always in Go, for comparisons)")
 	fs.IntVar(&d.mendProbe, "mend-probe", node.DefaultMendProbe, "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)")
-	durationVar(fs, &d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default δ/2; negative: at the suspicion)")
+	durationVar(fs, &d.mendEarly, "mend-early", 0, "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default: the first check at or past 0.4δ without a heartbeat, the second in a row at least, at most δ/2; negative: at the suspicion)")
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
@@ -118,7 +118,7 @@ func (d *detectorFlags) checkValues(size int) error {
 	case d.grace < 0:
 		return fmt.Errorf("-grace %v: want ≥ 0 (0: 2s + δ)", d.grace)
 	case d.mendEarly >= d.delta:
-		return fmt.Errorf("-mend-early %v: want below -delta %v (0: δ/2; negative: probe at the suspicion)", d.mendEarly, d.delta)
+		return fmt.Errorf("-mend-early %v: want below -delta %v (0: the default; negative: probe at the suspicion)", d.mendEarly, d.delta)
 	case d.pin >= runtime.NumCPU():
 		return fmt.Errorf("-pin %d: this machine has CPUs 0–%d (-1: not pinned)", d.pin, runtime.NumCPU()-1)
 	case d.pin < -1:
