@@ -78,6 +78,7 @@ func TestLineSchemaRoundTrip(t *testing.T) {
 		t.Errorf("unversioned line read as %+v, %v", old, err)
 	}
 }
+
 // TestLineFieldsAlwaysPresent: a line of each kind carries every field of
 // its kind at zero (rank 0, false, empty objects), and none of another
 // kind's fields left at zero.
