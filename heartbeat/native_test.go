@@ -92,6 +92,41 @@ func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 	}
 }
 
+// startDrainingEmitter starts a native emitter of 1 ms period that checks
+// w every checkEvery periods, with no target, and a datagram socket pair
+// whose first end is its drain socket: Drain empties it, as a transport's
+// DrainHeartbeats does, and counts its calls in drains; a test writes to
+// fds[1]. Everything is closed when the test ends.
+func startDrainingEmitter(t *testing.T, w *heartbeat.Watch, checkEvery int) (e *heartbeat.Emitter, fds [2]int, drains *atomic.Int32) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	drains = new(atomic.Int32)
+	drain := func() {
+		drains.Add(1)
+		var b [64]byte
+		for {
+			if _, err := unix.Read(fds[0], b[:]); err != nil {
+				return
+			}
+		}
+	}
+	e, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
+		Send: func(ranks.Rank, uint64) error { return nil }, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
+		Watch: w, Drain: drain, DrainFD: fds[0], CheckEvery: checkEvery})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, fds, drains
+}
+
 // TestNativeChecksDrainAndAlarm: the C thread runs the Watch's check every
 // CheckEvery periods, calls Drain only when the drain socket has data, and
 // rings the Watch's alarm when the watched word stays silent.
@@ -105,32 +140,7 @@ func TestNativeChecksDrainAndAlarm(t *testing.T) {
 		default:
 		}
 	})
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
-	var drains atomic.Int32
-	drain := func() { // what a transport's DrainHeartbeats does: empty the socket
-		drains.Add(1)
-		var b [64]byte
-		for {
-			if _, err := unix.Read(fds[0], b[:]); err != nil {
-				return
-			}
-		}
-	}
-	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
-		Send: func(ranks.Rank, uint64) error { return nil }, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
-		Watch: w, Drain: drain, DrainFD: fds[0], CheckEvery: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, fds, drains := startDrainingEmitter(t, w, 2)
 	w.Set(1, mono.Now())
 	for i := range uint64(30) { // rank 1 heartbeats
 		slots.Store(1, i+1)
@@ -161,32 +171,7 @@ func TestNativeChecksDrainAndAlarm(t *testing.T) {
 func TestNativeDrainsWhileHeardBySharedMemory(t *testing.T) {
 	slots := transport.NewSlots(4)
 	w := heartbeat.NewWatch(slots, 0)
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
-	var drains atomic.Int32
-	drain := func() {
-		drains.Add(1)
-		var b [64]byte
-		for {
-			if _, err := unix.Read(fds[0], b[:]); err != nil {
-				return
-			}
-		}
-	}
-	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
-		Send: func(ranks.Rank, uint64) error { return nil }, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
-		Watch: w, Drain: drain, DrainFD: fds[0], CheckEvery: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	_, fds, drains := startDrainingEmitter(t, w, 1)
 	w.Set(1, mono.Now())
 	stop := make(chan struct{})
 	done := make(chan struct{})
