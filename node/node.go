@@ -467,12 +467,20 @@ func (n *Node) sendAll(to []ranks.Rank, m wire.Message) {
 	// field; the transports share it between the destinations.
 	payload := wire.AppendMessage(make([]byte, 0, 64), m)
 	for _, r := range to {
-		if err := n.tr.Send(r, payload); err == nil {
-			n.countSent(m.Type(), len(payload))
-		} else if !errors.Is(err, transport.ErrClosed) {
+		if err := n.send(r, m.Type(), payload); err != nil && !errors.Is(err, transport.ErrClosed) {
 			n.log.Warn("send failed", "to", r, "err", err)
 		}
 	}
+}
+
+// send hands one encoded message of type t to the transport for to and
+// counts it by kind once the transport took it.
+func (n *Node) send(to ranks.Rank, t wire.MsgType, payload []byte) error {
+	err := n.tr.Send(to, payload)
+	if err == nil {
+		n.countSent(t, len(payload))
+	}
+	return err
 }
 
 // TransportFailure returns why the transport failed for good (see
@@ -643,11 +651,9 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	if err != nil || !ok {
 		return err
 	}
-	payload := wire.AppendMessage(nil, msg)
-	if err := n.tr.Send(observer, payload); err != nil {
+	if err := n.send(observer, msg.Type(), wire.AppendMessage(nil, msg)); err != nil {
 		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, err)
 	}
-	n.countSent(msg.Type(), len(payload))
 	// Transports write asynchronously; give the LEAVE time to go out.
 	t := time.NewTimer(linger)
 	defer t.Stop()
