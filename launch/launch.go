@@ -28,7 +28,8 @@ const SchemaVersion = 1
 
 // Line is one JSON line an agent prints on its standard output (the
 // schema is in the README, "Agent output"). Every field of the line's Ev
-// (its ev tag) is written, at zero too; fields of other kinds are left out.
+// (its ev tag) is written, at zero too; a field of another kind only when
+// set (MarshalJSON decides, not the json tags, which only name the keys).
 type Line struct {
 	// V is the schema version (SchemaVersion) on every line.
 	V int `json:"v" ev:"*"`
@@ -41,66 +42,66 @@ type Line struct {
 
 	// For "ready": the TCP address the agent published to the other ranks
 	// (empty over verbs).
-	Addr string `json:"addr,omitempty" ev:"ready"`
+	Addr string `json:"addr" ev:"ready"`
 	// For "ready" with -metrics-addr: the metrics endpoint's address.
-	Metrics string `json:"metrics,omitempty" ev:"ready"`
+	Metrics string `json:"metrics" ev:"ready"`
 
 	// For "dead": the rank gone, whether it left cleanly, who detected it
 	// and when (detector's wall clock), and when this agent learned it.
-	Dead          uint32 `json:"dead,omitempty" ev:"dead"`
-	Left          bool   `json:"left,omitempty" ev:"dead"`
-	Detector      uint32 `json:"detector,omitempty" ev:"dead"`
-	DetectedUnix  int64  `json:"detected_unix,omitempty" ev:"dead"`
-	DeliveredMono int64  `json:"delivered_mono,omitempty" ev:"dead"`
+	Dead          uint32 `json:"dead" ev:"dead"`
+	Left          bool   `json:"left" ev:"dead"`
+	Detector      uint32 `json:"detector" ev:"dead"`
+	DetectedUnix  int64  `json:"detected_unix" ev:"dead"`
+	DeliveredMono int64  `json:"delivered_mono" ev:"dead"`
 
 	// For "stats": missed heartbeat deadlines and the worst lateness.
-	Missed    uint64 `json:"missed,omitempty" ev:"stats"`
-	MaxLateNs int64  `json:"max_late_ns,omitempty" ev:"stats"`
-	Rejected  uint64 `json:"rejected,omitempty" ev:"stats"`
-	RealTime  bool   `json:"realtime,omitempty" ev:"stats"`
+	Missed    uint64 `json:"missed" ev:"stats"`
+	MaxLateNs int64  `json:"max_late_ns" ev:"stats"`
+	Rejected  uint64 `json:"rejected" ev:"stats"`
+	RealTime  bool   `json:"realtime" ev:"stats"`
 	// NativeEmitter: the heartbeat thread ran in C, outside the Go
 	// runtime (heartbeat.EmitterStats.Native).
-	NativeEmitter bool `json:"native_emitter,omitempty" ev:"stats"`
+	NativeEmitter bool `json:"native_emitter" ev:"stats"`
 	// Held is no longer printed (always 0); kept for the readers of
 	// older lines.
-	Held uint64 `json:"held,omitempty"`
+	Held uint64 `json:"held"`
 	// ProcessRT: the whole agent runs real-time (-realtime-process).
-	ProcessRT bool `json:"process_rt,omitempty" ev:"stats"`
+	ProcessRT bool `json:"process_rt" ev:"stats"`
 	// Counters since the start (node.Stats): heartbeats sent, messages
 	// sent and received, messages the transport dropped, broadcasts started
 	// and forwarded, messages that made no sense, event-loop wake-ups.
-	HeartbeatsSent  uint64 `json:"hb_sent,omitempty" ev:"stats"`
-	MsgsSent        uint64 `json:"msgs_sent,omitempty" ev:"stats"`
-	MsgsRecv        uint64 `json:"msgs_recv,omitempty" ev:"stats"`
-	MsgsDropped     uint64 `json:"msgs_dropped,omitempty" ev:"stats"`
-	BcastsStarted   uint64 `json:"bcasts_started,omitempty" ev:"stats"`
-	BcastsForwarded uint64 `json:"bcasts_forwarded,omitempty" ev:"stats"`
-	Bad             uint64 `json:"bad,omitempty" ev:"stats"`
-	LoopWakes       uint64 `json:"loop_wakes,omitempty" ev:"stats"`
+	HeartbeatsSent  uint64 `json:"hb_sent" ev:"stats"`
+	MsgsSent        uint64 `json:"msgs_sent" ev:"stats"`
+	MsgsRecv        uint64 `json:"msgs_recv" ev:"stats"`
+	MsgsDropped     uint64 `json:"msgs_dropped" ev:"stats"`
+	BcastsStarted   uint64 `json:"bcasts_started" ev:"stats"`
+	BcastsForwarded uint64 `json:"bcasts_forwarded" ev:"stats"`
+	Bad             uint64 `json:"bad" ev:"stats"`
+	LoopWakes       uint64 `json:"loop_wakes" ev:"stats"`
 	// Node counters since the start, as on the metrics endpoint: crashed
 	// ranks learned (own detections included), ranks learned to have
 	// left cleanly, crashes this rank's observer detected, agreement
 	// decisions reached.
-	DeathsLearned uint64 `json:"deaths_learned,omitempty" ev:"stats"`
-	Departures    uint64 `json:"departures,omitempty" ev:"stats"`
-	Reported      uint64 `json:"reported,omitempty" ev:"stats"`
-	Agreements    uint64 `json:"agreements,omitempty" ev:"stats"`
+	DeathsLearned uint64 `json:"deaths_learned" ev:"stats"`
+	Departures    uint64 `json:"departures" ev:"stats"`
+	Reported      uint64 `json:"reported" ev:"stats"`
+	Agreements    uint64 `json:"agreements" ev:"stats"`
 	// RejectedBy is Rejected per reason (wire.Reason names, as the
 	// metrics endpoint's vigil_frames_rejected_total{reason}), only the
 	// reasons seen so far.
-	RejectedBy map[string]uint64 `json:"rejected_by,omitempty" ev:"stats"`
+	RejectedBy map[string]uint64 `json:"rejected_by" ev:"stats"`
 	// Bytes of the protocol messages the transport wrote and received
 	// (their encodings, without the framing).
-	BytesSent uint64 `json:"bytes_sent,omitempty" ev:"stats"`
-	BytesRecv uint64 `json:"bytes_recv,omitempty" ev:"stats"`
+	BytesSent uint64 `json:"bytes_sent" ev:"stats"`
+	BytesRecv uint64 `json:"bytes_recv" ev:"stats"`
 	// Agreement calls that returned a decision, their total and their
 	// longest time (ns).
-	AgreeCalls uint64 `json:"agree_calls,omitempty" ev:"stats"`
-	AgreeNs    uint64 `json:"agree_ns,omitempty" ev:"stats"`
-	AgreeMaxNs int64  `json:"agree_max_ns,omitempty" ev:"stats"`
+	AgreeCalls uint64 `json:"agree_calls" ev:"stats"`
+	AgreeNs    uint64 `json:"agree_ns" ev:"stats"`
+	AgreeMaxNs int64  `json:"agree_max_ns" ev:"stats"`
 	// ByKind counts the protocol messages per kind (node.MsgKinds names,
 	// as the metrics endpoint's kind label), only the kinds seen so far.
-	ByKind map[string]KindCount `json:"by_kind,omitempty" ev:"stats"`
+	ByKind map[string]KindCount `json:"by_kind" ev:"stats"`
 }
 
 // KindCount is one message kind's counters in a stats line: messages
