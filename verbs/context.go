@@ -415,6 +415,16 @@ func (c *Context) AsyncEvent(timeout time.Duration) (ev AsyncEvent, ok bool, err
 	return AsyncEvent{Type: AsyncEventType(a._type), QPNum: uint32(a.qp_num), Port: int(a.port)}, true, nil
 }
 
+// AsyncFD returns the device's asynchronous event file descriptor
+// (non-blocking), for a caller that waits on it together with other
+// descriptors; AsyncEvent(0) then reads the events without waiting.
+func (c *Context) AsyncFD() int {
+	if c.ctx == nil {
+		return -1
+	}
+	return int(c.ctx.async_fd)
+}
+
 // pollIn waits until fd is readable or timeout passes (negative: forever).
 func pollIn(fd int, timeout time.Duration) (bool, error) {
 	deadline := time.Now().Add(timeout)

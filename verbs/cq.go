@@ -224,3 +224,33 @@ func (q *CQ) Wait(timeout time.Duration) (bool, error) {
 		return false, newError("ibv_get_cq_event", int(rc))
 	}
 }
+
+// ChannelFD returns the file descriptor of the CQ's completion channel
+// (non-blocking; -1 without a channel), for a caller that waits on it
+// together with other descriptors (poll(2), epoll) and then reads the
+// event with TryEvent.
+func (q *CQ) ChannelFD() int {
+	if q.ch == nil {
+		return -1
+	}
+	return int(q.ch.fd)
+}
+
+// TryEvent reads and acknowledges one pending completion event of the CQ's
+// channel without waiting; ok is false if none is pending.
+func (q *CQ) TryEvent() (ok bool, err error) {
+	if q.cq == nil {
+		return false, ErrClosed
+	}
+	if q.ch == nil {
+		return false, &Error{Op: "CQ.TryEvent (CQ created without a completion channel)", Errno: syscall.EINVAL}
+	}
+	switch rc := C.vv_get_cq_event(q.ch, q.cq); syscall.Errno(rc) {
+	case 0:
+		return true, nil
+	case syscall.EAGAIN:
+		return false, nil
+	default:
+		return false, newError("ibv_get_cq_event", int(rc))
+	}
+}

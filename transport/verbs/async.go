@@ -10,14 +10,13 @@ import (
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
-// asyncEvery is how often the receive goroutine reads the device's
-// asynchronous events: each time it is about to sleep on its CQ channel
-// (whose wait is bounded by the same period), and at least this often
-// while it polls.
+// asyncEvery is how often the progress engine reads the device's
+// asynchronous events while it polls; asleep, it waits on their
+// descriptor too.
 const asyncEvery = 50 * time.Millisecond
 
 // drainAsync reads every pending asynchronous event of the device without
-// waiting and acts on it (receive goroutine).
+// waiting and acts on it (engine).
 func (t *Transport) drainAsync() {
 	for {
 		ev, ok, err := t.ctx.AsyncEvent(0)
@@ -68,7 +67,6 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 			}
 			return
 		}
-		t.relMu.Lock()
 		for i, p := range t.passive {
 			if p.qp.Num() == ev.QPNum {
 				t.passive = append(t.passive[:i], t.passive[i+1:]...)
@@ -79,7 +77,6 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 				break
 			}
 		}
-		t.relMu.Unlock()
 	case ibv.EventPortErr:
 		t.portErrors.Add(1)
 		t.log.Warn("RDMA port down: no heartbeat or message can arrive or leave until it is back", "event", ev.String())

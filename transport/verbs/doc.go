@@ -37,7 +37,7 @@
 // suppression, fragmentation above one path MTU, and gives up on a peer
 // that stops acking (counted as dropped, as TCP drops to a dead peer).
 // Acks ride on the DATA packets going the other way (a reply acknowledges
-// its request); what is still owed when the receive goroutine has handled
+// its request); what is still owed when the progress engine has handled
 // a batch of datagrams goes out as one cumulative ACK per peer.
 //
 // Why UD: the broadcast overlays (HBA, BMG) are relabelled over the alive
@@ -67,17 +67,27 @@
 // The emitter thread calls SendHeartbeat (no allocation once a link or the
 // peer's address handle exists; over a link no lock and no atomic
 // read-modify-write either: the emitter thread owns the link's Writer and
-// frees replaced links itself, see hbLink); one goroutine reaps the UD receive CQ
-// and stores UD heartbeats: it polls while messages are being exchanged
-// (for Config.PollFor, default 1 ms, after the last message sent or
-// received; heartbeat datagrams do not count) and otherwise sleeps on the
-// CQ's completion channel, so an idle detector costs nothing; it also
-// reads the device's asynchronous events (async.go: a QP error on a
-// heartbeat link breaks it, a port going down is logged and counted, a UD
-// QP, CQ or device error fails the transport: it stops heartbeating so
-// that the rank is suspected and evicted, never alive but mute). One
-// goroutine runs the reliability layer's timers and the RC handshakes; it
-// is woken only when a retransmission becomes due earlier than it planned.
+// frees replaced links itself, see hbLink). Everything else is run by one
+// progress engine per transport (engine.go): a goroutine (on a locked OS
+// thread with Config.LockThread) that runs the UD QP, its CQs, the receive
+// ring, the send buffers, the reliability layer with its retransmission
+// and delayed-ack timers, and the RC handshakes. Send and the emitter's UD
+// heartbeats never wait for it: they post themselves when its state is
+// free (a TryLock) and otherwise hand the work to it through a queue, as
+// link requests do; received messages go to the handler from the engine
+// itself. After a message sent or received it busy-polls for
+// Config.PollFor (default 1 ms; heartbeat datagrams do not count), then
+// arms the receive CQ and sleeps in poll(2) on the CQ's completion
+// channel, the device's asynchronous event descriptor and an eventfd a
+// sender writes only when it sleeps, with a timeout only while a
+// retransmission is pending: an idle detector costs nothing and wakes
+// nothing. Small frames (every heartbeat and ACK, and messages up to the
+// UD QP's inline limit less 70 bytes of headers and tag) are posted
+// inline, without a send buffer, and only one in 32 is signalled. The
+// engine also reads the device's asynchronous events (async.go: a QP error
+// on a heartbeat link breaks it, a port going down is logged and counted,
+// a UD QP, CQ or device error fails the transport: it stops heartbeating
+// so that the rank is suspected and evicted, never alive but mute).
 // Close frees every verbs object and fails if any is left (a leak is an
 // error).
 package verbs

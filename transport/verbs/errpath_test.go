@@ -84,7 +84,8 @@ func TestFatalAsyncEventsStopHeartbeats(t *testing.T) {
 			ts, _ := cluster(t, 2)
 			e := ts[0]
 			seq := linkUp(t, e, 1)
-			e.handleAsync(c.ev(e))
+			ev := c.ev(e)
+			e.do(func() { e.handleAsync(ev) })
 			seq++
 			if err := e.SendHeartbeat(1, seq); err == nil {
 				t.Fatal("SendHeartbeat after a fatal event: nil error, want the heartbeats stopped (fail-stop)")
@@ -228,19 +229,19 @@ func TestObserverEndDroppedNoGap(t *testing.T) {
 	beatUntil(t0.Add(400*time.Millisecond), func() {})
 	base := w.maxGap(t0.Add(100*time.Millisecond), time.Now())
 
-	o.relMu.Lock()
 	dropped := false
-	for i, p := range o.passive {
-		if p.emitter == 0 {
-			o.passive = append(o.passive[:i], o.passive[i+1:]...)
-			if err := o.closePassive(p); err != nil {
-				t.Errorf("closing the observer's end: %v", err)
+	o.do(func() {
+		for i, p := range o.passive {
+			if p.emitter == 0 {
+				o.passive = append(o.passive[:i], o.passive[i+1:]...)
+				if err := o.closePassive(p); err != nil {
+					t.Errorf("closing the observer's end: %v", err)
+				}
+				dropped = true
+				break
 			}
-			dropped = true
-			break
 		}
-	}
-	o.relMu.Unlock()
+	})
 	if !dropped {
 		t.Fatal("the observer has no end of emitter 0's link")
 	}
@@ -308,15 +309,15 @@ func TestRCWriteErrorSeenNextHeartbeat(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	o.relMu.Lock()
 	var err error = errors.New("no observer end for emitter 0")
-	for _, p := range o.passive {
-		if p.emitter == 0 && p.mw != nil {
-			err = p.mw.Close()
-			p.mw = nil
+	o.do(func() {
+		for _, p := range o.passive {
+			if p.emitter == 0 && p.mw != nil {
+				err = p.mw.Close()
+				p.mw = nil
+			}
 		}
-	}
-	o.relMu.Unlock()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 // WRITE of the sequence number into the observer's slot for this rank.
 //
 // Life cycle: the emitter thread's first heartbeat to a new observer finds
-// no link, asks the protocol goroutine to connect, and sends that
+// no link, asks the progress engine to connect, and sends that
 // heartbeat (and the next ones) as an authenticated UD datagram, which the
-// observer's receive path stores into the same slot word. The protocol
-// goroutine creates an RC QP, sends CONNREQ over the reliable UD channel;
+// observer's receive path stores into the same slot word. The progress
+// engine creates an RC QP, sends CONNREQ over the reliable UD channel;
 // the observer creates its end, connects it and answers CONNACK; the
 // emitter connects its end and publishes the link, and from the next
 // heartbeat on the writes are RDMA. Links to other (former) observers are
@@ -50,7 +50,7 @@ import (
 //
 // Ownership keeps the emitter's fast path free of locks and atomic
 // read-modify-writes: only the emitter thread uses a link's Writer. A link
-// the protocol goroutine replaces (the emitter has a new observer) leaves
+// the progress engine replaces (the emitter has a new observer) leaves
 // links[] for the graveyard, and the emitter thread itself frees it at its
 // next heartbeat (bury), so a write in progress never meets a freed
 // Writer; Close frees what is left (the emitter has stopped by then).
@@ -196,42 +196,59 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 	return t.udHeartbeat(to, seq)
 }
 
-// requestLink asks the protocol goroutine for a link to observer to,
-// once until that attempt ends. It does not block.
+// requestLink asks the progress engine for a link to observer to, once
+// until that attempt ends. It does not block.
 func (t *Transport) requestLink(to ranks.Rank) {
 	if !t.started || !t.connecting[to].CompareAndSwap(false, true) {
 		return
 	}
-	select {
-	case t.connReq <- to:
-	default:
+	if !t.eng.submit(cmd{op: opConnect, to: to}) {
 		t.connecting[to].Store(false)
 	}
 }
 
-// udHeartbeat sends seq as an authenticated heartbeat datagram (inline,
-// no send buffer needed).
+// udHeartbeat sends seq as an authenticated heartbeat datagram
+// (sendHeartbeatDatagram). The emitter never waits, spins or creates an
+// address handle: it posts the datagram itself if the engine's state is
+// free (TryLock), nothing is queued for it and the observer's address
+// handle exists, and otherwise hands it to the engine.
 func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 	if !t.started {
 		t.hbDropped.Add(1)
 		return errors.New("verbs transport: heartbeat before Start")
 	}
-	t.udMu.Lock()
-	defer t.udMu.Unlock()
-	d, err := t.dest(to)
-	if err == nil {
-		err = t.ud.PostSendUD(hbWRID, *d, t.hbFrame.Encode(seq), true)
+	if len(t.eng.cmds) == 0 && t.mu.TryLock() {
+		if t.dests[to] != nil { // creating an address handle is the engine's
+			t.udHeartbeats.Add(1)
+			t.sendHeartbeatDatagram(to, seq)
+			t.mu.Unlock()
+			return nil
+		}
+		t.mu.Unlock()
 	}
-	t.reap()
-	if err != nil {
+	if !t.eng.submit(cmd{op: opHeartbeat, to: to, seq: seq}) {
 		t.hbDropped.Add(1)
-		return err
+		return errEngineFull
 	}
 	t.udHeartbeats.Add(1)
 	return nil
 }
 
-// connect starts the RC handshake towards observer to (relMu held).
+// sendHeartbeatDatagram posts heartbeat seq to rank to inline (t.mu held). A
+// heartbeat it cannot post moves from UDHeartbeats to HeartbeatsDropped.
+func (t *Transport) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
+	d, err := t.dest(to)
+	if err == nil {
+		err = t.postInline(d, t.hbFrame.Encode(seq))
+	}
+	if err != nil {
+		t.udHeartbeats.Add(^uint64(0))
+		t.hbDropped.Add(1)
+		t.logLimited("udhb", slog.LevelWarn, "UD heartbeat not sent", "to", to, "err", err)
+	}
+}
+
+// connect starts the RC handshake towards observer to (engine).
 func (t *Transport) connect(to ranks.Rank) {
 	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
 		t.connecting[to].Store(false)

@@ -44,6 +44,7 @@ func BenchmarkMessageLatencyProcs(b *testing.B) {
 	}
 	b.StopTimer()
 	reportOneWay(b, rtt)
+	b.ReportMetric(float64(me.VerbsStats().Retransmits), "retransmits")
 }
 
 // coldGap is how long both ends of BenchmarkMessageLatencyCold stay idle

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -34,6 +35,7 @@ type reliable struct {
 	deliver func(from ranks.Rank, ctl bool, m []byte) // a whole message, in order
 	gaveUp  func(to ranks.Rank, msgs int)             // msgs dropped towards to
 	scratch []byte
+	resent  atomic.Uint64 // retransmissions (read by VerbsStats)
 }
 
 // relConfig are the layer's knobs (see defaultRelConfig).
@@ -147,6 +149,9 @@ func (r *reliable) transmit(to ranks.Rank, s *peerRel, p *packet, now int64) {
 		p.rto = min(2*p.rto, r.cfg.rtoMax)
 	}
 	p.tries++
+	if p.tries > 1 {
+		r.resent.Add(1)
+	}
 	p.due = now + p.rto
 	r.scratch = appendData(r.scratch[:0], p.flags, p.seq, s.base, s.expected-1, p.frag)
 	s.ackOwed, s.unacked = false, 0

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -39,11 +40,17 @@ type Config struct {
 	// not wait for that: from the fourth heartbeat without a write
 	// completion they also go as datagrams (hbLink.stalled).
 	RC ibv.RCParams
-	// PollFor is how long the receive goroutine keeps polling its CQ
+	// PollFor is how long the progress engine keeps polling its CQ
 	// after the last message sent or received before it sleeps on the
 	// completion channel (0: DefaultPollFor; negative: never polls on).
 	// Heartbeat datagrams do not extend it: an idle detector sleeps.
 	PollFor time.Duration
+	// LockThread runs the progress engine on an OS thread of its own
+	// (runtime.LockOSThread), busy-polling in C; by default it is an
+	// ordinary goroutine that yields between polls, which hands a
+	// received message to the goroutine waiting for it without a thread
+	// switch (see verbs/RESULTS.md for both measured).
+	LockThread bool
 	// NoWindows keeps the slot array REMOTE_WRITE through its own rkey
 	// even on a device with type 2 memory windows (by default each
 	// emitter can write only its own word, through its own link).
@@ -59,13 +66,22 @@ const (
 	recvDepth    = 256 // posted UD receive buffers
 	sendBufs     = 128 // UD send buffers (≤ the send queue)
 	udSendWR     = 256
-	maxPassive   = 4 // RC QPs kept for emitters writing into our slots
-	hbWRID       = 1 << 62
+	maxPassive   = 4       // RC QPs kept for emitters writing into our slots
+	hbWRID       = 1 << 62 // inline datagrams (no send buffer to return)
 	writerSendWR = 128
+	// udInline is the inline data limit asked for the UD QP: a Msg frame
+	// with a payload of up to udInline-wire.HeaderSize-wire.TagSize-dataHeader
+	// bytes (and every ACK and heartbeat) is posted inline, without a send
+	// buffer.
+	udInline = 256
+	// signalEvery: one inline datagram in signalEvery is signalled, so
+	// that the send queue's entries are retired without a completion per
+	// datagram.
+	signalEvery = 32
 )
 
 // DefaultPollFor is Config.PollFor's default: a message exchange (a
-// broadcast, an agreement) keeps the receive path polling, as perftest
+// broadcast, an agreement) keeps the progress engine polling, as perftest
 // does, for at most 1 ms of one core after its last message; an idle
 // transport sleeps on the CQ channel and costs nothing.
 const DefaultPollFor = time.Millisecond
@@ -88,30 +104,32 @@ type Transport struct {
 	windows bool
 	mtu     int
 
-	// udMu serialises posts on the UD QP and the send buffer pool: the
-	// protocol goroutine sends messages, the emitter thread fallback
-	// heartbeats.
-	udMu    sync.Mutex
-	sendMR  *ibv.MR
-	free    []int
-	dests   []*ibv.UDDest
-	wcs     []ibv.WC
-	hbFrame *wire.HeartbeatFrame
+	// mu guards the state below (the UD QP's posts, the send buffers,
+	// the address handles, the reliability layer, the RC handshakes): the
+	// progress engine (engine.go) holds it while it works, and a Send that
+	// finds it free (TryLock) posts itself. No sender waits for it.
+	mu       sync.Mutex
+	eng      engine
+	sendMR   *ibv.MR
+	free     []int
+	dests    []*ibv.UDDest
+	wcs      []ibv.WC
+	hbFrame  *wire.HeartbeatFrame
+	inline   int // the UD QP's inline limit
+	unsig    int // inline datagrams posted unsignalled since the last signalled one
+	unreaped int // signalled UD sends not yet reaped
 
 	peers   []Address
 	handler transport.Handler
 	incs    *wire.Incarnations
 
-	// relMu guards the reliability layer and the RC handshake state: Send
-	// (the node's goroutine) posts at once, the receive goroutine handles
-	// packets as they arrive, the timer goroutine retransmits.
-	relMu   sync.Mutex
+	// The reliability layer and the RC handshake state (mu).
 	rel     *reliable
 	tx      *wire.Codec
 	txBuf   []byte
 	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
 	passive []*passiveQP
-	ready   []delivery // messages to hand over once relMu is released
+	ready   []delivery // messages for the handler, from the packet being handled
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
@@ -119,10 +137,6 @@ type Transport struct {
 	grave      []*hbLink    // replaced links, freed by the emitter thread (bury)
 	graveN     atomic.Int32 // len(grave), set under graveMu, read without it on the emitter's fast path
 
-	kick    chan struct{} // wakes the timer goroutine after a send
-	armed   atomic.Int64  // the timer goroutine's next wake-up (ns; 0: none)
-	busy    atomic.Int64  // poll the receive CQ until then (ns): last message + PollFor
-	connReq chan ranks.Rank
 	quit    chan struct{}
 	wg      sync.WaitGroup
 	started bool
@@ -202,8 +216,6 @@ func Open(cfg Config) (*Transport, error) {
 		dests:    make([]*ibv.UDDest, cfg.N),
 		wcs:      make([]ibv.WC, 16),
 		pending:  map[ranks.Rank]*pendingLink{},
-		kick:     make(chan struct{}, 1),
-		connReq:  make(chan ranks.Rank, 64),
 		quit:     make(chan struct{}),
 		rejected: map[string]uint64{},
 		lastLog:  map[string]time.Time{},
@@ -269,10 +281,15 @@ func (t *Transport) setup() error {
 	if t.recvQ, err = t.ctx.CreateCQ(2*recvDepth, true); err != nil {
 		return err
 	}
-	if t.ud, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.UD, SendCQ: t.sendQ, RecvCQ: t.recvQ,
-		MaxSendWR: udSendWR, MaxRecvWR: recvDepth, MaxInline: 64, Netdev: t.cfg.Netdev}); err != nil {
-		return err
+	udc := ibv.QPConfig{Type: ibv.UD, SendCQ: t.sendQ, RecvCQ: t.recvQ,
+		MaxSendWR: udSendWR, MaxRecvWR: recvDepth, MaxInline: udInline, Netdev: t.cfg.Netdev}
+	if t.ud, err = t.pd.CreateQP(udc); err != nil {
+		udc.MaxInline = 64 // a device with a smaller inline limit
+		if t.ud, err = t.pd.CreateQP(udc); err != nil {
+			return err
+		}
 	}
+	t.inline = t.ud.MaxInline()
 	t.mtu = t.ud.PathMTU().Bytes()
 	if t.mtu < 256 {
 		return fmt.Errorf("verbs transport: path MTU %d too small", t.mtu)
@@ -296,7 +313,7 @@ func (t *Transport) setup() error {
 	frag := t.mtu - wire.HeaderSize - wire.TagSize - dataHeader
 	t.rel = newReliable(defaultRelConfig(frag))
 	t.rel.xmit, t.rel.deliver, t.rel.gaveUp = t.xmit, t.deliver, t.gaveUp
-	return nil
+	return t.initEngine()
 }
 
 // Slots returns the slot array in registered memory: the node's observer
@@ -313,8 +330,8 @@ func (t *Transport) Addr() string {
 }
 
 // Start takes every rank's address (indexed by rank, as the bootstrap
-// exchange returns them) and the message handler, and starts the receive
-// and protocol goroutines. Errors name the bad rank.
+// exchange returns them) and the message handler, and starts the
+// progress engine. Errors name the bad rank.
 func (t *Transport) Start(addrs []string, h transport.Handler) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
@@ -343,16 +360,18 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 		return fmt.Errorf("verbs transport: the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
 	}
 	t.peers, t.handler, t.started = peers, h, true
-	t.wg.Add(2)
-	go t.recvLoop()
-	go t.protoLoop()
+	t.wg.Add(1)
+	go t.run()
 	return nil
 }
 
 // Send implements transport.Transport: the message goes out over the
-// reliable UD channel (fragmented above one datagram), posted at once as
-// far as the peer's window allows, queued otherwise; Send does not wait
-// for acks.
+// reliable UD channel (fragmented above one datagram), at once as far as
+// the peer's window allows, queued otherwise. Send never waits: if the
+// progress engine's state is free (the engine yields, spins or sleeps) it
+// posts the datagrams itself, else it hands the message to the engine,
+// which is then awake and takes it next. A message the engine cannot take
+// (its queue or the peer's is full) is counted in MsgsDropped.
 func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
@@ -370,110 +389,58 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		t.msgsDropped.Add(1)
 		return f.err
 	}
-	n := now()
-	t.relMu.Lock()
-	err := t.rel.send(to, false, payload, n)
-	t.wakeTimer(n)
-	t.relMu.Unlock()
-	if err != nil {
+	if t.mu.TryLock() {
+		// The engine is yielding, spinning or asleep: post at once, as it
+		// would (a hand-off would wait for its thread to be scheduled),
+		// after what is queued (a message queued by an earlier Send goes
+		// first: order per destination).
+		t.drainCmds()
+		n := now()
+		err := t.rel.send(to, false, payload, n)
+		e := &t.eng
+		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0)
+		t.mu.Unlock()
+		if t.cfg.PollFor > 0 {
+			e.busy.Store(n + int64(t.cfg.PollFor))
+		}
+		if wake { // it must time the retransmission
+			e.wake()
+		}
+		if err != nil {
+			t.msgsDropped.Add(1)
+			return err
+		}
+	} else if !t.eng.submit(cmd{op: opSend, to: to, msg: append([]byte(nil), payload...)}) {
 		t.msgsDropped.Add(1)
-		return err
+		return errEngineFull
 	}
 	t.msgsSent.Add(1)
 	t.bytesSent.Add(uint64(len(payload)))
-	t.markBusy(n)
 	return nil
 }
 
-// wakeTimer wakes the timer goroutine if the reliability layer sent DATA
-// since the last call and the timer's next wake-up (stored under relMu
-// after its last tick) is later than that packet's first retransmission
-// is due. If its timer already fired, its coming tick sees the packet.
-// The caller holds relMu.
-func (t *Transport) wakeTimer(n int64) {
-	if !t.rel.sent {
-		return
-	}
-	t.rel.sent = false
-	if a := t.armed.Load(); a == 0 || a > n+t.rel.cfg.rto0 {
-		select {
-		case t.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// markBusy keeps the receive goroutine polling for PollFor from n: a
-// reply or an ack is likely on its way.
-func (t *Transport) markBusy(n int64) {
-	if t.cfg.PollFor > 0 {
-		t.busy.Store(n + int64(t.cfg.PollFor))
-	}
-}
-
-// protoLoop runs the reliability layer's timers (retransmissions, giving
-// up) and starts the RC handshakes the emitter thread asks for.
-func (t *Transport) protoLoop() {
-	defer t.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-t.quit:
-			return
-		case r := <-t.connReq:
-			t.relMu.Lock()
-			t.connect(r)
-			t.relMu.Unlock()
-		case <-t.kick:
-		case <-timer.C:
-		}
-		t.relMu.Lock()
-		t.udMu.Lock()
-		t.reap()
-		starved := len(t.free) == 0
-		t.udMu.Unlock()
-		n := now()
-		next := t.rel.tick(n)
-		t.rel.sent = false // this loop's own timer covers what tick sent
-		wait := time.Hour
-		if next != 0 {
-			wait = max(time.Duration(next-n), time.Millisecond)
-		}
-		if starved {
-			wait = time.Millisecond
-		}
-		// Stored under relMu: a Send after this tick sees it (see Send).
-		if wait == time.Hour {
-			t.armed.Store(0)
-		} else {
-			t.armed.Store(n + int64(wait))
-		}
-		t.relMu.Unlock()
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
-	}
-}
+// errEngineFull is returned when the progress engine's queue is full.
+var errEngineFull = errors.New("verbs transport: progress engine queue full")
 
 // xmit sends one reliability-layer payload as an authenticated Msg frame
-// from a registered send buffer. A datagram that cannot be posted is lost
-// like one lost on the wire: the reliability layer resends it.
+// (engine): inline if it fits, else from a registered send buffer. A
+// datagram that cannot be posted is lost like one lost on the wire: the
+// reliability layer resends it.
 func (t *Transport) xmit(to ranks.Rank, payload []byte) {
 	var err error
 	if t.txBuf, err = t.tx.Append(t.txBuf[:0], wire.Msg, payload); err != nil {
 		t.logLimited("xmit", slog.LevelError, "cannot frame datagram", "err", err)
 		return
 	}
-	t.udMu.Lock()
-	defer t.udMu.Unlock()
 	d, err := t.dest(to)
 	if err != nil {
 		t.logLimited("ah", slog.LevelWarn, "no address handle", "to", to, "err", err)
+		return
+	}
+	if len(t.txBuf) <= t.inline {
+		if err := t.postInline(d, t.txBuf); err != nil {
+			t.logLimited("post", slog.LevelWarn, "UD send failed", "to", to, "err", err)
+		}
 		return
 	}
 	if len(t.free) == 0 {
@@ -490,10 +457,34 @@ func (t *Transport) xmit(to ranks.Rank, payload []byte) {
 		return
 	}
 	t.free = t.free[:len(t.free)-1]
+	t.unreaped++
 }
 
-// dest returns (creating on first use) the UD destination of rank r. The
-// caller holds udMu.
+// postInline posts frame inline to d (engine): no send buffer, and only
+// one datagram in signalEvery is signalled (its completion retires the
+// unsignalled ones before it). A full send queue is reaped and the post
+// tried once more.
+func (t *Transport) postInline(d *ibv.UDDest, frame []byte) error {
+	sig := t.unsig+1 >= signalEvery
+	err := t.ud.PostSendUD(hbWRID, *d, frame, sig)
+	if err != nil {
+		t.reap()
+		err = t.ud.PostSendUD(hbWRID, *d, frame, sig)
+	}
+	if err != nil {
+		return err
+	}
+	if sig {
+		t.unsig = 0
+		t.unreaped++
+	} else {
+		t.unsig++
+	}
+	return nil
+}
+
+// dest returns (creating on first use) the UD destination of rank r
+// (engine).
 func (t *Transport) dest(r ranks.Rank) (*ibv.UDDest, error) {
 	if d := t.dests[r]; d != nil {
 		return d, nil
@@ -508,8 +499,8 @@ func (t *Transport) dest(r ranks.Rank) (*ibv.UDDest, error) {
 	return d, nil
 }
 
-// reap polls the UD send CQ and returns finished buffers to the pool. The
-// caller holds udMu.
+// reap polls the UD send CQ and returns finished buffers to the pool
+// (engine).
 func (t *Transport) reap() {
 	for {
 		n, err := t.sendQ.Poll(t.wcs)
@@ -517,6 +508,7 @@ func (t *Transport) reap() {
 			t.logLimited("reap", slog.LevelError, "polling the UD send CQ", "err", err)
 			return
 		}
+		t.unreaped = max(0, t.unreaped-n)
 		for i := range t.wcs[:n] {
 			wc := &t.wcs[i]
 			if wc.WRID < sendBufs {
@@ -535,10 +527,9 @@ func (t *Transport) reap() {
 	}
 }
 
-// onPacket handles one received Msg frame payload (receive goroutine;
-// p is only valid during the call: the layer copies what it keeps).
-// Messages it completes are handed to the handler after relMu is
-// released, so that a handler that blocks never blocks Send.
+// onPacket handles one received Msg frame payload (engine; p is only
+// valid during the call: the layer copies what it keeps) and hands the
+// messages it completes to the handler.
 func (t *Transport) onPacket(from ranks.Rank, p []byte) {
 	h, frag, err := decodePacket(p)
 	if err != nil {
@@ -546,33 +537,27 @@ func (t *Transport) onPacket(from ranks.Rank, p []byte) {
 		return
 	}
 	n := now()
-	t.markBusy(n)
-	t.relMu.Lock()
+	t.eng.traffic = true
 	if h.kind == kindAck {
 		t.rel.onAck(from, h.seq, n)
 	} else {
 		t.rel.onData(from, h, frag, n)
 	}
-	t.wakeTimer(n) // the layer may have sent (window opened, CONNACK)
-	ready := t.ready
-	t.ready = t.ready[:0]
-	t.relMu.Unlock()
-	for i, d := range ready {
+	if len(t.ready) > 0 {
+		t.eng.delivered = true
+	}
+	for i, d := range t.ready {
 		t.msgsRecv.Add(1)
 		t.bytesRecv.Add(uint64(len(d.msg)))
 		t.handler(d.from, d.msg)
-		ready[i] = delivery{}
+		t.ready[i] = delivery{}
 	}
-	t.relMu.Lock()
-	if len(t.ready) == 0 {
-		t.ready = ready[:0] // reuse the backing array
-	}
-	t.relMu.Unlock()
+	t.ready = t.ready[:0]
 }
 
 // deliver receives whole messages, in order, from the reliability layer
-// (relMu held). The message is the layer's own copy: it goes to the
-// handler as is.
+// (engine). The message is the layer's own copy: it goes to the handler
+// as is, once the packet has been handled.
 func (t *Transport) deliver(from ranks.Rank, ctl bool, m []byte) {
 	if ctl {
 		t.onControl(from, m)
@@ -592,68 +577,9 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 	t.connecting[to].Store(false)
 }
 
-// recvLoop reaps UD receives: polling while messages are being exchanged
-// (until PollFor after the last one sent or received, yielding between
-// polls), event mode otherwise (armed CQ, sleeping on its channel). Acks
-// still owed after a batch of datagrams go out before it polls again.
-func (t *Transport) recvLoop() {
-	defer t.wg.Done()
-	rx := wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: t.mtu})
-	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
-	lastAsync := now()
-	for {
-		select {
-		case <-t.quit:
-			return
-		default:
-		}
-		n, err := t.ring.Poll(fn)
-		if err != nil {
-			t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if n > 0 {
-			t.flushAcks()
-			continue
-		}
-		if n := now(); n < t.busy.Load() {
-			if n-lastAsync >= int64(asyncEvery) {
-				t.drainAsync()
-				lastAsync = n
-			}
-			runtime.Gosched()
-			continue
-		}
-		t.drainAsync()
-		lastAsync = now()
-		if err := t.recvQ.Arm(false); err != nil {
-			t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if n, _ = t.ring.Poll(fn); n > 0 {
-			t.flushAcks()
-			continue
-		}
-		if _, err := t.recvQ.Wait(asyncEvery); err != nil {
-			t.logLimited("wait", slog.LevelError, "waiting for receive events", "err", err)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
-// flushAcks sends the acks still owed after a batch of received datagrams
-// (receive goroutine).
-func (t *Transport) flushAcks() {
-	t.relMu.Lock()
-	t.rel.flushAcks()
-	t.relMu.Unlock()
-}
-
 // onDatagram authenticates one received datagram. Heartbeats are stored
 // into the slot array here (the same word an RDMA write lands in); message
-// packets go to the protocol goroutine.
+// packets go to the reliability layer (engine).
 func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
 	if msg == nil {
 		t.reject("recv_error", wc.Err())
@@ -759,6 +685,9 @@ type VerbsStats struct {
 	// link's writes had stopped completing (the observer's end or the path
 	// gone, the device's retries not yet given up).
 	LateUD uint64
+	// Retransmits counts datagrams of the reliable channel sent again
+	// because their ack did not come within the retransmission timeout.
+	Retransmits uint64
 	// Failed says why the transport failed for good (a UD QP, CQ or device
 	// error; "" while it works): it sends no heartbeat and no message any
 	// more, so its observer suspects it (fail-stop). See Failure.
@@ -769,7 +698,7 @@ type VerbsStats struct {
 func (t *Transport) VerbsStats() VerbsStats {
 	s := VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
-		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load()}
+		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load()}
 	if err := t.Failure(); err != nil {
 		s.Failed = err.Error()
 	}
@@ -808,6 +737,10 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	close(t.quit)
+	if t.started {
+		t.eng.pending.Store(1)
+		t.eng.wake()
+	}
 	t.wg.Wait()
 	var errs []error
 	add := func(err error) {
@@ -823,7 +756,6 @@ func (t *Transport) Close() error {
 	for _, l := range t.takeGrave() {
 		add(l.free())
 	}
-	t.relMu.Lock()
 	for r, p := range t.pending {
 		add(p.close())
 		delete(t.pending, r)
@@ -832,7 +764,6 @@ func (t *Transport) Close() error {
 		add(t.closePassive(p))
 	}
 	t.passive = nil
-	t.relMu.Unlock()
 	add(t.ud.SetError()) // flush posted receives before freeing their buffers
 	add(t.ring.Close())
 	for i, d := range t.dests {
@@ -850,6 +781,7 @@ func (t *Transport) Close() error {
 		errs = append(errs, fmt.Errorf("verbs transport: %d verbs objects still open after Close (leak)", n))
 	}
 	add(t.ctx.Close())
+	add(unix.Close(t.eng.efd))
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,333 @@
+package verbs
+
+import (
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+	ibv "github.com/vigil-hpc/vigil/verbs"
+)
+
+// engine is the transport's progress engine: one goroutine that runs the
+// UD QP, its CQs, the receive ring, the send buffers, the reliability
+// layer (with its retransmission and delayed-ack timers) and the RC
+// handshakes, holding t.mu while it works on them. Send and the emitter's
+// UD heartbeats never wait for it: when t.mu is free (TryLock: the engine
+// yields, spins or sleeps) they post themselves, and otherwise they hand
+// the work to the engine through cmds (a buffered channel), which it takes
+// next, being awake; link requests always go through cmds.
+//
+// After traffic (a message sent or received; heartbeat datagrams do not
+// count) the engine busy-polls its receive ring and cmds for
+// Config.PollFor, yielding to the other goroutines between polls (with
+// Config.LockThread: on its own locked OS thread, spinning in C); then it
+// arms the receive CQ and sleeps in poll(2) on the CQ's completion
+// channel, the device's asynchronous event descriptor and an eventfd that
+// a sender writes only when the engine sleeps. The sleep has a timeout
+// only while a retransmission is pending: an idle engine never wakes up.
+// Received messages go to the handler from the engine itself.
+type engine struct {
+	cmds     chan cmd
+	efd      int         // eventfd: wakes the sleeping engine
+	sleeping atomic.Bool // the engine is (about to be) in poll(2)
+	// pending is set by submit: it ends the engine's busy-poll in C
+	// (ibv.RecvRing.PollSpin), which does not see cmds.
+	pending atomic.Uint32
+	wakeups atomic.Uint64
+	one     [8]byte // the eventfd increment (1, little-endian)
+	fds     [3]unix.PollFd
+	// traffic is set (engine only) when a message was sent or received:
+	// the engine then polls on for PollFor.
+	traffic bool
+	// delivered is set (engine only) when a message went to the handler.
+	delivered bool
+	// busy: a Send that posted itself keeps the engine polling until
+	// then (ns), for the reply.
+	busy atomic.Int64
+	// armed is the retransmission deadline the sleeping engine will wake
+	// up for (ns; 0: none), under t.mu.
+	armed int64
+}
+
+// engineQueue is the capacity of the engine's command queue. A Send that
+// finds it full fails (counted in MsgsDropped), as one to a full peer
+// queue does.
+const engineQueue = 4096
+
+// cmdOp is what a command asks of the engine.
+type cmdOp uint8
+
+const (
+	opSend      cmdOp = iota // send msg to rank to over the reliable channel
+	opHeartbeat              // send heartbeat seq to rank to as a datagram
+	opConnect                // start an RC heartbeat link to observer to
+	opDo                     // run fn on the engine
+)
+
+// cmd is one piece of work handed to the engine.
+type cmd struct {
+	op  cmdOp
+	to  ranks.Rank
+	seq uint64
+	msg []byte // opSend: the engine's own copy
+	fn  func() // opDo
+}
+
+// initEngine creates the engine's eventfd and queue (Open).
+func (t *Transport) initEngine() error {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	e := &t.eng
+	e.efd = fd
+	e.cmds = make(chan cmd, engineQueue)
+	e.one[0] = 1
+	e.fds = [3]unix.PollFd{
+		{Fd: int32(t.recvQ.ChannelFD()), Events: unix.POLLIN},
+		{Fd: int32(t.ctx.AsyncFD()), Events: unix.POLLIN},
+		{Fd: int32(fd), Events: unix.POLLIN},
+	}
+	return nil
+}
+
+// submit hands c to the engine without waiting, waking it if it sleeps.
+// It returns false if the queue is full.
+func (e *engine) submit(c cmd) bool {
+	select {
+	case e.cmds <- c:
+	default:
+		return false
+	}
+	// Pairs with sleep: either the engine's last look at cmds after it
+	// set sleeping finds c, or this load sees sleeping and wakes it.
+	e.pending.Store(1)
+	if e.sleeping.Load() {
+		e.wake()
+	}
+	return true
+}
+
+// wake makes the engine's poll(2) return.
+func (e *engine) wake() {
+	unix.Write(e.efd, e.one[:])
+}
+
+// Wakeups returns how many times the engine returned from sleeping:
+// completion events, asynchronous events, wake-ups by a sender and
+// retransmission timeouts. An idle transport does not wake up.
+func (t *Transport) Wakeups() uint64 { return t.eng.wakeups.Load() }
+
+// do runs fn on the engine and waits for it: for code that must see or
+// change the engine's state (tests). It returns false, without running
+// fn, if the transport is closed or not started.
+func (t *Transport) do(fn func()) bool {
+	if !t.started || t.closed.Load() {
+		return false
+	}
+	done := make(chan struct{})
+	for !t.eng.submit(cmd{op: opDo, fn: func() { fn(); close(done) }}) {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-done:
+		return true
+	case <-t.quit:
+		return false
+	}
+}
+
+// run is the engine's loop (see engine). It holds t.mu while it works on
+// the state and releases it while it yields, spins or sleeps, when a Send
+// may take it to post at once.
+func (t *Transport) run() {
+	locked := t.cfg.LockThread
+	if locked {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	defer t.wg.Done()
+	rx := wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: t.mtu})
+	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
+	e := &t.eng
+	var busyUntil, deadline int64
+	lastAsync := now()
+	for !t.closed.Load() {
+		t.mu.Lock()
+		n := t.progress(fn, &deadline)
+		tn := now()
+		if e.traffic {
+			e.traffic = false
+			if t.cfg.PollFor > 0 {
+				busyUntil = tn + int64(t.cfg.PollFor)
+			}
+		}
+		busyUntil = max(busyUntil, e.busy.Load())
+		if tn < busyUntil {
+			if tn-lastAsync >= int64(asyncEvery) {
+				t.drainAsync()
+				lastAsync = tn
+			}
+			if locked && n == 0 && e.pending.Load() == 0 {
+				// Spins in C, holding the state (a Send meanwhile queues
+				// its message and ends the spin through pending).
+				spin := time.Duration(min(busyUntil-tn, int64(asyncEvery)))
+				if n, err := t.ring.PollSpin(fn, spin, &e.pending); err != nil {
+					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
+				} else if n > 0 {
+					t.drainCmds()
+					t.rel.flushAcks()
+				}
+			}
+			delivered := e.delivered
+			e.delivered = false
+			t.mu.Unlock()
+			if !locked || delivered {
+				// Unlocked: poll again once other goroutines had their
+				// turn. Locked: the goroutine the handler woke waits in
+				// this thread's run queue, which a locked thread spinning
+				// in C does not serve: give it the scheduler slot now.
+				runtime.Gosched()
+			}
+			continue
+		}
+		e.delivered = false
+		t.sleep(fn, deadline) // releases t.mu
+		lastAsync = now()
+	}
+}
+
+// progress runs the commands, polls the receive ring once, flushes the
+// acks owed and moves the retransmission deadline (engine, t.mu held). It
+// returns the number of completions polled.
+func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
+	e := &t.eng
+	e.pending.Store(0)
+	t.drainCmds()
+	n, err := t.ring.Poll(fn)
+	if err != nil {
+		t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
+		n = 0
+	}
+	if n > 0 {
+		t.drainCmds() // replies the handler sent carry the acks
+		t.rel.flushAcks()
+	}
+	tn := now()
+	// Traffic (here or a Send's) may have sent or acked packets: the next
+	// retransmission deadline moves.
+	if e.traffic || t.rel.sent || (*deadline != 0 && tn >= *deadline) {
+		t.rel.sent = false
+		*deadline = t.rel.tick(tn)
+	}
+	if t.unreaped >= reapEvery {
+		t.reap()
+	}
+	return n
+}
+
+// reapEvery is how many signalled UD sends the engine lets complete before
+// it reaps them while busy (it always reaps before sleeping, and when it
+// runs out of send buffers).
+const reapEvery = 16
+
+// drainCmds executes every queued command.
+func (t *Transport) drainCmds() {
+	for {
+		select {
+		case c := <-t.eng.cmds:
+			t.exec(c)
+		default:
+			return
+		}
+	}
+}
+
+// exec executes one command (engine).
+func (t *Transport) exec(c cmd) {
+	switch c.op {
+	case opSend:
+		t.eng.traffic = true
+		if err := t.rel.send(c.to, false, c.msg, now()); err != nil {
+			t.msgsDropped.Add(1)
+			t.logLimited("send", slog.LevelWarn, "message dropped", "to", c.to, "err", err)
+		}
+	case opHeartbeat:
+		t.sendHeartbeatDatagram(c.to, c.seq)
+	case opConnect:
+		t.connect(c.to)
+	case opDo:
+		c.fn()
+	}
+}
+
+// sleep arms the receive CQ and waits in poll(2) until a completion
+// event, an asynchronous event, a sender's wake-up or the next
+// retransmission deadline (none: no timeout). Called with t.mu held; it
+// releases it.
+func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
+	e := &t.eng
+	e.sleeping.Store(true)
+	select { // see submit
+	case c := <-e.cmds:
+		e.sleeping.Store(false)
+		t.exec(c)
+		t.mu.Unlock()
+		return
+	default:
+	}
+	t.reap()
+	t.drainAsync()
+	if err := t.recvQ.Arm(false); err != nil {
+		e.sleeping.Store(false)
+		t.mu.Unlock()
+		t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
+		time.Sleep(10 * time.Millisecond)
+		return
+	}
+	if n, _ := t.ring.Poll(fn); n > 0 { // arrived before the CQ was armed
+		e.sleeping.Store(false)
+		t.drainCmds()
+		t.rel.flushAcks()
+		t.mu.Unlock()
+		return
+	}
+	e.armed = deadline
+	ms := -1
+	if deadline != 0 {
+		ms = max(0, int((deadline-now()+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+	}
+	t.mu.Unlock()
+	for i := range e.fds {
+		e.fds[i].Revents = 0
+	}
+	_, err := unix.Poll(e.fds[:], ms)
+	e.sleeping.Store(false)
+	e.wakeups.Add(1)
+	if err != nil && err != unix.EINTR {
+		t.logLimited("wait", slog.LevelError, "waiting for events", "err", err)
+		time.Sleep(10 * time.Millisecond)
+		return
+	}
+	if e.fds[0].Revents != 0 {
+		for {
+			if ok, err := t.recvQ.TryEvent(); !ok || err != nil {
+				break
+			}
+		}
+	}
+	if e.fds[2].Revents != 0 {
+		var b [8]byte
+		unix.Read(e.efd, b[:])
+	}
+	if e.fds[1].Revents != 0 {
+		t.mu.Lock()
+		t.drainAsync()
+		t.mu.Unlock()
+	}
+}
