@@ -508,6 +508,13 @@ report() {
 	if [[ -n $sl && -n $mc ]]; then
 		awk -v m="$mc" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f goal=2\n", m / 1000, s, m / 1000 / s }'
 	fi
+	# Authentication's share of a message: tag and check of one datagram
+	# (HMAC-SHA256) against the two-process one-way time (issue #15 item 2).
+	local mac
+	mac=$(best 'tverbs\/BenchmarkDatagramMAC')
+	if [[ -n $mac && -n $mp ]]; then
+		awk -v a="$mac" -v m="$mp" 'BEGIN { printf "RXE-RATIO best datagram_mac_ns=%s msg_two_procs_oneway_ns=%s mac_share=%.3f\n", a, m, a / m }'
+	fi
 	# The same benchmark over verbs and over TCP in this guest: IMB
 	# PingPong by size (goal: not slower than TCP at 4 KiB and 64 KiB) and
 	# the broadcast of one failure to 8 ranks, for each propagation.

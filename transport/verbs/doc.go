@@ -71,7 +71,11 @@
 // progress engine per transport (engine.go): a goroutine (on a locked OS
 // thread with Config.LockThread) that runs the UD QP, its CQs, the receive
 // ring, the send buffers, the reliability layer with its retransmission
-// and delayed-ack timers, and the RC handshakes. Send and the emitter's UD
+// and delayed-ack timers, and the RC handshakes' messages. The verbs
+// objects of the heartbeat links (QP creation, connection, the window
+// bind, destruction) are made by a link worker goroutine (linker.go), so
+// that setting up a link, which happens when an observer dies and
+// failures are being propagated, never stalls a message. Send and the emitter's UD
 // heartbeats never wait for it: they post themselves when its state is
 // free (a TryLock) and otherwise hand the work to it through a queue, as
 // link requests do; received messages go to the handler from the engine

@@ -76,6 +76,9 @@ type cmd struct {
 	seq uint64
 	msg []byte // opSend: the engine's own copy
 	fn  func() // opDo
+	// drop, if set, runs instead of fn when the engine has stopped
+	// (Close), to free what fn would have kept.
+	drop func()
 }
 
 // initEngine creates the engine's eventfd and queue (Open).

@@ -248,7 +248,8 @@ func (t *Transport) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
 	}
 }
 
-// connect starts the RC handshake towards observer to (engine).
+// connect starts the RC handshake towards observer to (engine): the link
+// worker creates the QP, then the engine sends CONNREQ with its endpoint.
 func (t *Transport) connect(to ranks.Rank) {
 	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
 		t.connecting[to].Store(false)
@@ -258,25 +259,47 @@ func (t *Transport) connect(to ranks.Rank) {
 		return
 	}
 	p := &pendingLink{count: &t.rcQPs}
+	t.pending[to] = p // qp nil until the link worker has created it
+	t.offload(func() {
+		err := t.createActive(p)
+		t.toEngine(func() { t.sendConnReq(to, p, err) }, func() { p.close() })
+	})
+}
+
+// createActive creates the emitter's end of a link (link worker).
+func (t *Transport) createActive(p *pendingLink) error {
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	t.setupDelay()
 	var err error
-	if p.cq, err = t.ctx.CreateCQ(2*writerSendWR, false); err == nil {
-		p.qp, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: p.cq, MaxSendWR: writerSendWR, MaxRecvWR: 1,
-			MaxInline: 64, Netdev: t.cfg.Netdev})
-		if err == nil {
-			t.rcQPs.Add(1)
-		}
+	if p.cq, err = t.ctx.CreateCQ(2*writerSendWR, false); err != nil {
+		return err
+	}
+	if p.qp, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: p.cq, MaxSendWR: writerSendWR, MaxRecvWR: 1,
+		MaxInline: 64, Netdev: t.cfg.Netdev}); err != nil {
+		p.qp = nil
+		return err
+	}
+	t.rcQPs.Add(1)
+	return nil
+}
+
+// sendConnReq sends CONNREQ for the QP the link worker created (engine).
+func (t *Transport) sendConnReq(to ranks.Rank, p *pendingLink, err error) {
+	if t.pending[to] != p { // abandoned meanwhile (gaveUp)
+		t.offload(func() { p.close() })
+		return
 	}
 	if err == nil {
-		m := control{op: ctlConnReq, ep: p.qp.Endpoint()}.append(nil)
-		err = t.rel.send(to, true, m, now())
+		err = t.rel.send(to, true, control{op: ctlConnReq, ep: p.qp.Endpoint()}.append(nil), now())
 	}
 	if err != nil {
 		t.logLimited("rcqp", slog.LevelWarn, "cannot start heartbeat link", "observer", to, "err", err)
-		p.close()
+		delete(t.pending, to)
+		t.offload(func() { p.close() })
 		t.connecting[to].Store(false)
-		return
 	}
-	t.pending[to] = p
 }
 
 // pendingLink is an emitter's RC QP waiting for the observer's CONNACK.
@@ -314,9 +337,9 @@ func (t *Transport) onControl(from ranks.Rank, m []byte) {
 	}
 }
 
-// accept creates (or re-announces) the observer's end of emitter from's
-// heartbeat link. Its QP allows REMOTE_WRITE; the only memory the rkey
-// reaches is the slot array.
+// accept answers emitter from's CONNREQ (engine): a repeated request gets
+// the same CONNACK; a new one has the link worker create, connect and bind
+// the observer's end (createPassive), then installPassive answers.
 func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 	for _, p := range t.passive {
 		if p.emitter == from && p.remote == ep.QPN { // a repeated request
@@ -324,46 +347,88 @@ func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
 			return
 		}
 	}
-	keep := t.passive[:0]
-	for _, p := range t.passive {
-		if p.emitter == from {
-			t.closePassive(p) // the emitter's previous link
-		} else {
-			keep = append(keep, p)
-		}
+	if q, ok := t.accepting[from]; ok && q == ep.QPN {
+		return // being set up
 	}
-	t.passive = keep
+	t.accepting[from] = ep.QPN
+	t.offload(func() {
+		pq, err := t.createPassive(from, ep)
+		t.toEngine(func() { t.installPassive(from, ep.QPN, pq, err) }, func() {
+			if pq != nil {
+				t.closePassive(pq)
+			}
+		})
+	})
+}
+
+// createPassive creates the observer's end of emitter from's heartbeat
+// link (link worker). Its QP allows REMOTE_WRITE; the only memory the rkey
+// reaches is the slot array, or with windows the emitter's own word.
+func (t *Transport) createPassive(from ranks.Rank, ep ibv.Endpoint) (*passiveQP, error) {
+	if t.closed.Load() {
+		return nil, transport.ErrClosed
+	}
+	t.setupDelay()
 	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: t.pcq, MaxSendWR: 1, MaxRecvWR: 1,
 		Access: ibv.AccessRemoteWrite, Netdev: t.cfg.Netdev})
+	if err != nil {
+		return nil, err
+	}
+	t.rcQPs.Add(1)
 	pq := &passiveQP{emitter: from, remote: ep.QPN, qp: qp}
-	if err == nil {
-		t.rcQPs.Add(1)
-		err = qp.Connect(ep, &t.cfg.RC)
-		if err == nil && t.windows {
-			// The emitter's window: its own slot word, through this QP
-			// only. The word is also a region of its own, because rxe (Linux
-			// 6.1) checks an access through a window against the range of
-			// the window's region, not of the window.
-			if pq.mr, err = t.slots.Sub(8*int(from), 8, ibv.AccessLocalWrite|ibv.AccessMWBind); err == nil {
-				if pq.mw, err = t.pd.AllocMW(); err == nil {
-					pq.rkey, err = qp.BindMW(pq.mw, pq.mr, 0, 8, ibv.AccessRemoteWrite, time.Second)
-				}
+	err = qp.Connect(ep, &t.cfg.RC)
+	if err == nil && t.windows {
+		// The emitter's window: its own slot word, through this QP
+		// only. The word is also a region of its own, because rxe (Linux
+		// 6.1) checks an access through a window against the range of
+		// the window's region, not of the window.
+		if pq.mr, err = t.slots.Sub(8*int(from), 8, ibv.AccessLocalWrite|ibv.AccessMWBind); err == nil {
+			if pq.mw, err = t.pd.AllocMW(); err == nil {
+				pq.rkey, err = qp.BindMW(pq.mw, pq.mr, 0, 8, ibv.AccessRemoteWrite, time.Second)
 			}
 		}
-		if err != nil {
-			t.closePassive(pq)
-		}
+	}
+	if err != nil {
+		t.closePassive(pq)
+		return nil, err
+	}
+	return pq, nil
+}
+
+// installPassive keeps the observer's end the link worker made for
+// emitter from's QP remote, retiring the emitter's previous one and the
+// oldest beyond maxPassive, and answers CONNACK (engine).
+func (t *Transport) installPassive(from ranks.Rank, remote uint32, pq *passiveQP, err error) {
+	if t.accepting[from] == remote {
+		delete(t.accepting, from)
 	}
 	if err != nil {
 		t.logLimited("accept", slog.LevelWarn, "cannot accept heartbeat link", "emitter", from, "err", err)
 		return
 	}
+	var old []*passiveQP
+	keep := t.passive[:0]
+	for _, p := range t.passive {
+		if p.emitter == from {
+			old = append(old, p) // the emitter's previous link
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	t.passive = keep
 	if len(t.passive) >= maxPassive {
-		t.closePassive(t.passive[0])
+		old = append(old, t.passive[0])
 		t.passive = t.passive[1:]
 	}
 	t.passive = append(t.passive, pq)
-	t.ack(from, qp, ep.QPN, pq.rkey)
+	t.ack(from, pq.qp, pq.remote, pq.rkey)
+	if len(old) > 0 {
+		t.offload(func() {
+			for _, p := range old {
+				t.closePassive(p)
+			}
+		})
+	}
 }
 
 func (t *Transport) closePassive(p *passiveQP) error {
@@ -389,13 +454,32 @@ func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo, rkey uint32) {
 // link; links to every other rank are retired.
 func (t *Transport) established(from ranks.Rank, c control) {
 	p := t.pending[from]
-	if p == nil || p.qp.Num() != c.echo {
+	if p == nil || p.qp == nil || p.qp.Num() != c.echo {
 		return // an answer to an attempt already abandoned
 	}
 	delete(t.pending, from)
+	remote := t.peers[from].Slots.Word(int(t.cfg.Self))
+	if c.rkey != 0 {
+		remote.RKey = c.rkey // the observer's window over our word
+	}
+	t.offload(func() {
+		defer t.connecting[from].Store(false)
+		if err := t.publishLink(from, p, c.ep, remote); err != nil {
+			p.close()
+			t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
+		}
+	})
+}
+
+// publishLink connects the emitter's end to the observer's endpoint ep and
+// publishes the link to from, retiring every other (link worker).
+func (t *Transport) publishLink(from ranks.Rank, p *pendingLink, ep ibv.Endpoint, remote ibv.RemoteAddr) error {
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	t.setupDelay()
 	qp := p.qp
-	defer t.connecting[from].Store(false)
-	err := qp.Connect(c.ep, &t.cfg.RC)
+	err := qp.Connect(ep, &t.cfg.RC)
 	var w *ibv.Writer
 	if err == nil {
 		// Every write signalled: its completion (or error) is known by
@@ -411,13 +495,7 @@ func (t *Transport) established(from ranks.Rank, c control) {
 		if w != nil {
 			w.Close()
 		}
-		p.close()
-		t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
-		return
-	}
-	remote := t.peers[from].Slots.Word(int(t.cfg.Self))
-	if c.rkey != 0 {
-		remote.RKey = c.rkey // the observer's window over our word
+		return err
 	}
 	l := &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, w: w, remote: remote}
 	if old := t.links[from].Swap(l); old != nil {
@@ -432,5 +510,6 @@ func (t *Transport) established(from ranks.Rank, c control) {
 		}
 	}
 	t.linksUp.Add(1)
-	t.log.Info("RDMA heartbeat link up", "observer", from, "qpn", qp.Num(), "remote_qpn", c.ep.QPN)
+	t.log.Info("RDMA heartbeat link up", "observer", from, "qpn", qp.Num(), "remote_qpn", ep.QPN)
+	return nil
 }

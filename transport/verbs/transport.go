@@ -128,8 +128,12 @@ type Transport struct {
 	tx      *wire.Codec
 	txBuf   []byte
 	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
-	passive []*passiveQP
-	ready   []delivery // messages for the handler, from the packet being handled
+	// accepting holds, per emitter, the QP number of the CONNREQ whose
+	// observer end the link worker is setting up.
+	accepting map[ranks.Rank]uint32
+	lk        linker
+	passive   []*passiveQP
+	ready     []delivery // messages for the handler, from the packet being handled
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
@@ -211,14 +215,16 @@ func Open(cfg Config) (*Transport, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger.With("transport", "verbs"),
-		incs:     wire.NewIncarnations(cfg.N),
-		links:    make([]atomic.Pointer[hbLink], cfg.N),
-		dests:    make([]*ibv.UDDest, cfg.N),
-		wcs:      make([]ibv.WC, 16),
-		pending:  map[ranks.Rank]*pendingLink{},
-		quit:     make(chan struct{}),
-		rejected: map[string]uint64{},
-		lastLog:  map[string]time.Time{},
+		incs:      wire.NewIncarnations(cfg.N),
+		links:     make([]atomic.Pointer[hbLink], cfg.N),
+		dests:     make([]*ibv.UDDest, cfg.N),
+		wcs:       make([]ibv.WC, 16),
+		pending:   map[ranks.Rank]*pendingLink{},
+		accepting: map[ranks.Rank]uint32{},
+		lk:        linker{jobs: make(chan func(), linkerQueue)},
+		quit:      make(chan struct{}),
+		rejected:  map[string]uint64{},
+		lastLog:   map[string]time.Time{},
 	}
 	t.connecting = make([]atomic.Bool, cfg.N)
 	dev := cfg.Device
@@ -360,8 +366,9 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 		return fmt.Errorf("verbs transport: the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
 	}
 	t.peers, t.handler, t.started = peers, h, true
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.run()
+	go t.runLinker()
 	return nil
 }
 
@@ -571,8 +578,8 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 	t.msgsDropped.Add(uint64(msgs))
 	t.logLimited("gaveup", slog.LevelInfo, "peer does not acknowledge: messages dropped", "to", to, "messages", msgs)
 	if p := t.pending[to]; p != nil {
-		p.close()
 		delete(t.pending, to)
+		t.offload(func() { p.close() })
 	}
 	t.connecting[to].Store(false)
 }
@@ -742,6 +749,8 @@ func (t *Transport) Close() error {
 		t.eng.wake()
 	}
 	t.wg.Wait()
+	t.drainLinker()
+	t.dropCmds()
 	var errs []error
 	add := func(err error) {
 		if err != nil {

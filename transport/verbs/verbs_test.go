@@ -64,6 +64,13 @@ func (r *received) handler(from ranks.Rank, p []byte) {
 	}
 }
 
+// get returns a copy of what rank from sent.
+func (r *received) get(from ranks.Rank) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs[from])
+}
+
 // testConfig is rank self of an n-rank job on the test device (the rxe
 // guest's VIGIL_RXE_DEV and VIGIL_RXE_NETDEV), with the test key; the
 // engine runs on a locked thread with VIGIL_VERBS_LOCK_THREAD=1.

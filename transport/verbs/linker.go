@@ -1,0 +1,98 @@
+package verbs
+
+import "time"
+
+// linker is the link worker: one goroutine that creates, connects and
+// frees the verbs objects of the RC heartbeat links (QP creation and
+// destruction, the modify-QP transitions, the slot word's registration and
+// memory-window bind, which may wait up to a second). Each is a system call
+// or several; run on the progress engine they would stall every message
+// for as long, and links are set up exactly when failures are being
+// propagated (an emitter whose observer died connects to a new one).
+//
+// The engine keeps the handshake's state (pending, passive, accepting) and
+// the control messages; it hands the object work to the linker (offload),
+// which runs jobs one at a time, in order, and hands the results back as
+// engine commands (toEngine).
+type linker struct {
+	jobs chan func()
+	// slowSetup, set by tests before Start, delays every job that sets up
+	// a link, as a slow bind or address resolution would.
+	slowSetup time.Duration
+}
+
+// linkerQueue bounds the linker's job queue; a job that does not fit runs
+// on the caller (the engine), as before the linker existed.
+const linkerQueue = 256
+
+// runLinker is the link worker's loop.
+func (t *Transport) runLinker() {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-t.quit:
+			return
+		case job := <-t.lk.jobs:
+			job()
+		}
+	}
+}
+
+// offload runs job on the link worker, or at once if its queue is full.
+func (t *Transport) offload(job func()) {
+	select {
+	case t.lk.jobs <- job:
+	default:
+		job()
+	}
+}
+
+// toEngine hands fn, which uses the engine's state, back to the engine,
+// waiting for room in its queue. If the transport closes first, or Close
+// finds fn still queued, drop runs instead, to free what fn would have
+// kept.
+func (t *Transport) toEngine(fn, drop func()) {
+	for !t.eng.submit(cmd{op: opDo, fn: fn, drop: drop}) {
+		if t.closed.Load() {
+			drop()
+			return
+		}
+		time.Sleep(time.Millisecond) // the engine is behind: wait for room
+	}
+}
+
+// setupDelay waits for linker.slowSetup (tests).
+func (t *Transport) setupDelay() {
+	if d := t.lk.slowSetup; d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// drainLinker runs the jobs left in the linker's queue once its goroutine
+// has stopped (Close): jobs that free objects must run; jobs that would
+// set a link up see the transport closed and do nothing.
+func (t *Transport) drainLinker() {
+	for {
+		select {
+		case job := <-t.lk.jobs:
+			job()
+		default:
+			return
+		}
+	}
+}
+
+// dropCmds empties the engine's queue once the engine has stopped
+// (Close), running each command's drop.
+func (t *Transport) dropCmds() {
+	for {
+		select {
+		case c := <-t.eng.cmds:
+			if c.drop != nil {
+				c.drop()
+			}
+		default:
+			return
+		}
+	}
+}

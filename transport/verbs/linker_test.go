@@ -1,0 +1,112 @@
+package verbs
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// startAll starts the opened transports with recording handlers.
+func startAll(t *testing.T, ts []*Transport) []*received {
+	t.Helper()
+	recs := make([]*received, len(ts))
+	addrs := addrsOf(ts)
+	for i, tr := range ts {
+		recs[i] = &received{msgs: map[ranks.Rank][]string{}, ch: make(chan struct{}, 1)}
+		if err := tr.Start(addrs, recs[i].handler); err != nil {
+			t.Fatalf("Start rank %d: %v", i, err)
+		}
+	}
+	return recs
+}
+
+// Setting up a heartbeat link (QP creation, connection, window bind) runs
+// on the link worker, not on the progress engine: while the observer's end
+// takes setupStall to make, messages to the observer from a third rank
+// arrive as fast as without it. With the set-up on the engine every one of
+// them waited for it.
+func TestLinkSetupDoesNotStallMessages(t *testing.T) {
+	const setupStall = 800 * time.Millisecond
+	ts := openAll(t, 3, 43)
+	e, o, m := ts[0], ts[1], ts[2]
+	o.lk.slowSetup = setupStall // before Start: the link worker reads it
+	recs := startAll(t, ts)
+
+	// Warm the message path m → o (address handles) before timing it.
+	if err := m.Send(1, []byte("warm")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "warm-up message", func() bool { return len(recs[1].get(2)) == 1 })
+
+	// Messages m → o, one at a time, for a window that covers the set-up;
+	// the link is asked for once the first few went through.
+	type sample struct {
+		at, took time.Duration
+	}
+	var lat []sample
+	var asked time.Duration
+	start := time.Now()
+	for i := 0; time.Since(start) < 2*setupStall; i++ {
+		if i == 5 {
+			asked = time.Since(start)
+			if err := e.SendHeartbeat(1, 1); err != nil { // asks for a link to o
+				t.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		if err := m.Send(1, fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "message during the set-up", func() bool { return len(recs[1].get(2)) == i+2 })
+		lat = append(lat, sample{t0.Sub(start), time.Since(t0)})
+	}
+	seq := uint64(1)
+	waitFor(t, 20*time.Second, "link up after the stall", func() bool {
+		seq++
+		e.SendHeartbeat(1, seq)
+		return e.VerbsStats().RCWrites > 0
+	})
+	up := time.Since(start)
+	if up < asked+setupStall {
+		t.Fatalf("link up %v after the start, asked at %v: the set-up did not stall %v", up, asked, setupStall)
+	}
+	took := make([]time.Duration, len(lat))
+	worst := lat[0]
+	for i, s := range lat {
+		took[i] = s.took
+		if s.took > worst.took {
+			worst = s
+		}
+	}
+	slices.Sort(took)
+	t.Logf("%d messages while the observer's end took %v to set up: median %v, worst %v (sent %v after the start; link asked at %v)",
+		len(lat), setupStall, took[len(took)/2], worst.took, worst.at, asked)
+	if worst.took >= setupStall/4 {
+		t.Errorf("a message waited %v while a link was being set up (stall %v): set-up blocks the message path", worst.took, setupStall)
+	}
+}
+
+// The emitter thread never waits for the progress engine: with the
+// engine's state held for engineHold, a UD heartbeat returns at once and
+// the engine sends it when it is free.
+func TestEmitterNeverWaitsForEngine(t *testing.T) {
+	const engineHold = 500 * time.Millisecond
+	ts, _ := cluster(t, 2)
+	e, o := ts[0], ts[1]
+	held := make(chan struct{})
+	go e.do(func() { close(held); time.Sleep(engineHold) })
+	<-held
+	t0 := time.Now()
+	if err := e.SendHeartbeat(1, 7); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	if took > engineHold/10 {
+		t.Errorf("SendHeartbeat took %v while the engine was busy for %v: the emitter waited", took, engineHold)
+	}
+	waitFor(t, 10*time.Second, "heartbeat delivered once the engine is free", func() bool { return o.Slots().Load(0) == 7 })
+	t.Logf("SendHeartbeat returned in %v; delivered after %v", took, time.Since(t0))
+}
