@@ -161,6 +161,13 @@ run_go() {
 		echo "RXE-EXIT $?"
 	) | tee /tmp/$name.log | sed "s/^/[$name] /"
 	rc=$(sed -n 's/^RXE-EXIT //p' /tmp/$name.log)
+	# A CPU profile asked for with RXE_GOFLAGS=-test.cpuprofile=/tmp/cpu.prof
+	# leaves on the console as base64 lines (rxe/run.sh writes it to
+	# .rxe/NAME.cpu.prof).
+	if [ -s /tmp/cpu.prof ]; then
+		base64 /tmp/cpu.prof | sed "s/^/RXE-PROF $name /"
+		rm -f /tmp/cpu.prof
+	fi
 	awk -v pfx="$pfx" '
 		/^ *--- (PASS|FAIL|SKIP): / {
 			st = tolower($2); sub(":", "", st)

@@ -434,6 +434,12 @@ boot_threeguest() {
 
 report() {
 	local log=$CACHE/console.log fail=0 name st
+	# CPU profiles (RXE_GOFLAGS=-test.cpuprofile=/tmp/cpu.prof), one per
+	# test binary: go tool pprof .rxe/bin/NAME.test .rxe/NAME.cpu.prof
+	for name in $(sed -n 's/^RXE-PROF \([^ ]*\) .*/\1/p' "$log" | sort -u); do
+		sed -n "s/^RXE-PROF $name //p" "$log" | base64 -d >"$CACHE/$name.cpu.prof" &&
+			log "CPU profile of $name: $CACHE/$name.cpu.prof"
+	done
 	declare -A got=()
 	while read -r name st; do got[$name]=$st; done < <(
 		sed -n 's/^RXE-RESULT name=\([^ ]*\) status=\([a-z]*\) .*/\1 \2/p' "$log")
