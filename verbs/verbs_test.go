@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,11 +25,15 @@ import (
 
 func inGuest() bool { return os.Getenv("VIGIL_RXE_GUEST") == "1" }
 
+// testDevices is Devices looked up once per test binary (it reads every
+// GID table entry in sysfs, about a second in the emulated guest).
+var testDevices = sync.OnceValues(Devices)
+
 // needDevice skips the test when the machine has no RDMA device at all, and
 // fails it on any other discovery error.
 func needDevice(t testing.TB) []DeviceInfo {
 	t.Helper()
-	devs, err := Devices()
+	devs, err := testDevices()
 	if errors.Is(err, ErrNoDevice) {
 		if inGuest() {
 			t.Fatalf("no RDMA device inside the rxe guest: %v", err)

@@ -28,7 +28,7 @@ var testKey = []byte("0123456789abcdef-verbs-transport")
 
 func needDevice(t testing.TB) {
 	t.Helper()
-	_, err := ibv.Devices()
+	err := devicesErr()
 	if errors.Is(err, ibv.ErrNoDevice) {
 		if os.Getenv("VIGIL_RXE_GUEST") == "1" {
 			t.Fatalf("no RDMA device inside the rxe guest: %v", err)
@@ -39,6 +39,14 @@ func needDevice(t testing.TB) {
 		t.Fatal(err)
 	}
 }
+
+// devicesErr is ibv.Devices' error, looked up once per test binary: the
+// lookup reads every GID table entry in sysfs, about a second in the
+// emulated guest.
+var devicesErr = sync.OnceValue(func() error {
+	_, err := ibv.Devices()
+	return err
+})
 
 func logger(t testing.TB) *slog.Logger {
 	if os.Getenv("VIGIL_TEST_LOG") == "1" {
