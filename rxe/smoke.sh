@@ -3,7 +3,9 @@
 # stock rdma-core tools before any Vigil code runs.
 #   smoke.sh devinfo     ibv_devinfo sees rxe0 with port 1 ACTIVE
 #   smoke.sh write-lat   perftest ib_write_lat loopback on rxe0 (8-byte writes)
-#   smoke.sh send-lat    perftest ib_send_lat loopback on rxe0 (8-byte sends)
+#   smoke.sh send-lat    perftest ib_send_lat loopback on rxe0 (8-byte sends),
+#                        polling, then again with -e (sleeping on the
+#                        completion channel: the reference for a cold message)
 set -u
 DEV=${VIGIL_RXE_DEV:-rxe0}
 
@@ -22,14 +24,14 @@ gid_index() {
 	return 1
 }
 
-# lat TOOL NAME: perftest TOOL loopback on $DEV, 8-byte messages, latencies
-# reported in TSC cycles (-C) and converted with /tests/tsc's measured rate
-# (perftest's own CPU MHz estimate fails under TCG). Prints one RXE-BENCH
-# line NAME with microseconds.
+# lat TOOL NAME [ARGS]: perftest TOOL loopback on $DEV, 8-byte messages,
+# latencies reported in TSC cycles (-C) and converted with /tests/tsc's
+# measured rate (perftest's own CPU MHz estimate fails under TCG). Prints one
+# RXE-BENCH line NAME with microseconds.
 lat() {
 	tool=$1
 	gi=$(gid_index) || { echo "no RoCE v2 IPv4 GID"; exit 1; }
-	args="-d $DEV -x $gi -s 8 -n 1000 -F -C"
+	args="-d $DEV -x $gi -s 8 -n 1000 -F -C ${3:-}"
 	$tool $args >/tmp/lat-server.log 2>&1 &
 	srv=$!
 	ok=0
@@ -57,7 +59,10 @@ devinfo)
 	echo "RXE-INFO smoke gid_index=$(gid_index)"
 	;;
 write-lat) lat ib_write_lat perftest/ib_write_lat_8B ;;
-send-lat) lat ib_send_lat perftest/ib_send_lat_8B ;;
+send-lat)
+	lat ib_send_lat perftest/ib_send_lat_8B
+	lat ib_send_lat perftest/ib_send_lat_events_8B -e
+	;;
 *)
 	echo "usage: smoke.sh devinfo|write-lat|send-lat"
 	exit 2

@@ -16,6 +16,23 @@ func testParams(rank uint32) Params {
 	return Params{JobID: 42, Key: testKey, Rank: rank, Incarnation: 7, N: 8}
 }
 
+// macParams is testParams with tag function mac.
+func macParams(rank uint32, mac MAC) Params {
+	p := testParams(rank)
+	p.MAC = mac
+	return p
+}
+
+// eachMAC runs f as a subtest for each tag function.
+func eachMAC(t *testing.T, f func(t *testing.T, mac MAC)) {
+	for _, m := range []struct {
+		name string
+		mac  MAC
+	}{{"hmac-sha256", MACHMACSHA256}, {"siphash", MACSipHash}} {
+		t.Run(m.name, func(t *testing.T) { f(t, m.mac) })
+	}
+}
+
 func mustAppend(t testing.TB, c *Codec, typ Type, payload []byte) []byte {
 	t.Helper()
 	b, err := c.Append(nil, typ, payload)
@@ -25,8 +42,10 @@ func mustAppend(t testing.TB, c *Codec, typ Type, payload []byte) []byte {
 	return b
 }
 
-func TestFrameRoundTrip(t *testing.T) {
-	enc, dec := NewCodec(testParams(3)), NewCodec(testParams(5))
+func TestFrameRoundTrip(t *testing.T) { eachMAC(t, testFrameRoundTrip) }
+
+func testFrameRoundTrip(t *testing.T, mac MAC) {
+	enc, dec := NewCodec(macParams(3, mac)), NewCodec(macParams(5, mac))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 200 {
 		typ := Type(1 + i%4)
@@ -160,8 +179,10 @@ func TestAppendErrors(t *testing.T) {
 	NewCodec(Params{Key: []byte("short")})
 }
 
-func TestHeartbeatFrame(t *testing.T) {
-	enc, dec := NewCodec(testParams(4)), NewCodec(testParams(1))
+func TestHeartbeatFrame(t *testing.T) { eachMAC(t, testHeartbeatFrame) }
+
+func testHeartbeatFrame(t *testing.T, mac MAC) {
+	enc, dec := NewCodec(macParams(4, mac)), NewCodec(macParams(1, mac))
 	hb := enc.NewHeartbeatFrame()
 	for _, seq := range []uint64{1, 2, 1 << 40, ^uint64(0)} {
 		b := hb.Encode(seq)
@@ -182,8 +203,10 @@ func TestHeartbeatFrame(t *testing.T) {
 	}
 }
 
-func TestFastPathsDoNotAllocate(t *testing.T) {
-	enc, dec := NewCodec(testParams(4)), NewCodec(testParams(1))
+func TestFastPathsDoNotAllocate(t *testing.T) { eachMAC(t, testFastPathsDoNotAllocate) }
+
+func testFastPathsDoNotAllocate(t *testing.T, mac MAC) {
+	enc, dec := NewCodec(macParams(4, mac)), NewCodec(macParams(1, mac))
 	hb := enc.NewHeartbeatFrame()
 	seq := uint64(0)
 	if n := testing.AllocsPerRun(1000, func() { seq++; hb.Encode(seq) }); n != 0 {
@@ -208,6 +231,46 @@ func TestFastPathsDoNotAllocate(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("ReadFrame: %v allocs", n)
+	}
+}
+
+// A frame tagged with one function is refused by a codec using the other
+// (by its version byte, before any tag is computed), and a SipHash frame
+// with a tag of the wrong key, or changed in flight, fails its check.
+func TestMACsDoNotMix(t *testing.T) {
+	hm, sh := NewCodec(macParams(3, MACHMACSHA256)), NewCodec(macParams(3, MACSipHash))
+	payload := AppendMessage(nil, &NewObserver{Observer: 2})
+	fh, fs := mustAppend(t, hm, Msg, payload), mustAppend(t, sh, Msg, payload)
+	if fh[2] != Version || fs[2] != VersionSipHash {
+		t.Fatalf("version bytes %#x %#x, want %#x %#x", fh[2], fs[2], Version, VersionSipHash)
+	}
+	dh, ds := NewCodec(macParams(0, MACHMACSHA256)), NewCodec(macParams(0, MACSipHash))
+	if _, _, err := dh.Decode(fs); ReasonOf(err) != ReasonBadVersion {
+		t.Errorf("HMAC codec on a SipHash frame: %v, want %s", err, ReasonBadVersion)
+	}
+	if _, _, err := ds.Decode(fh); ReasonOf(err) != ReasonBadVersion {
+		t.Errorf("SipHash codec on an HMAC frame: %v, want %s", err, ReasonBadVersion)
+	}
+	// An HMAC frame relabelled as SipHash: its tag is not SipHash's.
+	relabelled := bytes.Clone(fh)
+	relabelled[2] = VersionSipHash
+	if _, _, err := ds.Decode(relabelled); ReasonOf(err) != ReasonBadTag {
+		t.Errorf("relabelled frame: %v, want %s", err, ReasonBadTag)
+	}
+	other := macParams(3, MACSipHash)
+	other.Key = []byte("another key of the right length!")
+	if _, _, err := ds.Decode(mustAppend(t, NewCodec(other), Msg, payload)); ReasonOf(err) != ReasonBadTag {
+		t.Errorf("SipHash frame under another key: %v, want %s", err, ReasonBadTag)
+	}
+	for i := range fs {
+		if i == 2 {
+			continue // the version byte: bad_version, above
+		}
+		b := bytes.Clone(fs)
+		b[i] ^= 0x10
+		if _, _, err := ds.Decode(b); err == nil {
+			t.Fatalf("SipHash frame with byte %d changed accepted", i)
+		}
 	}
 }
 

@@ -155,7 +155,7 @@ func (t *Transport) run() {
 		defer runtime.UnlockOSThread()
 	}
 	defer t.wg.Done()
-	rx := wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: t.mtu})
+	rx := wire.NewCodec(t.datagramParams())
 	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
 	e := &t.eng
 	var busyUntil, deadline int64

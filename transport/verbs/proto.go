@@ -8,7 +8,7 @@ import (
 )
 
 // Datagram layout. Every UD datagram is one authenticated wire frame (job
-// ID, sender rank and incarnation in its header, HMAC tag at its end): a
+// ID, sender rank and incarnation in its header, SipHash tag at its end): a
 // wire.Heartbeat frame for a fallback heartbeat, or a wire.Msg frame whose
 // payload starts with this transport's reliability header:
 //
