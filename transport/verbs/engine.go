@@ -184,7 +184,7 @@ func (t *Transport) run() {
 					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 				} else if n > 0 {
 					t.drainCmds()
-					t.rel.flushAcks()
+					t.rel.flushAcks(now(), ackDelay)
 				}
 			}
 			delivered := e.delivered
@@ -206,7 +206,7 @@ func (t *Transport) run() {
 }
 
 // progress runs the commands, polls the receive ring once, flushes the
-// acks owed and moves the retransmission deadline (engine, t.mu held). It
+// acks owed for ackDelay and moves the retransmission deadline (engine, t.mu held). It
 // returns the number of completions polled.
 func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 	e := &t.eng
@@ -219,9 +219,11 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 	}
 	if n > 0 {
 		t.drainCmds() // replies the handler sent carry the acks
-		t.rel.flushAcks()
 	}
 	tn := now()
+	if len(t.rel.owed) > 0 {
+		t.rel.flushAcks(tn, ackDelay)
+	}
 	// Traffic (here or a Send's) may have sent or acked packets: the next
 	// retransmission deadline moves.
 	if e.traffic || t.rel.sent || (*deadline != 0 && tn >= *deadline) {
@@ -284,6 +286,7 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		return
 	default:
 	}
+	t.rel.flushAcks(0, 0) // nothing owed waits while the engine sleeps
 	t.reap()
 	t.drainAsync()
 	if err := t.recvQ.Arm(false); err != nil {
@@ -296,7 +299,7 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 	if n, _ := t.ring.Poll(fn); n > 0 { // arrived before the CQ was armed
 		e.sleeping.Store(false)
 		t.drainCmds()
-		t.rel.flushAcks()
+		t.rel.flushAcks(now(), ackDelay)
 		t.mu.Unlock()
 		return
 	}

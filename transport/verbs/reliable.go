@@ -18,8 +18,10 @@ import (
 // Acks are delayed, not lost: a DATA packet received in order only marks
 // an ack as owed; every DATA packet sent carries the cumulative ack of its
 // direction, which pays the debt for free (a reply acknowledges its
-// request), and flushAcks, which the transport calls once it has handled
-// a batch of received datagrams, sends a lone ACK for what is still owed.
+// request), and flushAcks, which the transport calls while it polls, sends
+// a lone ACK for what has been owed for ackDelay (so that the next request
+// of a ping-pong, usually sent sooner, carries it), and for everything
+// owed before the transport sleeps.
 // Duplicates and out-of-order packets are acked at once, and so is every
 // window/2-th packet of a long burst.
 //
@@ -69,8 +71,9 @@ type peerRel struct {
 	ooo      map[uint64]rpacket
 	partial  []byte
 	partCtl  bool
-	ackOwed  bool // in-order packets received since the last ack sent
-	unacked  int  // how many
+	ackOwed  bool  // in-order packets received since the last ack sent
+	unacked  int   // how many
+	ackSince int64 // when ackOwed was set (ns)
 }
 
 type packet struct {
@@ -166,15 +169,26 @@ func (r *reliable) sendAck(to ranks.Rank, s *peerRel) {
 	r.xmit(to, r.scratch)
 }
 
-// flushAcks sends a lone ACK to every peer still owed one (no DATA packet
-// carried it since).
-func (r *reliable) flushAcks() {
+// ackDelay is how long an ack may wait for a DATA packet to carry it
+// while the transport polls: far below the first retransmission timeout,
+// above the time a ping-pong's next request takes to follow its reply.
+const ackDelay = 200e3 // ns
+
+// flushAcks sends a lone ACK to every peer owed one (no DATA packet carried
+// it since) for at least delay ns at time now; delay 0 flushes them all.
+func (r *reliable) flushAcks(now, delay int64) {
+	keep := r.owed[:0]
 	for _, p := range r.owed {
-		if s := r.peers[p]; s != nil && s.ackOwed {
+		s := r.peers[p]
+		switch {
+		case s == nil || !s.ackOwed:
+		case delay <= 0 || now-s.ackSince >= delay:
 			r.sendAck(p, s)
+		default:
+			keep = append(keep, p)
 		}
 	}
-	r.owed = r.owed[:0]
+	r.owed = keep
 }
 
 // onAck handles a cumulative ack from peer: every packet up to cum is
@@ -241,7 +255,7 @@ func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte, now int64) 
 	}
 	s.unacked++
 	if !s.ackOwed {
-		s.ackOwed = true
+		s.ackOwed, s.ackSince = true, now
 		r.owed = append(r.owed, from)
 	}
 }

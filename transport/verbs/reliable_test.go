@@ -78,7 +78,7 @@ func (ln *lossyNet) step() {
 		}
 	}
 	for _, r := range ln.nodes { // as the transport does after each batch
-		r.flushAcks()
+		r.flushAcks(0, 0)
 	}
 }
 
@@ -290,8 +290,8 @@ func FuzzParseAddress(f *testing.F) {
 }
 
 // A reply carries the ack of its request (no ACK datagram); what no DATA
-// carried goes out as a lone ACK when the driver flushes after a batch; a
-// duplicate is acked at once.
+// carried goes out as a lone ACK when the driver flushes it, once it has
+// been owed for ackDelay; a duplicate is acked at once.
 func TestReliablePiggybackedAcks(t *testing.T) {
 	ln := newLossyNet(2, 1, 100)
 	take := func() []datagram { d := ln.inflight; ln.inflight = nil; return d }
@@ -326,7 +326,7 @@ func TestReliablePiggybackedAcks(t *testing.T) {
 	if len(rep) != 1 {
 		t.Fatalf("reply: %d datagrams, want 1", len(rep))
 	}
-	ln.nodes[1].flushAcks()
+	ln.nodes[1].flushAcks(0, 0)
 	if d := take(); len(d) != 0 {
 		t.Fatalf("flush after the reply sent %d datagrams: the reply carried the ack", len(d))
 	}
@@ -336,7 +336,11 @@ func TestReliablePiggybackedAcks(t *testing.T) {
 	if n := ln.nodes[0].pending(1); n != 0 {
 		t.Fatalf("request still held (%d packets) after the reply's piggybacked ack", n)
 	}
-	ln.nodes[0].flushAcks()
+	ln.nodes[0].flushAcks(ackDelay-1, ackDelay) // owed since 0: not yet
+	if d := take(); len(d) != 0 {
+		t.Fatalf("flush before ackDelay sent %d datagrams: the ack should wait for a request to carry it", len(d))
+	}
+	ln.nodes[0].flushAcks(ackDelay, ackDelay)
 	acks := take()
 	if len(acks) != 1 {
 		t.Fatalf("flush: %d datagrams, want one lone ACK for the reply", len(acks))
