@@ -354,12 +354,9 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 	if h == nil {
 		return errors.New("verbs transport: nil Handler")
 	}
-	if len(addrs) != t.cfg.N {
-		return fmt.Errorf("verbs transport: %d addresses for %d ranks", len(addrs), t.cfg.N)
-	}
 	peers, _, err := t.parsePeers(addrs, false)
 	if err != nil {
-		return err
+		return fmt.Errorf("verbs transport: %w", err)
 	}
 	t.peers, t.handler, t.started = peers, h, true
 	t.wg.Add(1)
@@ -371,7 +368,7 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 // leaves a rank out: its entry is false in set).
 func (t *Transport) parsePeers(addrs []string, blank bool) ([]Address, []bool, error) {
 	if len(addrs) != t.cfg.N {
-		return nil, nil, fmt.Errorf("verbs transport: %d addresses for %d ranks", len(addrs), t.cfg.N)
+		return nil, nil, fmt.Errorf("%d addresses for %d ranks", len(addrs), t.cfg.N)
 	}
 	peers, set := make([]Address, len(addrs)), make([]bool, len(addrs))
 	for r, s := range addrs {
@@ -388,7 +385,7 @@ func (t *Transport) parsePeers(addrs []string, blank bool) ([]Address, []bool, e
 		peers[r], set[r] = a, true
 	}
 	if mine := t.Addr(); set[t.cfg.Self] && addrs[t.cfg.Self] != mine {
-		return nil, nil, fmt.Errorf("verbs transport: the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
+		return nil, nil, fmt.Errorf("the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
 	}
 	return peers, set, nil
 }
