@@ -23,24 +23,57 @@
 // address and rkey come from the bootstrap exchange (Address); the RC QP
 // numbers from a handshake over the UD channel the first time an emitter
 // targets an observer (hblink.go), during which heartbeats go as
-// authenticated UD datagrams into the same word. A failed RC write is
-// extra evidence only: see hbLink.
+// authenticated UD datagrams (HEARTBEAT packets) into the same word. A
+// failed RC write is extra evidence only: see hbLink.
 //
 // # Messages: UD with reliability, not RC to overlay neighbours
 //
-// Each datagram is one wire frame, authenticated like the TCP transport's
-// (job ID, sender rank and incarnation in the header, a 16-byte tag under
-// the job key) but tagged with SipHash-2-4-128 (wire.MACSipHash) rather
-// than HMAC-SHA256, a sixth of the cost per datagram under emulation
-// (BenchmarkDatagramMAC); the receiver also checks that it came from the UD QP the
-// sender published. Inside Msg frames, reliable.go adds per-peer sequence
-// numbers, cumulative acks, retransmission with exponential back-off (20 ms
+// Each datagram is one wire Msg frame, authenticated like the TCP
+// transport's (job ID, sender rank and incarnation in the header, a 16-byte
+// tag under the job key) but tagged with SipHash-2-4-128 (wire.MACSipHash)
+// rather than HMAC-SHA256, a sixth of the cost per datagram under emulation
+// (BenchmarkDatagramMAC); the receiver also checks that it came from the UD
+// QP the sender published, and that its payload names the receiver's own
+// incarnation (proto.go). Inside, reliable.go adds per-peer
+// sequence numbers, cumulative acks, retransmission with exponential back-off (20 ms
 // doubling to 640 ms, 10 tries), in-order delivery with duplicate
 // suppression, fragmentation above one path MTU, and gives up on a peer
 // that stops acking (counted as dropped, as TCP drops to a dead peer).
 // Acks ride on the DATA packets going the other way (a reply acknowledges
 // its request); what is still owed when the progress engine has handled
 // a batch of datagrams goes out as one cumulative ACK per peer.
+//
+// # Restarts and replay
+//
+// A rank that restarts opens a new transport: a new incarnation, a new UD
+// QP and slot array, published as a new address (Address.Inc is the
+// incarnation). SetPeers gives it to the other ranks, as the TCP
+// transport's SetPeers does. A newer incarnation of rank r, learned from
+// SetPeers or from a datagram of r's from the QP its address names, makes
+// the engine forget the previous one (peerRestarted): what was queued or
+// unacknowledged towards r is dropped (MsgsDropped), the reliability state
+// both ways starts again from sequence number 1, r's address handle is
+// replaced, the heartbeat links to and from r are dropped (new ones are
+// set up by the next heartbeats), and this rank's slot word for r is set
+// to 0, so that the new incarnation's heartbeats, counting from 1, move
+// it. Datagrams of an older incarnation than the newest known are
+// rejected as stale, from whichever QP they come; a new incarnation's
+// datagrams that arrive before its address are rejected as
+// wrong_source_qp (they are retransmitted; heartbeats among them are lost).
+//
+// A datagram replayed by someone on the fabric (from the sender's QP, as
+// the source check requires) is rejected and counted in
+// Stats().Rejected: within the receiver's incarnation, a DATA packet
+// whose sequence number was already received as "duplicate" (a
+// retransmission after a lost or late ack is counted there too) and a
+// heartbeat datagram that does not move the slot word as "old_heartbeat"
+// (so is a datagram overtaken by an RDMA write); a datagram meant for a
+// previous incarnation of the receiver, whose sequence numbers start
+// afresh, as "wrong_incarnation"; one of a previous incarnation of the
+// sender as "stale". A replayed ACK acknowledges nothing new and is not
+// counted. The guest tests TestReplayWithinIncarnation,
+// TestReplayToRestartedReceiver and TestRestartedRankRejoins replay
+// captured datagrams of each kind.
 //
 // Why UD: the broadcast overlays (HBA, BMG) are relabelled over the alive
 // set relative to each broadcast's source, so the ranks a node sends to
@@ -88,7 +121,7 @@
 // sender writes only when it sleeps, with a timeout only while a
 // retransmission is pending: an idle detector costs nothing and wakes
 // nothing. Small frames (every heartbeat and ACK, and messages up to the
-// UD QP's inline limit less 70 bytes of headers and tag) are posted
+// UD QP's inline limit less 78 bytes of headers and tag) are posted
 // inline, without a send buffer, and only one in 32 is signalled. The
 // engine also reads the device's asynchronous events (async.go: a QP error
 // on a heartbeat link breaks it, a port going down is logged and counted,

@@ -234,12 +234,17 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 	return nil
 }
 
-// sendHeartbeatDatagram posts heartbeat seq to rank to inline (t.mu held). A
+// sendHeartbeatDatagram posts heartbeat seq to rank to inline, as a
+// HEARTBEAT packet bound to to's incarnation (t.mu held; no allocation). A
 // heartbeat it cannot post moves from UDHeartbeats to HeartbeatsDropped.
 func (t *Transport) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
 	d, err := t.dest(to)
+	var f []byte
 	if err == nil {
-		err = t.postInline(d, t.hbFrame.Encode(seq))
+		f, err = t.frame(to, appendHeartbeatPkt(t.hbPkt[:0], seq))
+	}
+	if err == nil {
+		err = t.postInline(d, f)
 	}
 	if err != nil {
 		t.udHeartbeats.Add(^uint64(0))
@@ -309,14 +314,18 @@ type pendingLink struct {
 	count *atomic.Int64
 }
 
+// close frees the QP and CQ (link worker, or Close); a second call does
+// nothing.
 func (p *pendingLink) close() error {
 	var errs []error
 	if p.qp != nil {
 		p.count.Add(-1)
 		errs = append(errs, p.qp.Close())
+		p.qp = nil
 	}
 	if p.cq != nil {
 		errs = append(errs, p.cq.Close())
+		p.cq = nil
 	}
 	return errors.Join(errs...)
 }

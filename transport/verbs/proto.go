@@ -7,13 +7,20 @@ import (
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
-// Datagram layout. Every UD datagram is one authenticated wire frame (job
-// ID, sender rank and incarnation in its header, SipHash tag at its end): a
-// wire.Heartbeat frame for a fallback heartbeat, or a wire.Msg frame whose
-// payload starts with this transport's reliability header:
+// Datagram layout. Every UD datagram is one authenticated wire.Msg frame
+// (job ID, sender rank and incarnation in its header, SipHash tag at its
+// end) whose payload starts with the receiver's incarnation, then one packet:
 //
-//	DATA: kind=1 | flags | seq (u64 LE) | base (u64 LE) | ack (u64 LE) | fragment bytes
-//	ACK:  kind=2 | 0     | cumulative ack (u64 LE)
+//	to (u64 LE): the incarnation of the receiver the sender addresses
+//	DATA:      kind=1 | flags | seq (u64 LE) | base (u64 LE) | ack (u64 LE) | fragment bytes
+//	ACK:       kind=2 | 0     | cumulative ack (u64 LE)
+//	HEARTBEAT: kind=3 | 0     | heartbeat sequence number (u64 LE, not 0)
+//
+// to binds the datagram to one incarnation of the receiver under the MAC:
+// the reliability layer's sequence numbers start afresh with each
+// incarnation, so without it a DATA packet captured in a session with a
+// previous incarnation would be new to the next one. The receiver refuses
+// a datagram whose to is not its own incarnation (wrong_incarnation).
 //
 // seq numbers the sender's packets to this receiver from 1; base is the
 // lowest seq the sender still holds (everything below it was delivered or
@@ -22,25 +29,35 @@ import (
 // direction carried for free (0: nothing received yet), so that a reply
 // acknowledges the request it answers without an ACK datagram. flagLast ends a message; flagControl
 // marks the transport's own messages (the RC handshake), which are not
-// handed to the node.
+// handed to the node. HEARTBEAT is an emitter's sequence number sent as a
+// datagram (before its RDMA link is up, or while it is broken).
 const (
-	kindData = 1
-	kindAck  = 2
+	kindData      = 1
+	kindAck       = 2
+	kindHeartbeat = 3
 
 	flagLast    = 1
 	flagControl = 2
 
+	toSize     = 8
 	dataHeader = 26
 	ackSize    = 10
+	hbSize     = 10
 )
 
-// pktHeader is a decoded reliability header.
+// pktHeader is a decoded packet header.
 type pktHeader struct {
 	kind  byte
 	flags byte
-	seq   uint64 // DATA: the packet's seq; ACK: the cumulative ack
+	seq   uint64 // DATA: the packet's seq; ACK: the cumulative ack; HEARTBEAT: the heartbeat's
 	base  uint64 // DATA only
 	ack   uint64 // DATA only: the piggybacked cumulative ack (0: none)
+}
+
+// appendDatagramHeader appends the receiver's incarnation that starts every
+// datagram's payload.
+func appendDatagramHeader(dst []byte, to uint64) []byte {
+	return binary.LittleEndian.AppendUint64(dst, to)
 }
 
 func appendData(dst []byte, flags byte, seq, base, ack uint64, frag []byte) []byte {
@@ -56,8 +73,23 @@ func appendAck(dst []byte, cum uint64) []byte {
 	return binary.LittleEndian.AppendUint64(dst, cum)
 }
 
-// decodePacket splits a Msg frame payload into header and fragment; errors
-// name the field.
+func appendHeartbeatPkt(dst []byte, seq uint64) []byte {
+	dst = append(dst, kindHeartbeat, 0)
+	return binary.LittleEndian.AppendUint64(dst, seq)
+}
+
+// decodeDatagram splits a Msg frame payload into the receiver's
+// incarnation it names, the packet header and the fragment.
+func decodeDatagram(b []byte) (uint64, pktHeader, []byte, error) {
+	if len(b) < toSize {
+		return 0, pktHeader{}, nil, fmt.Errorf("verbs datagram: %d bytes, too short for the receiver's incarnation", len(b))
+	}
+	h, frag, err := decodePacket(b[toSize:])
+	return binary.LittleEndian.Uint64(b), h, frag, err
+}
+
+// decodePacket splits a packet into header and fragment; errors name the
+// field.
 func decodePacket(b []byte) (pktHeader, []byte, error) {
 	var h pktHeader
 	if len(b) < 2 {
@@ -84,6 +116,14 @@ func decodePacket(b []byte) (pktHeader, []byte, error) {
 			return h, nil, fmt.Errorf("verbs datagram: ACK of %d bytes flags %#x, want %d bytes flags 0", len(b), h.flags, ackSize)
 		}
 		h.seq = binary.LittleEndian.Uint64(b[2:])
+		return h, nil, nil
+	case kindHeartbeat:
+		if len(b) != hbSize || h.flags != 0 {
+			return h, nil, fmt.Errorf("verbs datagram: HEARTBEAT of %d bytes flags %#x, want %d bytes flags 0", len(b), h.flags, hbSize)
+		}
+		if h.seq = binary.LittleEndian.Uint64(b[2:]); h.seq == 0 {
+			return h, nil, fmt.Errorf("verbs datagram: HEARTBEAT sequence number 0")
+		}
 		return h, nil, nil
 	}
 	return h, nil, fmt.Errorf("verbs datagram: unknown kind %d", h.kind)

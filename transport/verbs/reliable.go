@@ -36,8 +36,12 @@ type reliable struct {
 	xmit    func(to ranks.Rank, payload []byte)       // send one Msg-frame payload
 	deliver func(from ranks.Rank, ctl bool, m []byte) // a whole message, in order
 	gaveUp  func(to ranks.Rank, msgs int)             // msgs dropped towards to
-	scratch []byte
-	resent  atomic.Uint64 // retransmissions (read by VerbsStats)
+	// duplicate, if set, is told of each DATA packet whose seq was
+	// delivered or is already held: a retransmission after a lost ack,
+	// or a replay.
+	duplicate func(from ranks.Rank, seq uint64)
+	scratch   []byte
+	resent    atomic.Uint64 // retransmissions (read by VerbsStats)
 }
 
 // relConfig are the layer's knobs (see defaultRelConfig).
@@ -229,6 +233,7 @@ func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte, now int64) 
 	inOrder := false
 	switch {
 	case h.seq < s.expected: // duplicate: re-ack below
+		r.dup(from, h.seq)
 	case h.seq == s.expected:
 		inOrder = true
 		r.accept(from, s, h.flags, frag)
@@ -246,6 +251,8 @@ func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte, now int64) 
 		}
 		if _, dup := s.ooo[h.seq]; !dup {
 			s.ooo[h.seq] = rpacket{h.flags, append([]byte(nil), frag...)}
+		} else {
+			r.dup(from, h.seq)
 		}
 	default: // beyond any window the sender may use: drop, it will resend
 	}
@@ -257,6 +264,12 @@ func (r *reliable) onData(from ranks.Rank, h pktHeader, frag []byte, now int64) 
 	if !s.ackOwed {
 		s.ackOwed, s.ackSince = true, now
 		r.owed = append(r.owed, from)
+	}
+}
+
+func (r *reliable) dup(from ranks.Rank, seq uint64) {
+	if r.duplicate != nil {
+		r.duplicate(from, seq)
 	}
 }
 
@@ -319,6 +332,26 @@ func (r *reliable) abandon(to ranks.Rank, s *peerRel) {
 	if r.gaveUp != nil {
 		r.gaveUp(to, msgs)
 	}
+}
+
+// reset forgets everything towards and from peer p (it restarted: its next
+// incarnation numbers its packets from 1 again, and so do we towards it).
+// It returns the number of messages dropped towards p.
+func (r *reliable) reset(p ranks.Rank) int {
+	s := r.peers[p]
+	if s == nil {
+		return 0
+	}
+	msgs := 0
+	for _, q := range [][]*packet{s.inflight, s.queue} {
+		for _, pk := range q {
+			if pk.flags&flagLast != 0 {
+				msgs++
+			}
+		}
+	}
+	delete(r.peers, p)
+	return msgs
 }
 
 // pending returns the number of packets held towards peer.

@@ -207,10 +207,26 @@ func TestPacketCodec(t *testing.T) {
 	if err != nil || h.kind != kindAck || h.seq != 77 {
 		t.Fatalf("ack round trip: %+v %v", h, err)
 	}
-	for _, bad := range [][]byte{nil, {1}, {3, 0}, appendData(nil, 0, 0, 0, 0, nil), appendData(nil, 0, 3, 4, 0, nil),
-		appendData(nil, 0x80, 3, 1, 0, nil), append(appendAck(nil, 1), 0)} {
+	h, _, err = decodePacket(appendHeartbeatPkt(nil, 1<<40))
+	if err != nil || h.kind != kindHeartbeat || h.seq != 1<<40 {
+		t.Fatalf("heartbeat round trip: %+v %v", h, err)
+	}
+	for _, bad := range [][]byte{nil, {1}, {3, 0}, {4, 0}, appendData(nil, 0, 0, 0, 0, nil), appendData(nil, 0, 3, 4, 0, nil),
+		appendData(nil, 0x80, 3, 1, 0, nil), append(appendAck(nil, 1), 0), append(appendHeartbeatPkt(nil, 1), 0),
+		appendHeartbeatPkt(nil, 0)} {
 		if _, _, err := decodePacket(bad); err == nil {
 			t.Errorf("decodePacket(%x) accepted", bad)
+		}
+	}
+	d := appendDatagramHeader(nil, 0xfeed)
+	d = appendAck(d, 3)
+	to, h, _, err := decodeDatagram(d)
+	if err != nil || to != 0xfeed || h.kind != kindAck || h.seq != 3 {
+		t.Fatalf("datagram round trip: %#x %+v %v", to, h, err)
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 7), appendDatagramHeader(nil, 1)} {
+		if _, _, _, err := decodeDatagram(bad); err == nil {
+			t.Errorf("decodeDatagram(%x) accepted", bad)
 		}
 	}
 	ep := ibv.Endpoint{QPN: 17, PSN: 0x123456, LID: 3, GID: ibv.GID{15: 1}}
@@ -229,15 +245,17 @@ func TestPacketCodec(t *testing.T) {
 
 func TestAddressRoundTrip(t *testing.T) {
 	a := Address{GID: ibv.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 15: 1}, QPN: 0x11, QKey: ibv.DefaultQKey,
-		Slots: ibv.RemoteMR{Addr: 0x7f0000001000, Len: 64, RKey: 0xabc}}
+		Slots: ibv.RemoteMR{Addr: 0x7f0000001000, Len: 64, RKey: 0xabc}, Inc: 0x1234_5678_9abc_def0}
 	got, err := ParseAddress(a.String())
 	if err != nil || got != a {
 		t.Fatalf("%s -> %+v %v", a, got, err)
 	}
-	for _, bad := range []string{"127.0.0.1:5", "verbs1:", "verbs1:zz:0:1:1:1000:64:1", a.String() + ":1",
-		"verbs1:00000000000000000000000000000000:0:1:1:1000:64:1", // no GID, no LID
-		"verbs1:0000000000000000000000000000000a:0:1:1:1003:64:1", // unaligned
-		"verbs1:0000000000000000000000000000000a:0:99999999:1:1000:64:1"} {
+	for _, bad := range []string{"127.0.0.1:5", "verbs2:", "verbs2:zz:0:1:1:1000:64:1:1", a.String() + ":1",
+		"verbs2:00000000000000000000000000000000:0:1:1:1000:64:1:1", // no GID, no LID
+		"verbs2:0000000000000000000000000000000a:0:1:1:1003:64:1:1", // unaligned
+		"verbs2:0000000000000000000000000000000a:0:99999999:1:1000:64:1:1",
+		"verbs2:0000000000000000000000000000000a:0:1:1:1000:64:1:0", // incarnation 0
+		"verbs1:0000000000000000000000000000000a:0:1:1:1000:64:1"} { // an older build's
 		if _, err := ParseAddress(bad); err == nil {
 			t.Errorf("ParseAddress(%q) accepted", bad)
 		}
@@ -252,13 +270,32 @@ func FuzzDecodePacket(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var re []byte
-		if h.kind == kindData {
-			re = appendData(nil, h.flags, h.seq, h.base, h.ack, frag)
-		} else {
-			re = appendAck(nil, h.seq)
+		if re := reencode(h, frag); !bytes.Equal(re, b) {
+			t.Fatalf("re-encoding %x gave %x", b, re)
 		}
-		if !bytes.Equal(re, b) {
+	})
+}
+
+func reencode(h pktHeader, frag []byte) []byte {
+	switch h.kind {
+	case kindData:
+		return appendData(nil, h.flags, h.seq, h.base, h.ack, frag)
+	case kindAck:
+		return appendAck(nil, h.seq)
+	}
+	return appendHeartbeatPkt(nil, h.seq)
+}
+
+func FuzzDecodeDatagram(f *testing.F) {
+	f.Add(appendData(appendDatagramHeader(nil, 7), flagLast, 1, 1, 0, []byte("m")))
+	f.Add(appendAck(appendDatagramHeader(nil, 7), 5))
+	f.Add(appendHeartbeatPkt(appendDatagramHeader(nil, 1<<63), 9))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		to, h, frag, err := decodeDatagram(b)
+		if err != nil {
+			return
+		}
+		if re := reencode(h, frag); !bytes.Equal(append(appendDatagramHeader(nil, to), re...), b) {
 			t.Fatalf("re-encoding %x gave %x", b, re)
 		}
 	})
@@ -357,5 +394,65 @@ func TestReliablePiggybackedAcks(t *testing.T) {
 	}
 	if got := fmt.Sprint(ln.delivered); got != "[[1:false:rep] [0:false:req]]" {
 		t.Fatalf("delivered %s", got)
+	}
+}
+
+// A restarted peer: both ends reset their state towards each other (the
+// new incarnation starts from nothing), what was unacknowledged towards it
+// is dropped and counted, and sequence numbers start from 1 both ways;
+// every DATA packet received again is reported as a duplicate.
+func TestReliableResetAfterRestart(t *testing.T) {
+	ln := newLossyNet(2, 1, 64)
+	dups := 0
+	ln.nodes[1].duplicate = func(ranks.Rank, uint64) { dups++ }
+	var clock int64
+	for k := range 3 {
+		if err := ln.nodes[0].send(1, false, []byte{byte('a' + k)}, clock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln.run(t, &clock, 5)
+	ln.inflight = nil
+	if ln.nodes[0].pending(1) != 0 || len(ln.delivered[1]) != 3 {
+		t.Fatalf("before the restart: %d pending, delivered %q", ln.nodes[0].pending(1), ln.delivered[1])
+	}
+	// A packet received again (a replay) is a duplicate.
+	ln.nodes[1].onData(0, pktHeader{kind: kindData, flags: flagLast, seq: 2, base: 1}, []byte("b"), clock)
+	if dups != 1 || len(ln.delivered[1]) != 3 {
+		t.Fatalf("replayed packet: %d duplicates, delivered %q", dups, ln.delivered[1])
+	}
+	ln.inflight = nil
+	// Rank 1 restarts: a fresh layer; rank 0 resets its state towards it,
+	// dropping a message it had not had acknowledged.
+	ln.cut[1] = true
+	ln.nodes[0].send(1, false, []byte("lost"), clock)
+	ln.run(t, &clock, 1)
+	delete(ln.cut, 1)
+	if n := ln.nodes[0].reset(1); n != 1 {
+		t.Fatalf("reset dropped %d messages, want 1", n)
+	}
+	fresh := newReliable(ln.nodes[1].cfg)
+	fresh.xmit, fresh.deliver = ln.nodes[1].xmit, func(from ranks.Rank, ctl bool, m []byte) {
+		ln.delivered[1] = append(ln.delivered[1], fmt.Sprintf("new %d:%s", from, m))
+	}
+	ln.nodes[1] = fresh
+	ln.inflight = nil
+	if err := ln.nodes[0].send(1, false, []byte("x"), clock); err != nil {
+		t.Fatal(err)
+	}
+	if err := ln.nodes[1].send(0, false, []byte("y"), clock); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ln.inflight {
+		if h, _, _ := decodePacket(d.b); h.kind != kindData || h.seq != 1 {
+			t.Errorf("after the restart %d -> %d sends %+v, want DATA seq 1", d.from, d.to, h)
+		}
+	}
+	ln.run(t, &clock, 5)
+	if got := ln.delivered[1][len(ln.delivered[1])-1]; got != "new 0:x" {
+		t.Errorf("the restarted peer got %q last", got)
+	}
+	if got := ln.delivered[0]; len(got) != 1 || got[0] != "1:false:y" {
+		t.Errorf("rank 0 got %q from the restarted peer", got)
 	}
 }

@@ -70,9 +70,9 @@ const (
 	hbWRID       = 1 << 62 // inline datagrams (no send buffer to return)
 	writerSendWR = 128
 	// udInline is the inline data limit asked for the UD QP: a Msg frame
-	// with a payload of up to udInline-wire.HeaderSize-wire.TagSize-dataHeader
-	// bytes (and every ACK and heartbeat) is posted inline, without a send
-	// buffer.
+	// with a payload of up to
+	// udInline-wire.HeaderSize-wire.TagSize-toSize-dataHeader bytes (and
+	// every ACK and heartbeat) is posted inline, without a send buffer.
 	udInline = 256
 	// signalEvery: one inline datagram in signalEvery is signalled, so
 	// that the send queue's entries are retired without a completion per
@@ -113,20 +113,23 @@ type Transport struct {
 	sendMR   *ibv.MR
 	free     []int
 	dests    []*ibv.UDDest
+	oldAHs   []*ibv.AH // address handles of restarted ranks' previous addresses (freed by Close)
 	wcs      []ibv.WC
-	hbFrame  *wire.HeartbeatFrame
+	hbPkt    [hbSize]byte
 	inline   int // the UD QP's inline limit
 	unsig    int // inline datagrams posted unsignalled since the last signalled one
 	unreaped int // signalled UD sends not yet reaped
 
+	// peers are the ranks' addresses; peers[r].Inc is the newest
+	// incarnation known of rank r (engine).
 	peers   []Address
 	handler transport.Handler
-	incs    *wire.Incarnations
 
 	// The reliability layer and the RC handshake state (mu).
 	rel     *reliable
 	tx      *wire.Codec
 	txBuf   []byte
+	pktBuf  []byte                      // the receiver's incarnation and a packet, being framed
 	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
 	// accepting holds, per emitter, the QP number of the CONNREQ whose
 	// observer end the link worker is setting up.
@@ -134,6 +137,10 @@ type Transport struct {
 	lk        linker
 	passive   []*passiveQP
 	ready     []delivery // messages for the handler, from the packet being handled
+
+	// capture, if set (tests, before Start), sees every datagram this
+	// transport frames, as posted (t.mu held; frame valid during the call).
+	capture func(to ranks.Rank, frame []byte)
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
@@ -161,6 +168,7 @@ type Transport struct {
 	// publishEvery per live link.
 	rcWrites                         atomic.Uint64
 	linksUp, asyncEvents, portErrors atomic.Uint64
+	restarts                         atomic.Uint64
 	rcQPs, ahs                       atomic.Int64
 	rejMu                            sync.Mutex
 	rejected                         map[string]uint64
@@ -215,7 +223,6 @@ func Open(cfg Config) (*Transport, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger.With("transport", "verbs"),
-		incs:      wire.NewIncarnations(cfg.N),
 		links:     make([]atomic.Pointer[hbLink], cfg.N),
 		dests:     make([]*ibv.UDDest, cfg.N),
 		wcs:       make([]ibv.WC, 16),
@@ -313,10 +320,12 @@ func (t *Transport) setup() error {
 		return err
 	}
 	t.tx = wire.NewCodec(t.datagramParams())
-	t.hbFrame = t.tx.NewHeartbeatFrame()
-	frag := t.mtu - wire.HeaderSize - wire.TagSize - dataHeader
+	frag := t.mtu - wire.HeaderSize - wire.TagSize - toSize - dataHeader
 	t.rel = newReliable(defaultRelConfig(frag))
 	t.rel.xmit, t.rel.deliver, t.rel.gaveUp = t.xmit, t.deliver, t.gaveUp
+	t.rel.duplicate = func(from ranks.Rank, seq uint64) {
+		t.reject("duplicate", fmt.Errorf("rank %d DATA packet %d already received", from, seq))
+	}
 	return t.initEngine()
 }
 
@@ -338,8 +347,11 @@ func (t *Transport) Device() string { return t.ctx.Name() }
 // Addr returns this rank's address for the bootstrap exchange.
 func (t *Transport) Addr() string {
 	ep := t.ud.Endpoint()
-	return Address{GID: ep.GID, LID: ep.LID, QPN: ep.QPN, QKey: ep.QKey, Slots: t.slots.Remote()}.String()
+	return Address{GID: ep.GID, LID: ep.LID, QPN: ep.QPN, QKey: ep.QKey, Slots: t.slots.Remote(), Inc: t.cfg.Incarnation}.String()
 }
+
+// Incarnation returns the incarnation this transport announces.
+func (t *Transport) Incarnation() uint64 { return t.cfg.Incarnation }
 
 // Start takes every rank's address (indexed by rank, as the bootstrap
 // exchange returns them) and the message handler, and starts the
@@ -354,28 +366,145 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 	if h == nil {
 		return errors.New("verbs transport: nil Handler")
 	}
-	if len(addrs) != t.cfg.N {
-		return fmt.Errorf("verbs transport: %d addresses for %d ranks", len(addrs), t.cfg.N)
-	}
-	peers := make([]Address, len(addrs))
-	for r, s := range addrs {
-		a, err := ParseAddress(s)
-		if err != nil {
-			return fmt.Errorf("rank %d: %w", r, err)
-		}
-		if a.Slots.Len < uint64(8*t.cfg.N) {
-			return fmt.Errorf("rank %d: slot array of %d bytes, want %d for %d ranks", r, a.Slots.Len, 8*t.cfg.N, t.cfg.N)
-		}
-		peers[r] = a
-	}
-	if mine := t.Addr(); addrs[t.cfg.Self] != mine {
-		return fmt.Errorf("verbs transport: the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
+	peers, _, err := t.parsePeers(addrs, false)
+	if err != nil {
+		return fmt.Errorf("verbs transport: %w", err)
 	}
 	t.peers, t.handler, t.started = peers, h, true
 	t.wg.Add(2)
 	go t.run()
 	go t.runLinker()
 	return nil
+}
+
+// parsePeers checks an address table indexed by rank (with blank, ""
+// leaves a rank out: its entry is false in set).
+func (t *Transport) parsePeers(addrs []string, blank bool) ([]Address, []bool, error) {
+	if len(addrs) != t.cfg.N {
+		return nil, nil, fmt.Errorf("%d addresses for %d ranks", len(addrs), t.cfg.N)
+	}
+	peers, set := make([]Address, len(addrs)), make([]bool, len(addrs))
+	for r, s := range addrs {
+		if s == "" && blank {
+			continue
+		}
+		a, err := ParseAddress(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rank %d: %w", r, err)
+		}
+		if a.Slots.Len < uint64(8*t.cfg.N) {
+			return nil, nil, fmt.Errorf("rank %d: slot array of %d bytes, want %d for %d ranks", r, a.Slots.Len, 8*t.cfg.N, t.cfg.N)
+		}
+		peers[r], set[r] = a, true
+	}
+	if mine := t.Addr(); set[t.cfg.Self] && addrs[t.cfg.Self] != mine {
+		return nil, nil, fmt.Errorf("the exchange returned %q for this rank %d, which published %q", addrs[t.cfg.Self], t.cfg.Self, mine)
+	}
+	return peers, set, nil
+}
+
+// SetPeers gives the transport new addresses, indexed by rank as Start's
+// ("" leaves a rank's address as it is; this rank's own entry is "" or
+// Addr()), for instance the address of a rank that restarted: a new
+// incarnation with a new UD QP and slot array. For a rank whose address
+// names a newer incarnation than the one known, the transport forgets its
+// previous incarnation (see peerRestarted): address handle, reliability
+// state both ways, heartbeat links both ways, and this rank's slot word for
+// it, reset to 0 so that the new incarnation's heartbeats count from 1.
+// Its datagrams are accepted only from the new address's QP, and those of
+// older incarnations are rejected as stale. An address of an older
+// incarnation than the one known is ignored (and logged).
+//
+// SetPeers does not wait: the change is queued for the progress engine,
+// ahead of every later Send and heartbeat. It fails on a malformed table
+// or a full engine queue.
+func (t *Transport) SetPeers(addrs []string) error {
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	if !t.started {
+		return errors.New("verbs transport: SetPeers before Start")
+	}
+	peers, set, err := t.parsePeers(addrs, true)
+	if err != nil {
+		return fmt.Errorf("verbs transport: SetPeers: %w", err)
+	}
+	set[t.cfg.Self] = false
+	if !t.eng.submit(cmd{op: opDo, fn: func() { t.setPeers(peers, set) }}) {
+		return errEngineFull
+	}
+	return nil
+}
+
+// setPeers applies SetPeers' table (engine).
+func (t *Transport) setPeers(peers []Address, set []bool) {
+	for i, a := range peers {
+		r, cur := ranks.Rank(i), t.peers[i]
+		switch {
+		case !set[i] || a == cur:
+			continue
+		case a.Inc < cur.Inc:
+			t.logLimited("oldaddr", slog.LevelWarn, "SetPeers: address of an older incarnation ignored",
+				"peer", r, "incarnation", a.Inc, "known", cur.Inc)
+			continue
+		}
+		if d := t.dests[r]; d != nil && (a.endpoint() != cur.endpoint()) {
+			// A send posted to the old address may still use its handle:
+			// it is freed with the transport.
+			t.oldAHs = append(t.oldAHs, d.AH)
+			t.dests[r] = nil
+		}
+		t.peers[r] = a
+		if a.Inc > cur.Inc {
+			t.peerRestarted(r, cur.Inc)
+		}
+		t.log.Info("peer address changed", "peer", r, "qpn", a.QPN, "incarnation", a.Inc)
+	}
+}
+
+// peerRestarted forgets rank r's previous incarnation old (engine; r's new
+// incarnation is in t.peers[r].Inc): the messages still queued or
+// unacknowledged towards it are dropped (counted in MsgsDropped) and the
+// reliability state both ways restarts from sequence number 1; the heartbeat
+// link to it (this rank its emitter) is retired and one in progress
+// abandoned, the passive end of its link to this rank closed; and this
+// rank's slot word for it is set to 0, so that the new incarnation's
+// heartbeats, which count from 1 again, move it.
+func (t *Transport) peerRestarted(r ranks.Rank, old uint64) {
+	if n := t.rel.reset(r); n > 0 {
+		t.msgsDropped.Add(uint64(n))
+	}
+	if p := t.pending[r]; p != nil {
+		delete(t.pending, r)
+		t.offload(func() { p.close() })
+	}
+	delete(t.accepting, r)
+	t.connecting[r].Store(false)
+	if l := t.links[r].Swap(nil); l != nil {
+		t.retire(l)
+	}
+	keep := t.passive[:0]
+	var gone []*passiveQP
+	for _, p := range t.passive {
+		if p.emitter == r {
+			gone = append(gone, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	clear(t.passive[len(keep):])
+	t.passive = keep
+	if len(gone) > 0 {
+		t.offload(func() {
+			for _, p := range gone {
+				t.closePassive(p)
+			}
+		})
+	}
+	atomic.StoreUint64(t.hbs.Word(r), 0)
+	t.restarts.Add(1)
+	t.log.Info("peer restarted: its sequence numbers, heartbeat links and slot word reset", "peer", r,
+		"incarnation", t.peers[r].Inc, "previous", old)
 }
 
 // Send implements transport.Transport: the message goes out over the
@@ -435,13 +564,26 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 // errEngineFull is returned when the progress engine's queue is full.
 var errEngineFull = errors.New("verbs transport: progress engine queue full")
 
-// xmit sends one reliability-layer payload as an authenticated Msg frame
+// frame returns the authenticated Msg frame carrying packet pkt to rank
+// to, bound to to's incarnation (t.mu held; valid until the next call).
+func (t *Transport) frame(to ranks.Rank, pkt []byte) ([]byte, error) {
+	t.pktBuf = append(appendDatagramHeader(t.pktBuf[:0], t.peers[to].Inc), pkt...)
+	var err error
+	if t.txBuf, err = t.tx.Append(t.txBuf[:0], wire.Msg, t.pktBuf); err != nil {
+		return nil, err
+	}
+	if t.capture != nil {
+		t.capture(to, t.txBuf)
+	}
+	return t.txBuf, nil
+}
+
+// xmit sends one reliability-layer packet as an authenticated Msg frame
 // (engine): inline if it fits, else from a registered send buffer. A
 // datagram that cannot be posted is lost like one lost on the wire: the
 // reliability layer resends it.
-func (t *Transport) xmit(to ranks.Rank, payload []byte) {
-	var err error
-	if t.txBuf, err = t.tx.Append(t.txBuf[:0], wire.Msg, payload); err != nil {
+func (t *Transport) xmit(to ranks.Rank, pkt []byte) {
+	if _, err := t.frame(to, pkt); err != nil {
 		t.logLimited("xmit", slog.LevelError, "cannot frame datagram", "err", err)
 		return
 	}
@@ -540,15 +682,10 @@ func (t *Transport) reap() {
 	}
 }
 
-// onPacket handles one received Msg frame payload (engine; p is only
+// onPacket handles one received DATA or ACK packet (engine; frag is only
 // valid during the call: the layer copies what it keeps) and hands the
 // messages it completes to the handler.
-func (t *Transport) onPacket(from ranks.Rank, p []byte) {
-	h, frag, err := decodePacket(p)
-	if err != nil {
-		t.reject("bad_packet", err)
-		return
-	}
+func (t *Transport) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
 	n := now()
 	t.eng.traffic = true
 	if h.kind == kindAck {
@@ -590,9 +727,13 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 	t.connecting[to].Store(false)
 }
 
-// onDatagram authenticates one received datagram. Heartbeats are stored
-// into the slot array here (the same word an RDMA write lands in); message
-// packets go to the reliability layer (engine).
+// onDatagram authenticates one received datagram: a Msg frame from the
+// sender's current incarnation (an older one's is stale; a newer one, from
+// the QP its address names, means it restarted: peerRestarted), posted by
+// the UD QP its address names, bound to this transport's incarnation.
+// Heartbeats are stored into the slot array here (the same word an RDMA
+// write lands in); DATA and ACK packets go to the reliability layer
+// (engine).
 func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
 	if msg == nil {
 		t.reject("recv_error", wc.Err())
@@ -610,27 +751,56 @@ func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
 		t.reject("trailing_bytes", fmt.Errorf("%d bytes after a %d-byte frame", len(msg)-n, n))
 		return
 	}
-	if want := t.peers[f.Sender].QPN; wc.SrcQP != want {
-		t.reject("wrong_source_qp", fmt.Errorf("rank %d frame from QP %d, rank %d published QP %d", f.Sender, wc.SrcQP, f.Sender, want))
+	p := &t.peers[f.Sender]
+	if f.Incarnation < p.Inc {
+		t.reject(wire.ReasonStale, fmt.Errorf("rank %d incarnation %#x older than %#x", f.Sender, f.Incarnation, p.Inc))
 		return
 	}
-	if _, err := t.incs.Observe(f.Sender, f.Incarnation); err != nil {
-		t.reject(reasonOr(err, "stale"), err)
+	if wc.SrcQP != p.QPN {
+		t.reject("wrong_source_qp", fmt.Errorf("rank %d frame from QP %d, rank %d published QP %d", f.Sender, wc.SrcQP, f.Sender, p.QPN))
 		return
 	}
-	switch f.Type {
-	case wire.Heartbeat:
-		seq, err := wire.DecodeHeartbeat(f.Payload)
-		if err != nil {
-			t.reject(reasonOr(err, "bad_heartbeat"), err)
+	if f.Type != wire.Msg {
+		t.reject("unexpected_type", fmt.Errorf("%s frame over UD", f.Type))
+		return
+	}
+	to, h, frag, err := decodeDatagram(f.Payload)
+	if err != nil {
+		t.reject("bad_packet", err)
+		return
+	}
+	if to != t.cfg.Incarnation {
+		t.reject("wrong_incarnation", fmt.Errorf("rank %d datagram for incarnation %#x of this rank, which is %#x", f.Sender, to, t.cfg.Incarnation))
+		return
+	}
+	if f.Incarnation > p.Inc { // restarted at the same address
+		old := p.Inc
+		p.Inc = f.Incarnation
+		t.peerRestarted(f.Sender, old)
+	}
+	if h.kind == kindHeartbeat {
+		t.onHeartbeat(f.Sender, h.seq)
+		return
+	}
+	t.onPacket(f.Sender, h, frag)
+}
+
+// onHeartbeat stores a heartbeat datagram's sequence number into the slot
+// word (engine). One that does not move the word forwards is counted in
+// Rejected["old_heartbeat"]: a replay, or a datagram overtaken by a later
+// heartbeat (an RDMA write, or the write of a stalled link it doubled).
+func (t *Transport) onHeartbeat(from ranks.Rank, seq uint64) {
+	w := t.hbs.Word(from)
+	for {
+		old := atomic.LoadUint64(w)
+		if seq <= old {
+			t.reject("old_heartbeat", fmt.Errorf("rank %d heartbeat %d, its slot word is at %d", from, seq, old))
 			return
 		}
-		t.hbs.Store(f.Sender, seq)
-		t.hbRecv.Add(1)
-	case wire.Msg:
-		t.onPacket(f.Sender, f.Payload)
-	default:
-		t.reject("unexpected_type", fmt.Errorf("%s frame over UD", f.Type))
+		if atomic.CompareAndSwapUint64(w, old, seq) {
+			t.hbRecv.Add(1)
+			return
+		}
 	}
 }
 
@@ -642,12 +812,17 @@ func reasonOr(err error, def string) string {
 }
 
 // reject counts a dropped datagram by reason and logs at most once per
-// second per reason.
+// second per reason (duplicates and old heartbeats, which a lost ack or a
+// late datagram also makes, at debug level).
 func (t *Transport) reject(reason string, err error) {
 	t.rejMu.Lock()
 	t.rejected[reason]++
 	t.rejMu.Unlock()
-	t.logLimited("reject:"+reason, slog.LevelWarn, "datagram rejected", "reason", reason, "err", err)
+	level := slog.LevelWarn
+	if reason == "duplicate" || reason == "old_heartbeat" {
+		level = slog.LevelDebug
+	}
+	t.logLimited("reject:"+reason, level, "datagram rejected", "reason", reason, "err", err)
 }
 
 func (t *Transport) logLimited(key string, level slog.Level, msg string, args ...any) {
@@ -663,8 +838,11 @@ func (t *Transport) logLimited(key string, level slog.Level, msg string, args ..
 }
 
 // Stats implements transport.Transport. HeartbeatsRecv counts only the
-// heartbeats that arrived as UD datagrams: an RDMA write lands in the slot
-// without the observer's CPU knowing.
+// heartbeat datagrams that moved the slot word: an RDMA write lands in the
+// slot without the observer's CPU knowing, and a datagram whose sequence
+// number the word had passed is counted in Rejected["old_heartbeat"].
+// Rejected["duplicate"] counts DATA packets received again: replays, and
+// retransmissions of packets whose ack was lost or late.
 func (t *Transport) Stats() transport.Stats {
 	s := transport.Stats{
 		MsgsSent: t.msgsSent.Load(), MsgsRecv: t.msgsRecv.Load(),
@@ -701,6 +879,9 @@ type VerbsStats struct {
 	// Retransmits counts datagrams of the reliable channel sent again
 	// because their ack did not come within the retransmission timeout.
 	Retransmits uint64
+	// Restarts counts peers seen restarting (a newer incarnation, through
+	// SetPeers or its datagrams): each reset their state (peerRestarted).
+	Restarts uint64
 	// Failed says why the transport failed for good (a UD QP, CQ or device
 	// error; "" while it works): it sends no heartbeat and no message any
 	// more, so its observer suspects it (fail-stop). See Failure.
@@ -711,7 +892,8 @@ type VerbsStats struct {
 func (t *Transport) VerbsStats() VerbsStats {
 	s := VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
-		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load()}
+		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load(),
+		Restarts: t.restarts.Load()}
 	if err := t.Failure(); err != nil {
 		s.Failed = err.Error()
 	}
@@ -788,6 +970,11 @@ func (t *Transport) Close() error {
 			t.ahs.Add(-1)
 		}
 	}
+	for _, ah := range t.oldAHs {
+		add(ah.Close())
+		t.ahs.Add(-1)
+	}
+	t.oldAHs = nil
 	add(t.ud.Close())
 	for _, c := range []interface{ Close() error }{t.sendMR, t.slots, t.sendQ, t.recvQ, t.pcq, t.pd} {
 		add(c.Close())
