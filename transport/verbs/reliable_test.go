@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/vigil-hpc/vigil/ranks"
 	ibv "github.com/vigil-hpc/vigil/verbs"
@@ -21,6 +22,7 @@ type lossyNet struct {
 	cut                 map[ranks.Rank]bool
 	gaveUp              map[ranks.Rank]int
 	sentDatagrams, lost int
+	now                 int64 // the simulated clock, for the layers
 }
 
 type datagram struct {
@@ -71,9 +73,9 @@ func (ln *lossyNet) step() {
 				panic(err)
 			}
 			if h.kind == kindAck {
-				ln.nodes[d.to].onAck(d.from, h.seq, 0)
+				ln.nodes[d.to].onAck(d.from, h.seq, ln.now)
 			} else {
-				ln.nodes[d.to].onData(d.from, h, frag, 0)
+				ln.nodes[d.to].onData(d.from, h, frag, ln.now)
 			}
 		}
 	}
@@ -85,6 +87,7 @@ func (ln *lossyNet) step() {
 func (ln *lossyNet) run(t *testing.T, clock *int64, steps int) {
 	t.Helper()
 	for i := 0; i < steps; i++ {
+		ln.now = *clock
 		ln.step()
 		*clock += 5e6 // 5 ms per round
 		for _, r := range ln.nodes {
@@ -353,5 +356,75 @@ func TestReliablePiggybackedAcks(t *testing.T) {
 	}
 	if got := fmt.Sprint(ln.delivered); got != "[[1:false:rep] [0:false:req]]" {
 		t.Fatalf("delivered %s", got)
+	}
+}
+
+// A slow path (acks late, nothing lost) costs one retransmission per
+// timeout, not a window of them, and the timeout grows to the measured
+// round trip so that the next messages are not resent at all.
+func TestReliableLateAcksAdapt(t *testing.T) {
+	const oneWay = 25e6 // a 50 ms round trip: 2.5 × rto0
+	type timed struct {
+		at int64
+		d  datagram
+	}
+	var wire []timed
+	var clock int64
+	nodes := make([]*reliable, 2)
+	delivered := 0
+	for i := range nodes {
+		me := ranks.Rank(i)
+		cfg := defaultRelConfig(10)
+		nodes[i] = newReliable(cfg)
+		nodes[i].xmit = func(to ranks.Rank, p []byte) {
+			wire = append(wire, timed{clock + oneWay, datagram{me, to, append([]byte(nil), p...)}})
+		}
+		nodes[i].deliver = func(ranks.Rank, bool, []byte) { delivered++ }
+	}
+	msg := make([]byte, 20*10) // 20 fragments
+	round := func() {
+		t.Helper()
+		if err := nodes[0].send(1, false, msg, clock); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 10000 && (nodes[0].pending(1) > 0 || len(wire) > 0); i++ {
+			clock += 1e6
+			for len(wire) > 0 && wire[0].at <= clock {
+				d := wire[0].d
+				wire = wire[1:]
+				h, frag, err := decodePacket(d.b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.kind == kindAck {
+					nodes[d.to].onAck(d.from, h.seq, clock)
+				} else {
+					nodes[d.to].onData(d.from, h, frag, clock)
+				}
+				nodes[d.to].flushAcks()
+			}
+			nodes[0].tick(clock)
+			nodes[1].tick(clock)
+		}
+		if n := nodes[0].pending(1); n != 0 {
+			t.Fatalf("%d packets still held", n)
+		}
+	}
+	round()
+	first := nodes[0].resent.Load()
+	if first > 2 {
+		t.Errorf("first message: %d retransmissions for late acks, want one per timeout (≤ 2)", first)
+	}
+	for range 5 {
+		round()
+	}
+	if s := nodes[0].peers[1]; s.rto < 2*oneWay {
+		t.Errorf("rto %v after round trips of %v, want ≥ the round trip", time.Duration(s.rto), time.Duration(2*oneWay))
+	}
+	if late := nodes[0].resent.Load() - first; late != 0 {
+		t.Errorf("%d retransmissions once the round trip was measured, want 0", late)
+	}
+	if delivered != 6 {
+		t.Errorf("%d messages delivered, want 6", delivered)
 	}
 }

@@ -118,6 +118,7 @@ type Transport struct {
 	inline   int // the UD QP's inline limit
 	unsig    int // inline datagrams posted unsignalled since the last signalled one
 	unreaped int // signalled UD sends not yet reaped
+	starved  int // datagrams not posted for want of a free send buffer (engine)
 
 	peers   []Address
 	handler transport.Handler
@@ -446,6 +447,7 @@ func (t *Transport) xmit(to ranks.Rank, payload []byte) {
 	if len(t.free) == 0 {
 		t.reap()
 		if len(t.free) == 0 {
+			t.starved++
 			return
 		}
 	}
