@@ -217,13 +217,17 @@ func TestPacketCodec(t *testing.T) {
 		}
 	}
 	ep := ibv.Endpoint{QPN: 17, PSN: 0x123456, LID: 3, GID: ibv.GID{15: 1}}
-	for _, c := range []control{{op: ctlConnReq, ep: ep}, {op: ctlConnAck, ep: ep, echo: 99}} {
-		got, err := decodeControl(c.append(nil))
-		if err != nil || got != c {
+	for _, c := range []control{{op: ctlConnReq, ep: ep}, {op: ctlConnAck, ep: ep, echo: 99},
+		{op: ctlMsgReq, ep: ep}, {op: ctlMsgAck, ep: ep, echo: 98}, {op: ctlMsgClose, echo: 97},
+		{op: ctlMsgResend, seq: 5, data: []byte("message")}, {op: ctlMsgResend, seq: 6, data: []byte{}}} {
+		got, err := decodeControl(append(c.append(nil), c.data...))
+		if err != nil || got.op != c.op || got.ep != c.ep || got.echo != c.echo || got.rkey != c.rkey || got.seq != c.seq ||
+			!bytes.Equal(got.data, c.data) {
 			t.Fatalf("control round trip: %+v -> %+v %v", c, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {9}, {ctlConnReq, 1}, control{op: ctlConnReq}.append(nil)} {
+	for _, bad := range [][]byte{nil, {9}, {ctlConnReq, 1}, control{op: ctlConnReq}.append(nil),
+		{ctlMsgClose, 1, 2, 3}, {ctlMsgResend, 1, 0, 0}, control{op: ctlMsgResend}.append(nil)} {
 		if _, err := decodeControl(bad); err == nil {
 			t.Errorf("decodeControl(%x) accepted", bad)
 		}
@@ -269,10 +273,26 @@ func FuzzDecodePacket(f *testing.F) {
 
 func FuzzDecodeControl(f *testing.F) {
 	f.Add(control{op: ctlConnAck, ep: ibv.Endpoint{QPN: 5}, echo: 3}.append(nil))
+	f.Add(control{op: ctlMsgClose, echo: 3}.append(nil))
+	f.Add(append(control{op: ctlMsgResend, seq: 3}.append(nil), "abc"...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeControl(b)
-		if err == nil && !bytes.Equal(c.append(nil), b) {
+		if err == nil && !bytes.Equal(append(c.append(nil), c.data...), b) {
 			t.Fatalf("re-encoding %x differs", b)
+		}
+	})
+}
+
+func FuzzDecodeChunk(f *testing.F) {
+	f.Add([]byte{rcFirst | rcLast, 1, 0, 0, 0, 0, 0, 0, 0, 'x'})
+	f.Add([]byte{rcLast, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		flags, seq, chunk, err := decodeChunk(b)
+		if err != nil {
+			return
+		}
+		if seq == 0 || flags&^(rcFirst|rcLast) != 0 || len(chunk) != len(b)-rcHdr {
+			t.Fatalf("decodeChunk(%x) = %#x %d %d bytes", b, flags, seq, len(chunk))
 		}
 	})
 }

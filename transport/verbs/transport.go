@@ -59,6 +59,9 @@ type Config struct {
 	Incarnation uint64
 	// Logger receives connection events and rejections (nil: discarded).
 	Logger *slog.Logger
+	// udOnly keeps every message on the reliable UD channel (no RC
+	// message links, rcmsg.go).
+	udOnly bool
 }
 
 // Resource sizes.
@@ -131,6 +134,7 @@ type Transport struct {
 	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
 	passive []*passiveQP
 	ready   []delivery // messages for the handler, from the packet being handled
+	ml      *msgLinks  // the RC message links (nil until first used)
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
@@ -158,6 +162,9 @@ type Transport struct {
 	// publishEvery per live link.
 	rcWrites                         atomic.Uint64
 	linksUp, asyncEvents, portErrors atomic.Uint64
+	rcMsgErrors, rcResent            atomic.Uint64
+	rcEvicted, rcLinksUp             atomic.Uint64
+	rcMsgBufs                        atomic.Bool // the message links' buffers are registered
 	rcQPs, ahs                       atomic.Int64
 	rejMu                            sync.Mutex
 	rejected                         map[string]uint64
@@ -397,14 +404,16 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		// first: order per destination).
 		t.drainCmds()
 		n := now()
-		err := t.rel.send(to, false, payload, n)
+		err := t.sendMsg(to, payload, false, n)
 		e := &t.eng
-		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0)
+		// Wake the engine to time the retransmission, or to hand out
+		// messages that evicting a link polled (rcRoom).
+		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0 || len(t.ready) > 0)
 		t.mu.Unlock()
 		if t.cfg.PollFor > 0 {
 			e.busy.Store(n + int64(t.cfg.PollFor))
 		}
-		if wake { // it must time the retransmission
+		if wake {
 			e.wake()
 		}
 		if err != nil {
@@ -538,6 +547,11 @@ func (t *Transport) onPacket(from ranks.Rank, p []byte) {
 		t.reject("bad_packet", err)
 		return
 	}
+	if t.ml != nil {
+		// A message confirmed over RC is in the message CQ before any
+		// datagram sent after it: deliver it first (see msgLinks).
+		t.pollRC()
+	}
 	n := now()
 	t.eng.traffic = true
 	if h.kind == kindAck {
@@ -545,6 +559,11 @@ func (t *Transport) onPacket(from ranks.Rank, p []byte) {
 	} else {
 		t.rel.onData(from, h, frag, n)
 	}
+	t.handOut()
+}
+
+// handOut runs the handler on the messages ready (engine).
+func (t *Transport) handOut() {
 	if len(t.ready) > 0 {
 		t.eng.delivered = true
 	}
@@ -577,6 +596,7 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 		delete(t.pending, to)
 	}
 	t.connecting[to].Store(false)
+	t.msgPeerGone(to)
 }
 
 // onDatagram authenticates one received datagram. Heartbeats are stored
@@ -690,6 +710,14 @@ type VerbsStats struct {
 	// Retransmits counts datagrams of the reliable channel sent again
 	// because their ack did not come within the retransmission timeout.
 	Retransmits uint64
+	// RCMsgLinks counts RC message links established, RCMsgEvicted those
+	// closed to make room for another peer (rcmsg.go).
+	RCMsgLinks, RCMsgEvicted uint64
+	// RCMsgErrors counts message links broken by an error (a completion
+	// in error, a failed post) and receive errors; RCMsgResent counts
+	// messages sent again over UD because a link broke before confirming
+	// them. None is lost or delivered twice.
+	RCMsgErrors, RCMsgResent uint64
 	// Failed says why the transport failed for good (a UD QP, CQ or device
 	// error; "" while it works): it sends no heartbeat and no message any
 	// more, so its observer suspects it (fail-stop). See Failure.
@@ -700,7 +728,9 @@ type VerbsStats struct {
 func (t *Transport) VerbsStats() VerbsStats {
 	s := VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
-		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load()}
+		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load(),
+		RCMsgLinks: t.rcLinksUp.Load(), RCMsgEvicted: t.rcEvicted.Load(), RCMsgErrors: t.rcMsgErrors.Load(),
+		RCMsgResent: t.rcResent.Load()}
 	if err := t.Failure(); err != nil {
 		s.Failed = err.Error()
 	}
@@ -719,15 +749,20 @@ type Resources struct {
 	// receive ring, writers).
 	Objects int
 	// RegisteredBytes is the registered memory: slot array, receive
-	// ring, send buffers.
+	// ring, send buffers (and, once a message link was asked for, the
+	// shared receive and RC send buffers).
 	RegisteredBytes int
 }
 
 // Resources returns the transport's current resource use.
 func (t *Transport) Resources() Resources {
 	slot := (t.mtu + ibv.GRHSize + 63) &^ 63
+	reg := t.slots.Len() + recvDepth*slot + t.sendMR.Len()
+	if t.rcMsgBufs.Load() {
+		reg += (srqDepth + rcSendBufs) * rcBuf
+	}
 	return Resources{QPs: 1 + int(t.rcQPs.Load()), AHs: int(t.ahs.Load()), Objects: t.ctx.Live(),
-		RegisteredBytes: t.slots.Len() + recvDepth*slot + t.sendMR.Len()}
+		RegisteredBytes: reg}
 }
 
 // Close implements transport.Transport: it stops the goroutines, frees
@@ -766,6 +801,10 @@ func (t *Transport) Close() error {
 		add(t.closePassive(p))
 	}
 	t.passive = nil
+	if t.ml != nil {
+		add(t.closeMsgLinks(t.ml))
+		t.ml = nil
+	}
 	add(t.ud.SetError()) // flush posted receives before freeing their buffers
 	add(t.ring.Close())
 	for i, d := range t.dests {
