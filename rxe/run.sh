@@ -511,12 +511,18 @@ report() {
 	# The same benchmark over verbs and over TCP in this guest: IMB
 	# PingPong by size (goal: not slower than TCP at 4 KiB and 64 KiB) and
 	# the broadcast of one failure to 8 ranks, for each propagation.
-	local sz v c bc
+	local sz v c u bc
 	for sz in 0 1024 4096 65536; do
 		v=$(metric "tverbs\/BenchmarkIMB\/verbs\/PingPong\/${sz}B" t_avg_us)
 		c=$(metric "tverbs\/BenchmarkIMB\/tcp\/PingPong\/${sz}B" t_avg_us)
 		if [[ -n $v && -n $c ]]; then
 			awk -v v="$v" -v c="$c" -v z="$sz" 'BEGIN { printf "RXE-RATIO best imb_pingpong_%sB verbs_t_avg_us=%s tcp_t_avg_us=%s verbs_over_tcp=%.2f%s\n", z, v, c, v / c, (z >= 4096 ? " goal=1" : "") }'
+		fi
+		# The verbs transport with every message over UD (no RC message
+		# links), for comparison.
+		u=$(metric "tverbs\/BenchmarkIMB\/verbsud\/PingPong\/${sz}B" t_avg_us)
+		if [[ -n $u && -n $c ]]; then
+			awk -v v="$u" -v c="$c" -v z="$sz" 'BEGIN { printf "RXE-RATIO best imb_pingpong_%sB_udonly verbsud_t_avg_us=%s tcp_t_avg_us=%s verbsud_over_tcp=%.2f\n", z, v, c, v / c }'
 		fi
 	done
 	for bc in $(sed -n 's/^RXE-BENCH name=tverbs\/BenchmarkFailurePropagation\/verbs\/\([^ ]*\) .*/\1/p' "$log" | sort -u); do

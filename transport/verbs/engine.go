@@ -174,9 +174,10 @@ func (t *Transport) run() {
 				t.drainAsync()
 				lastAsync = tn
 			}
-			if locked && n == 0 && e.pending.Load() == 0 {
+			if locked && n == 0 && e.pending.Load() == 0 && (t.ml == nil || len(t.ml.links) == 0) {
 				// Spins in C, holding the state (a Send meanwhile queues
-				// its message and ends the spin through pending).
+				// its message and ends the spin through pending). Not
+				// with message links: the spin sees only the UD ring.
 				spin := time.Duration(min(busyUntil-tn, int64(asyncEvery)))
 				if n, err := t.ring.PollSpin(fn, spin, &e.pending); err != nil {
 					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)

@@ -11,25 +11,40 @@ import (
 )
 
 // TestProbeLargePingPong times ping-pongs of large messages between two
-// transports with the reliability layer's counters, for several window
-// settings (VIGIL_PROBE=1 only: a measurement, not a check).
+// transports with the reliability layer's counters: UD only, and the RC
+// message links with 16 KiB and 64 KiB chunks, interleaved (VIGIL_PROBE=1
+// only: a measurement, not a check).
 func TestProbeLargePingPong(t *testing.T) {
 	if os.Getenv("VIGIL_PROBE") != "1" {
 		t.Skip("VIGIL_PROBE=1 runs it")
 	}
 	needDevice(t)
-	for _, v := range []struct {
+	type variant struct {
 		name   string
-		window int
-	}{{"w32", 32}, {"w128", 128}} {
+		udOnly bool
+		chunk  int
+	}
+	vs := []variant{{"ud", true, 0}, {"rc16k", false, 0}, {"rc64k", false, 64 << 10}}
+	for range 2 {
 		for _, size := range []int{4 << 10, 64 << 10} {
-			probeOnce(t, v.name, v.window, size)
+			for _, v := range vs {
+				probeOnce(t, v.name, size, func(c *Config) { c.udOnly, c.rcChunk = v.udOnly, v.chunk })
+			}
 		}
 	}
 }
 
-func probeOnce(t *testing.T, name string, window, size int) {
-	ts := openAll(t, 2, uint64(1000+window+size))
+func probeOnce(t *testing.T, name string, size int, set func(*Config)) {
+	ts := make([]*Transport, 2)
+	for i := range ts {
+		cfg := testConfig(ranks.Rank(i), 2, uint64(1000+size), logger(t))
+		set(&cfg)
+		tr, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[i] = tr
+	}
 	got := make(chan []byte, 1)
 	addrs := addrsOf(ts)
 	if err := ts[0].Start(addrs, func(_ ranks.Rank, p []byte) { got <- p }); err != nil {
@@ -37,9 +52,6 @@ func probeOnce(t *testing.T, name string, window, size int) {
 	}
 	if err := ts[1].Start(addrs, func(from ranks.Rank, p []byte) { ts[1].Send(from, p) }); err != nil {
 		t.Fatal(err)
-	}
-	for _, tr := range ts {
-		tr.do(func() { tr.rel.cfg.window = window })
 	}
 	msg := make([]byte, size)
 	var rtts []time.Duration
@@ -62,8 +74,9 @@ func probeOnce(t *testing.T, name string, window, size int) {
 		}
 		return time.Since(t0)
 	}
-	for range 3 {
+	for range 5 { // and the message link comes up
 		ping()
+		time.Sleep(5 * time.Millisecond)
 	}
 	c0 := snap()
 	r0 := [2]uint64{ts[0].VerbsStats().Retransmits, ts[1].VerbsStats().Retransmits}
@@ -98,6 +111,8 @@ func probeOnce(t *testing.T, name string, window, size int) {
 	t.Log(line)
 	fmt.Println(line)
 	for _, tr := range ts {
-		tr.Close()
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -48,8 +48,11 @@ import (
 type msgLinks struct {
 	srq    *ibv.SRQ
 	cq     *ibv.CQ // sends and receives of every message link, with a channel
-	recvMR *ibv.MR // srqDepth buffers of rcBuf bytes
-	sendMR *ibv.MR // rcSendBufs buffers of rcBuf bytes
+	recvMR *ibv.MR // n buffers of buf bytes
+	sendMR *ibv.MR // n buffers of buf bytes
+	chunk  int     // message bytes per SEND
+	buf    int     // buffer bytes
+	n      int     // receive buffers, and send buffers
 	free   []int   // free send buffers
 	gen    []uint32
 	owner  []*msgLink // the link a send buffer is posted on (nil: free)
@@ -98,14 +101,25 @@ type rcPartial struct {
 const (
 	rcPool       = 8        // message links
 	rcChunk      = 16 << 10 // message bytes per SEND
-	srqDepth     = 32       // shared receive buffers
-	rcSendBufs   = 32       // send buffers, shared by the links
+	srqDepth     = 32       // shared receive buffers, and send buffers shared by the links
 	rcHdr        = 1 + 8    // chunk header
 	rcFirst      = 1        // chunk flags
 	rcLast       = 2        //
 	rcRetryAfter = time.Second
 	rcBuf        = (wire.HeaderSize + rcHdr + rcChunk + wire.TagSize + 63) &^ 63
 )
+
+// rcGeometry returns the chunk size, the buffer size and the number of
+// receive (and of send) buffers: rcChunk, rcBuf and srqDepth, or for a
+// test's Config.rcChunk the same registered memory in buffers of that size.
+func (t *Transport) rcGeometry() (chunk, buf, n int) {
+	if t.cfg.rcChunk == 0 {
+		return rcChunk, rcBuf, srqDepth
+	}
+	chunk = t.cfg.rcChunk
+	buf = (wire.HeaderSize + rcHdr + chunk + wire.TagSize + 63) &^ 63
+	return chunk, buf, max(4, srqDepth*rcBuf/buf)
+}
 
 // rcOn says whether messages above one datagram may take RC
 // (Config.udOnly turns the RC message path off).
@@ -117,37 +131,38 @@ func (t *Transport) initMsgLinks() error {
 	if t.ml != nil {
 		return nil
 	}
+	chunk, buf, nb := t.rcGeometry()
 	ml := &msgLinks{links: map[ranks.Rank]*msgLink{}, byQPN: map[uint32]*msgLink{},
 		out: make([]uint64, t.cfg.N), in: make([]uint64, t.cfg.N), part: make([]rcPartial, t.cfg.N),
-		retry: make([]int64, t.cfg.N), wcs: make([]ibv.WC, 16),
-		gen: make([]uint32, rcSendBufs), owner: make([]*msgLink, rcSendBufs)}
+		retry: make([]int64, t.cfg.N), wcs: make([]ibv.WC, 16), chunk: chunk, buf: buf, n: nb,
+		gen: make([]uint32, nb), owner: make([]*msgLink, nb)}
 	p := wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, Incarnation: t.cfg.Incarnation,
-		N: t.cfg.N, MaxPayload: rcHdr + rcChunk}
+		N: t.cfg.N, MaxPayload: rcHdr + chunk}
 	ml.tx = wire.NewCodec(p)
-	ml.rx = wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: rcHdr + rcChunk})
+	ml.rx = wire.NewCodec(wire.Params{JobID: t.cfg.JobID, Key: t.cfg.Key, Rank: t.cfg.Self, N: t.cfg.N, MaxPayload: rcHdr + chunk})
 	var err error
 	fail := func(err error) error {
 		t.closeMsgLinks(ml)
 		return err
 	}
-	if ml.cq, err = t.ctx.CreateCQ(2*(srqDepth+rcSendBufs), true); err != nil {
+	if ml.cq, err = t.ctx.CreateCQ(4*nb, true); err != nil {
 		return fail(err)
 	}
-	if ml.srq, err = t.pd.CreateSRQ(srqDepth); err != nil {
+	if ml.srq, err = t.pd.CreateSRQ(nb); err != nil {
 		return fail(err)
 	}
-	if ml.recvMR, err = t.pd.AllocMR(srqDepth*rcBuf, ibv.AccessLocalWrite); err != nil {
+	if ml.recvMR, err = t.pd.AllocMR(nb*buf, ibv.AccessLocalWrite); err != nil {
 		return fail(err)
 	}
-	if ml.sendMR, err = t.pd.AllocMR(rcSendBufs*rcBuf, ibv.AccessLocalWrite); err != nil {
+	if ml.sendMR, err = t.pd.AllocMR(nb*buf, ibv.AccessLocalWrite); err != nil {
 		return fail(err)
 	}
-	for i := range srqDepth {
-		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*rcBuf, rcBuf); err != nil {
+	for i := range nb {
+		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*buf, buf); err != nil {
 			return fail(err)
 		}
 	}
-	for i := rcSendBufs - 1; i >= 0; i-- {
+	for i := nb - 1; i >= 0; i-- {
 		ml.free = append(ml.free, i)
 	}
 	if err := ml.cq.Arm(false); err != nil {
@@ -235,7 +250,7 @@ func (t *Transport) rcPump(l *msgLink) {
 			if len(ml.free) == 0 {
 				return
 			}
-			n := min(rcChunk, len(m.data)-m.next)
+			n := min(ml.chunk, len(m.data)-m.next)
 			var flags byte
 			if m.next == 0 {
 				flags |= rcFirst
@@ -247,8 +262,8 @@ func (t *Transport) rcPump(l *msgLink) {
 			ml.scr = binary.LittleEndian.AppendUint64(ml.scr, m.seq)
 			ml.scr = append(ml.scr, m.data[m.next:m.next+n]...)
 			slot := ml.free[len(ml.free)-1]
-			off := slot * rcBuf
-			frame, err := ml.tx.Append(ml.sendMR.Bytes()[off:off:off+rcBuf], wire.Msg, ml.scr)
+			off := slot * ml.buf
+			frame, err := ml.tx.Append(ml.sendMR.Bytes()[off:off:off+ml.buf], wire.Msg, ml.scr)
 			if err == nil {
 				ml.gen[slot]++
 				err = l.qp.PostSend(uint64(slot)|uint64(ml.gen[slot])<<32, ml.sendMR, off, len(frame), true)
@@ -281,7 +296,7 @@ func (t *Transport) pollRC() int {
 		total += n
 		for i := range ml.wcs[:n] {
 			wc := &ml.wcs[i]
-			if wc.WRID < srqDepth { // sends carry a generation above bit 32
+			if wc.WRID < uint64(ml.n) { // sends carry a generation above bit 32
 				t.onRCRecv(wc)
 			} else {
 				t.onRCSent(wc)
@@ -313,7 +328,7 @@ func (t *Transport) pumpHeld() {
 func (t *Transport) onRCSent(wc *ibv.WC) {
 	ml := t.ml
 	slot := int(wc.WRID & 0xffffffff)
-	if slot >= rcSendBufs || ml.gen[slot] != uint32(wc.WRID>>32) || ml.owner[slot] == nil {
+	if slot >= ml.n || ml.gen[slot] != uint32(wc.WRID>>32) || ml.owner[slot] == nil {
 		return // a buffer already reclaimed by rcBreak
 	}
 	l := ml.owner[slot]
@@ -342,7 +357,7 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 	ml := t.ml
 	i := int(wc.WRID)
 	defer func() {
-		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*rcBuf, rcBuf); err != nil {
+		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*ml.buf, ml.buf); err != nil {
 			t.logLimited("srq", slog.LevelError, "reposting a shared receive", "err", err)
 		}
 	}()
@@ -353,7 +368,7 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 		}
 		return
 	}
-	b := ml.recvMR.Bytes()[i*rcBuf : i*rcBuf+int(wc.ByteLen)]
+	b := ml.recvMR.Bytes()[i*ml.buf : i*ml.buf+int(wc.ByteLen)]
 	f, n, err := ml.rx.Decode(b)
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("%d bytes after a %d-byte frame", len(b)-n, n)
@@ -529,7 +544,7 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 func (t *Transport) newLink(peer ranks.Rank) (*msgLink, error) {
 	ml := t.ml
 	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
-		MaxSendWR: rcSendBufs, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
+		MaxSendWR: ml.n, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
 	if err != nil {
 		return nil, err
 	}

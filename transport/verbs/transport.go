@@ -62,6 +62,9 @@ type Config struct {
 	// udOnly keeps every message on the reliable UD channel (no RC
 	// message links, rcmsg.go).
 	udOnly bool
+	// rcChunk, if not 0, is the message links' chunk size (tests; the
+	// peers must agree).
+	rcChunk int
 }
 
 // Resource sizes.
@@ -759,7 +762,8 @@ func (t *Transport) Resources() Resources {
 	slot := (t.mtu + ibv.GRHSize + 63) &^ 63
 	reg := t.slots.Len() + recvDepth*slot + t.sendMR.Len()
 	if t.rcMsgBufs.Load() {
-		reg += (srqDepth + rcSendBufs) * rcBuf
+		_, buf, n := t.rcGeometry()
+		reg += 2 * n * buf
 	}
 	return Resources{QPs: 1 + int(t.rcQPs.Load()), AHs: int(t.ahs.Load()), Objects: t.ctx.Live(),
 		RegisteredBytes: reg}
