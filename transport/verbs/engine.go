@@ -26,9 +26,10 @@ import (
 // count) the engine busy-polls its receive ring and cmds for
 // Config.PollFor, yielding to the other goroutines between polls (with
 // Config.LockThread: on its own locked OS thread, spinning in C); then it
-// arms the receive CQ and sleeps in poll(2) on the CQ's completion
-// channel, the device's asynchronous event descriptor and an eventfd that
-// a sender writes only when the engine sleeps. The sleep has a timeout
+// arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
+// poll(2) on their completion channels, the device's asynchronous event
+// descriptor and an eventfd that a sender writes only when the engine
+// sleeps. The sleep has a timeout
 // only while a retransmission is pending: an idle engine never wakes up.
 // Received messages go to the handler from the engine itself.
 type engine struct {
