@@ -20,7 +20,7 @@ import (
 // SEND carrying one authenticated wire frame (the job key's MAC, as every
 // datagram) whose payload is the chunk header and the bytes:
 //
-//	flags (first=1, last=2) | message seq (u64 LE) | chunk bytes
+//	flags (first=1, last=2) | message seq (u64 LE) | message length (u32 LE) | chunk bytes
 //
 // The seq numbers this rank's RC messages to that peer from 1, across
 // links: a message the RC path could not confirm is sent again over the
@@ -65,7 +65,6 @@ type msgLinks struct {
 	retry  []int64 // per peer: no new link before (ns)
 	held   bool    // a link holds messages until the UD channel to its peer drains
 	tx, rx *wire.Codec
-	scr    []byte
 	wcs    []ibv.WC
 }
 
@@ -99,12 +98,12 @@ type rcPartial struct {
 
 // Pool sizes.
 const (
-	rcPool       = 8        // message links
-	rcChunk      = 16 << 10 // message bytes per SEND
-	srqDepth     = 32       // shared receive buffers, and send buffers shared by the links
-	rcHdr        = 1 + 8    // chunk header
-	rcFirst      = 1        // chunk flags
-	rcLast       = 2        //
+	rcPool       = 8         // message links
+	rcChunk      = 16 << 10  // message bytes per SEND
+	srqDepth     = 32        // shared receive buffers, and send buffers shared by the links
+	rcHdr        = 1 + 8 + 4 // chunk header
+	rcFirst      = 1         // chunk flags
+	rcLast       = 2         //
 	rcRetryAfter = time.Second
 	rcBuf        = (wire.HeaderSize + rcHdr + rcChunk + wire.TagSize + 63) &^ 63
 )
@@ -258,12 +257,17 @@ func (t *Transport) rcPump(l *msgLink) {
 			if m.next+n == len(m.data) {
 				flags |= rcLast
 			}
-			ml.scr = append(ml.scr[:0], flags)
-			ml.scr = binary.LittleEndian.AppendUint64(ml.scr, m.seq)
-			ml.scr = append(ml.scr, m.data[m.next:m.next+n]...)
+			// The chunk is written where the frame's payload goes, so
+			// that framing it copies it onto itself.
 			slot := ml.free[len(ml.free)-1]
 			off := slot * ml.buf
-			frame, err := ml.tx.Append(ml.sendMR.Bytes()[off:off:off+ml.buf], wire.Msg, ml.scr)
+			b := ml.sendMR.Bytes()
+			pl := b[off+wire.HeaderSize : off+wire.HeaderSize+rcHdr+n]
+			pl[0] = flags
+			binary.LittleEndian.PutUint64(pl[1:], m.seq)
+			binary.LittleEndian.PutUint32(pl[9:], uint32(len(m.data)))
+			copy(pl[rcHdr:], m.data[m.next:m.next+n])
+			frame, err := ml.tx.Append(b[off:off:off+ml.buf], wire.Msg, pl)
 			if err == nil {
 				ml.gen[slot]++
 				err = l.qp.PostSend(uint64(slot)|uint64(ml.gen[slot])<<32, ml.sendMR, off, len(frame), true)
@@ -389,20 +393,25 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 		t.reject("unexpected_type", fmt.Errorf("%s frame over RC", f.Type))
 		return
 	}
-	flags, seq, chunk, err := decodeChunk(f.Payload)
+	flags, seq, size, chunk, err := decodeChunk(f.Payload)
 	if err != nil {
 		t.reject("bad_rc_chunk", err)
 		return
 	}
 	p := &ml.part[f.Sender]
 	if flags&rcFirst != 0 {
-		p.seq, p.buf = seq, p.buf[:0]
+		if size > t.rel.cfg.maxMsg {
+			p.seq = 0
+			t.reject("rc_too_large", fmt.Errorf("message of %d bytes from rank %d, above %d", size, f.Sender, t.rel.cfg.maxMsg))
+			return
+		}
+		p.seq, p.buf = seq, make([]byte, 0, size)
 	} else if p.seq != seq {
 		return // the rest of a message whose start went with a broken link
 	}
-	if len(p.buf)+len(chunk) > t.rel.cfg.maxMsg {
+	if len(p.buf)+len(chunk) > cap(p.buf) || (flags&rcLast != 0) != (len(p.buf)+len(chunk) == cap(p.buf)) {
 		p.seq = 0
-		t.reject("rc_too_large", fmt.Errorf("message from rank %d above %d bytes", f.Sender, t.rel.cfg.maxMsg))
+		t.reject("bad_rc_chunk", fmt.Errorf("rank %d: chunks of message %d do not add up to its %d bytes", f.Sender, seq, cap(p.buf)))
 		return
 	}
 	p.buf = append(p.buf, chunk...)
@@ -423,16 +432,17 @@ func (t *Transport) deliverRC(from ranks.Rank, seq uint64, m []byte) {
 	t.ready = append(t.ready, delivery{from, m})
 }
 
-// decodeChunk splits an RC frame payload into chunk header and bytes.
-func decodeChunk(b []byte) (flags byte, seq uint64, chunk []byte, err error) {
+// decodeChunk splits an RC frame payload into chunk header (flags,
+// message seq, message size) and bytes.
+func decodeChunk(b []byte) (flags byte, seq uint64, size int, chunk []byte, err error) {
 	if len(b) < rcHdr {
-		return 0, 0, nil, fmt.Errorf("verbs RC chunk: %d bytes, header needs %d", len(b), rcHdr)
+		return 0, 0, 0, nil, fmt.Errorf("verbs RC chunk: %d bytes, header needs %d", len(b), rcHdr)
 	}
-	flags, seq = b[0], binary.LittleEndian.Uint64(b[1:])
-	if flags&^(rcFirst|rcLast) != 0 || seq == 0 {
-		return 0, 0, nil, fmt.Errorf("verbs RC chunk: flags %#x seq %d", flags, seq)
+	flags, seq, size = b[0], binary.LittleEndian.Uint64(b[1:]), int(binary.LittleEndian.Uint32(b[9:]))
+	if flags&^(rcFirst|rcLast) != 0 || seq == 0 || len(b)-rcHdr > size {
+		return 0, 0, 0, nil, fmt.Errorf("verbs RC chunk: flags %#x seq %d, %d bytes of a %d-byte message", flags, seq, len(b)-rcHdr, size)
 	}
-	return flags, seq, b[rcHdr:], nil
+	return flags, seq, size, b[rcHdr:], nil
 }
 
 // rcBreak takes a link out of service: every message it did not confirm

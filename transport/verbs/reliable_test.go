@@ -284,15 +284,15 @@ func FuzzDecodeControl(f *testing.F) {
 }
 
 func FuzzDecodeChunk(f *testing.F) {
-	f.Add([]byte{rcFirst | rcLast, 1, 0, 0, 0, 0, 0, 0, 0, 'x'})
-	f.Add([]byte{rcLast, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{rcFirst | rcLast, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'x'})
+	f.Add([]byte{rcLast, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		flags, seq, chunk, err := decodeChunk(b)
+		flags, seq, size, chunk, err := decodeChunk(b)
 		if err != nil {
 			return
 		}
-		if seq == 0 || flags&^(rcFirst|rcLast) != 0 || len(chunk) != len(b)-rcHdr {
-			t.Fatalf("decodeChunk(%x) = %#x %d %d bytes", b, flags, seq, len(chunk))
+		if seq == 0 || flags&^(rcFirst|rcLast) != 0 || len(chunk) != len(b)-rcHdr || len(chunk) > size {
+			t.Fatalf("decodeChunk(%x) = %#x %d %d %d bytes", b, flags, seq, size, len(chunk))
 		}
 	})
 }
