@@ -189,9 +189,11 @@ func (t *Transport) run() {
 			}
 			delivered := e.delivered
 			e.delivered = false
+			links := t.ml != nil && len(t.ml.links) > 0
 			t.mu.Unlock()
-			if !locked || delivered {
-				// Unlocked: poll again once other goroutines had their
+			if !locked || delivered || links {
+				// Unlocked (or locked but polling in Go, with message
+				// links): poll again once other goroutines had their
 				// turn. Locked: the goroutine the handler woke waits in
 				// this thread's run queue, which a locked thread spinning
 				// in C does not serve: give it the scheduler slot now.

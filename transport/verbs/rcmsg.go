@@ -76,6 +76,7 @@ type msgLink struct {
 	remote uint32 // the peer's QP number (once up)
 	used   uint64 // LRU stamp
 	queue  []*rcMsg
+	bytes  int // in queue
 	posted int // chunks posted, not completed
 }
 
@@ -216,11 +217,16 @@ func (t *Transport) closeLinkQP(l *msgLink) error {
 func (t *Transport) sendMsg(to ranks.Rank, m []byte, own bool, now int64) error {
 	if t.ml != nil {
 		if l := t.ml.links[to]; l != nil && l.up {
+			if limit := t.rel.cfg.queueMax * t.rel.cfg.frag; l.bytes+len(m) > limit {
+				// As much as the UD channel holds for a peer.
+				return fmt.Errorf("verbs transport: message link to rank %d full (%d bytes unconfirmed; peer dead or slow)", to, l.bytes)
+			}
 			if !own {
 				m = append([]byte(nil), m...)
 			}
 			t.ml.out[to]++
 			l.queue = append(l.queue, &rcMsg{seq: t.ml.out[to], data: m})
+			l.bytes += len(m)
 			t.ml.clock++
 			l.used = t.ml.clock
 			t.rcPump(l)
@@ -349,6 +355,7 @@ func (t *Transport) onRCSent(wc *ibv.WC) {
 		if m.sent() && m.done == m.chunks {
 			l.queue[0] = nil
 			l.queue = l.queue[1:]
+			l.bytes -= len(m.data)
 		}
 	}
 	if ml.links[l.peer] == l {
@@ -463,7 +470,7 @@ func (t *Transport) rcBreak(l *msgLink, why string, err error) {
 	for _, m := range l.queue {
 		t.rcResend(l.peer, m)
 	}
-	l.queue = nil
+	l.queue, l.bytes = nil, 0
 }
 
 // dropLink removes l from the pool, reclaims its send buffers and
@@ -671,7 +678,7 @@ func (t *Transport) msgPeerGone(to ranks.Rank) {
 	}
 	if l := t.ml.links[to]; l != nil {
 		t.msgsDropped.Add(uint64(len(l.queue)))
-		l.queue = nil
+		l.queue, l.bytes = nil, 0
 		t.dropLink(l)
 		t.ml.retry[to] = now() + int64(rcRetryAfter)
 	}
