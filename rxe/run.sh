@@ -22,7 +22,8 @@
 #   RXE_BENCH=REGEX      Go -test.bench (default .; "none" runs no benchmark)
 #   RXE_BENCHTIME=D      Go -test.benchtime (default 1s)
 #   RXE_ONLY=a,b         run only these manifest entries (smoke-devinfo,
-#                        smoke-write-lat, smoke-send-lat, verbs, verbs-bench,
+#                        smoke-write-lat, smoke-send-lat, smoke-send-lat-large,
+#                        verbs, verbs-bench,
 #                        tverbs, tverbs-bench, detector, c-hbwrite, twoguest,
 #                        threeguest; default all)
 #   RXE_BENCHCOUNT=N     runs of each benchmark and of the C loop (default 3)
@@ -263,6 +264,7 @@ build_initramfs() {
 		echo "sh smoke-devinfo /tests/smoke.sh devinfo"
 		echo "sh smoke-write-lat /tests/smoke.sh write-lat"
 		echo "sh smoke-send-lat /tests/smoke.sh send-lat"
+		echo "sh smoke-send-lat-large /tests/smoke.sh send-lat-large"
 		if [[ -x $bins/verbs.test ]]; then
 			echo "go verbs /tests/verbs.test"
 			echo "gobench verbs-bench /tests/verbs.test verbs"
@@ -287,6 +289,7 @@ expected_results() {
 	sel smoke-devinfo && echo smoke-devinfo
 	sel smoke-write-lat && echo smoke-write-lat
 	sel smoke-send-lat && echo smoke-send-lat
+	sel smoke-send-lat-large && echo smoke-send-lat-large
 	for e in "${GO_TESTS[@]}"; do
 		read -r name bin pkg <<<"$e"
 		if sel "$name" && [[ -x $bins/$bin ]]; then
@@ -533,12 +536,24 @@ report() {
 	# The same benchmark over verbs and over TCP in this guest: IMB
 	# PingPong by size (goal: not slower than TCP at 4 KiB and 64 KiB) and
 	# the broadcast of one failure to 8 ranks, for each propagation.
-	local sz v c bc
+	local sz v c u r bc
 	for sz in 0 1024 4096 65536; do
 		v=$(metric "tverbs\/BenchmarkIMB\/verbs\/PingPong\/${sz}B" t_avg_us)
 		c=$(metric "tverbs\/BenchmarkIMB\/tcp\/PingPong\/${sz}B" t_avg_us)
 		if [[ -n $v && -n $c ]]; then
 			awk -v v="$v" -v c="$c" -v z="$sz" 'BEGIN { printf "RXE-RATIO best imb_pingpong_%sB verbs_t_avg_us=%s tcp_t_avg_us=%s verbs_over_tcp=%.2f%s\n", z, v, c, v / c, (z >= 4096 ? " goal=1" : "") }'
+		fi
+		# The verbs transport with every message over UD (no RC message
+		# links), for comparison.
+		u=$(metric "tverbs\/BenchmarkIMB\/verbsud\/PingPong\/${sz}B" t_avg_us)
+		if [[ -n $u && -n $c ]]; then
+			awk -v v="$u" -v c="$c" -v z="$sz" 'BEGIN { printf "RXE-RATIO best imb_pingpong_%sB_udonly verbsud_t_avg_us=%s tcp_t_avg_us=%s verbsud_over_tcp=%.2f\n", z, v, c, v / c }'
+		fi
+		# rxe's own RC SEND one-way latency at this size (ib_send_lat):
+		# the floor under the transport, against TCP on loopback.
+		r=$(metric "perftest\/ib_send_lat_${sz}B" lat_typical_us)
+		if [[ -n $r && -n $c ]]; then
+			awk -v r="$r" -v c="$c" -v v="${v:-0}" -v z="$sz" 'BEGIN { printf "RXE-RATIO best rxe_send_lat_%sB ib_send_lat_typical_us=%s tcp_t_avg_us=%s rxe_over_tcp=%.2f verbs_over_rxe=%.2f\n", z, r, c, r / c, v / r }'
 		fi
 	done
 	for bc in $(sed -n 's/^RXE-BENCH name=tverbs\/BenchmarkFailurePropagation\/verbs\/\([^ ]*\) .*/\1/p' "$log" | sort -u); do

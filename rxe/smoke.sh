@@ -6,6 +6,7 @@
 #   smoke.sh send-lat    perftest ib_send_lat loopback on rxe0 (8-byte sends),
 #                        polling, then again with -e (sleeping on the
 #                        completion channel: the reference for a cold message)
+#   smoke.sh send-lat-large  the same with 4 KiB and 64 KiB sends
 set -u
 DEV=${VIGIL_RXE_DEV:-rxe0}
 
@@ -24,14 +25,15 @@ gid_index() {
 	return 1
 }
 
-# lat TOOL NAME [ARGS]: perftest TOOL loopback on $DEV, 8-byte messages,
-# latencies reported in TSC cycles (-C) and converted with /tests/tsc's
-# measured rate (perftest's own CPU MHz estimate fails under TCG). Prints one
-# RXE-BENCH line NAME with microseconds.
+# lat TOOL NAME [SIZE [ARGS]]: perftest TOOL loopback on $DEV, SIZE-byte
+# messages (default 8), latencies reported in TSC cycles (-C) and converted
+# with /tests/tsc's measured rate (perftest's own CPU MHz estimate fails
+# under TCG). Prints one RXE-BENCH line NAME with microseconds.
 lat() {
 	tool=$1
+	size=${3:-8}
 	gi=$(gid_index) || { echo "no RoCE v2 IPv4 GID"; exit 1; }
-	args="-d $DEV -x $gi -s 8 -n 1000 -F -C ${3:-}"
+	args="-d $DEV -x $gi -s $size -n 1000 -F -C ${4:-}"
 	$tool $args >/tmp/lat-server.log 2>&1 &
 	srv=$!
 	ok=0
@@ -47,7 +49,7 @@ lat() {
 	mhz=$(/tests/tsc) || { echo "tsc rate unknown"; exit 1; }
 	echo "RXE-INFO tsc_cycles_per_us=$mhz"
 	# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9 (cycles)
-	awk -v mhz="$mhz" -v name="$2" '$1 == 8 && NF >= 9 {
+	awk -v mhz="$mhz" -v name="$2" -v size="$size" '$1 == size && NF >= 9 {
 		printf "RXE-BENCH name=%s iters=%s lat_typical_us=%.2f lat_avg_us=%.2f lat_p99_us=%.2f\n", name, $2, $5 / mhz, $6 / mhz, $8 / mhz }' /tmp/lat-client.log
 }
 
@@ -61,10 +63,16 @@ devinfo)
 write-lat) lat ib_write_lat perftest/ib_write_lat_8B ;;
 send-lat)
 	lat ib_send_lat perftest/ib_send_lat_8B
-	lat ib_send_lat perftest/ib_send_lat_events_8B -e
+	lat ib_send_lat perftest/ib_send_lat_events_8B 8 -e
+	;;
+send-lat-large)
+	# RC SEND one-way latency of 4 KiB and 64 KiB: what rxe itself costs
+	# for the IMB PingPong sizes (compare with the transport and TCP).
+	lat ib_send_lat perftest/ib_send_lat_4096B 4096
+	lat ib_send_lat perftest/ib_send_lat_65536B 65536
 	;;
 *)
-	echo "usage: smoke.sh devinfo|write-lat|send-lat"
+	echo "usage: smoke.sh devinfo|write-lat|send-lat|send-lat-large"
 	exit 2
 	;;
 esac

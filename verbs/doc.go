@@ -8,7 +8,7 @@
 // # Objects and lifetimes
 //
 // Open returns a Context for one device. Every object made from it (PD, MR,
-// CQ, QP, AH, Writer, RecvRing) is tracked by the Context and freed by its
+// CQ, QP, SRQ, AH, Writer, RecvRing) is tracked by the Context and freed by its
 // own Close; Context.Close frees whatever is still open in reverse order of
 // creation, then closes the device. A verbs call that fails to free an
 // object (ibv_dealloc_pd with a registered MR left, for instance) leaves the

@@ -59,6 +59,9 @@ type QPConfig struct {
 	Access Access
 	// QKey for UD [DefaultQKey].
 	QKey uint32
+	// SRQ, for RC, is a shared receive queue the QP takes its receives
+	// from (MaxRecvWR is then ignored; post receives on the SRQ).
+	SRQ *SRQ
 }
 
 // QP is a queue pair. Its Post* methods share per-QP scratch memory: use
@@ -150,7 +153,15 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	}
 	var op *C.char
 	var en C.int
-	qp := C.vv_create_qp(p.pd, cfg.SendCQ.cq, cfg.RecvCQ.cq, &a, &op, &en)
+	var srq *C.struct_ibv_srq
+	if cfg.SRQ != nil {
+		if cfg.Type != RC || cfg.SRQ.srq == nil {
+			return nil, fmt.Errorf("verbs: CreateQP: an SRQ needs an RC QP and an open SRQ")
+		}
+		srq = cfg.SRQ.srq
+		a.max_recv_wr, a.max_recv_sge = 0, 0
+	}
+	qp := C.vv_create_qp(p.pd, cfg.SendCQ.cq, cfg.RecvCQ.cq, srq, &a, &op, &en)
 	if qp == nil {
 		return nil, newError(C.GoString(op), int(en))
 	}

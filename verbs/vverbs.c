@@ -78,12 +78,13 @@ int vv_query_device(struct ibv_context *ctx, struct vv_dev *out)
 }
 
 struct ibv_qp *vv_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-			    struct vv_qp_init *a, const char **op, int *err)
+			    struct ibv_srq *srq, struct vv_qp_init *a, const char **op, int *err)
 {
 	struct ibv_qp_init_attr ia;
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = scq;
 	ia.recv_cq = rcq;
+	ia.srq = srq;
 	ia.qp_type = (enum ibv_qp_type)a->type;
 	ia.sq_sig_all = 0;
 	ia.cap.max_send_wr = a->max_send_wr;
@@ -285,6 +286,30 @@ int vv_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len,
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	return ibv_post_recv(qp, &wr, &bad);
+}
+
+struct ibv_srq *vv_create_srq(struct ibv_pd *pd, int max_wr, int *err)
+{
+	struct ibv_srq_init_attr ia;
+	memset(&ia, 0, sizeof(ia));
+	ia.attr.max_wr = max_wr;
+	ia.attr.max_sge = 1;
+	errno = 0;
+	struct ibv_srq *srq = ibv_create_srq(pd, &ia);
+	if (!srq)
+		*err = errno ? errno : EINVAL;
+	return srq;
+}
+
+int vv_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge sge = {.addr = addr, .length = len, .lkey = lkey};
+	struct ibv_recv_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_srq_recv(srq, &wr, &bad);
 }
 
 static void copy_wc(struct vv_wc *o, const struct ibv_wc *w)

@@ -58,8 +58,15 @@ struct vv_qp_init {
 };
 // vv_create_qp creates the QP and moves it to INIT (RC) or through INIT, RTR
 // and RTS (UD). *op names the failing verbs call.
+// srq, if not NULL, is the shared receive queue of an RC QP.
 struct ibv_qp *vv_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-			    struct vv_qp_init *a, const char **op, int *err);
+			    struct ibv_srq *srq, struct vv_qp_init *a, const char **op, int *err);
+
+// vv_create_srq creates a shared receive queue of max_wr receives (one SGE
+// each); NULL with *err set on failure.
+struct ibv_srq *vv_create_srq(struct ibv_pd *pd, int max_wr, int *err);
+// vv_post_srq_recv posts one receive on a shared receive queue.
+int vv_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey);
 
 struct vv_rc_conn {
 	uint32_t dest_qpn, rq_psn, sq_psn;

@@ -2,7 +2,9 @@
 // libibverbs, through package github.com/vigil-hpc/vigil/verbs): heartbeats
 // are RDMA WRITEs into the observer's registered slot array, messages
 // (NEWOBSERVER, LEAVE, EVICTED, broadcasts, agreement) are UD datagrams
-// with a minimal reliability layer.
+// with a minimal reliability layer, and go over RC SEND through a small
+// pool of RC QPs sharing one receive queue to a peer that was sent one
+// above one datagram.
 //
 // # Heartbeats
 //
@@ -34,9 +36,12 @@
 // rather than HMAC-SHA256, a sixth of the cost per datagram under emulation
 // (BenchmarkDatagramMAC); the receiver also checks that it came from the UD
 // QP the sender published, and that its payload names the receiver's own
-// incarnation (proto.go). Inside, reliable.go adds per-peer
-// sequence numbers, cumulative acks, retransmission with exponential back-off (20 ms
-// doubling to 640 ms, 10 tries), in-order delivery with duplicate
+// incarnation (proto.go). Inside, reliable.go adds per-peer sequence
+// numbers, cumulative acks, retransmission with exponential back-off (a
+// timeout of the measured round trip plus four deviations, at least 20 ms,
+// doubling to 640 ms, 10 tries; the first timeout resends only the oldest
+// packet, since on a loaded host the ack is late more often than the
+// packet lost), in-order delivery with duplicate
 // suppression, fragmentation above one path MTU, and gives up on a peer
 // that stops acking (counted as dropped, as TCP drops to a dead peer).
 // Acks ride on the DATA packets going the other way (a reply acknowledges
@@ -75,6 +80,25 @@
 // TestReplayToRestartedReceiver and TestRestartedRankRejoins replay
 // captured datagrams of each kind.
 //
+// # Large messages: RC message links
+//
+// Fragmenting costs per datagram (a post, a MAC, a completion, a copy,
+// the engine's turn) what RC does once per message: the first message to
+// a peer above one datagram asks for a message link (rcmsg.go), an RC QP
+// set up by the heartbeat links' handshake over the reliable UD channel
+// (MSGREQ, MSGACK), and from then on every message to that peer goes as
+// RC SENDs of authenticated 16 KiB chunks. A node holds at most 8 links;
+// a ninth peer takes the least recently used idle one (MSGCLOSE tells its
+// peer), and while none is idle it stays on UD. All links share one SRQ
+// of 32 registered buffers, one CQ (with a channel the engine sleeps on)
+// and 32 send buffers: ≈ 1 MiB registered, only on a rank that exchanges
+// messages above one datagram. Order per peer holds across the two paths:
+// nothing is posted on a link while a datagram to that peer is
+// unacknowledged, the receiver polls its RC completions before its
+// datagrams, and a link that breaks (a completion in error, MSGCLOSE)
+// sends the messages it did not confirm again over UD before any newer
+// one, numbered, so the receiver delivers each once (VerbsStats.RCMsg*).
+//
 // Why UD: the broadcast overlays (HBA, BMG) are relabelled over the alive
 // set relative to each broadcast's source, so the ranks a node sends to
 // change with the source and with every failure. RC to "overlay
@@ -91,6 +115,10 @@
 //	AHs                  ≤ 2 (ring test)      ≤ ranks messaged (~2·log2 N = 24 per broadcast, ≤ N)
 //	registered memory    410,112 B            442,368 B (8·N slots + 256×1,088 ring + 128×1,024 send)
 //	verbs objects        16                   16 + AHs (a window and a word region per passive link)
+//
+// A rank that sends or receives messages above one datagram adds up to 8
+// RC QPs (message links), an SRQ, a CQ and 1,052,672 B registered (2 × 32
+// buffers of 16,448 B).
 //
 // RC to overlay neighbours instead, at N = 4,096: 2·log2 N = 24 RC QPs per
 // node for the HBA overlay's neighbours of one source (more as sources and
@@ -116,9 +144,9 @@
 // link requests do; received messages go to the handler from the engine
 // itself. After a message sent or received it busy-polls for
 // Config.PollFor (default 1 ms; heartbeat datagrams do not count), then
-// arms the receive CQ and sleeps in poll(2) on the CQ's completion
-// channel, the device's asynchronous event descriptor and an eventfd a
-// sender writes only when it sleeps, with a timeout only while a
+// arms the receive CQ (and the message links' CQ) and sleeps in poll(2)
+// on their completion channels, the device's asynchronous event
+// descriptor and an eventfd a sender writes only when it sleeps, with a timeout only while a
 // retransmission is pending: an idle detector costs nothing and wakes
 // nothing. Small frames (every heartbeat and ACK, and messages up to the
 // UD QP's inline limit less 78 bytes of headers and tag) are posted

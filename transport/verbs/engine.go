@@ -26,9 +26,10 @@ import (
 // count) the engine busy-polls its receive ring and cmds for
 // Config.PollFor, yielding to the other goroutines between polls (with
 // Config.LockThread: on its own locked OS thread, spinning in C); then it
-// arms the receive CQ and sleeps in poll(2) on the CQ's completion
-// channel, the device's asynchronous event descriptor and an eventfd that
-// a sender writes only when the engine sleeps. The sleep has a timeout
+// arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
+// poll(2) on their completion channels, the device's asynchronous event
+// descriptor and an eventfd that a sender writes only when the engine
+// sleeps. The sleep has a timeout
 // only while a retransmission is pending: an idle engine never wakes up.
 // Received messages go to the handler from the engine itself.
 type engine struct {
@@ -39,8 +40,8 @@ type engine struct {
 	// (ibv.RecvRing.PollSpin), which does not see cmds.
 	pending atomic.Uint32
 	wakeups atomic.Uint64
-	one     [8]byte // the eventfd increment (1, little-endian)
-	fds     [3]unix.PollFd
+	one     [8]byte        // the eventfd increment (1, little-endian)
+	fds     [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
 	// traffic is set (engine only) when a message was sent or received:
 	// the engine then polls on for PollFor.
 	traffic bool
@@ -91,10 +92,11 @@ func (t *Transport) initEngine() error {
 	e.efd = fd
 	e.cmds = make(chan cmd, engineQueue)
 	e.one[0] = 1
-	e.fds = [3]unix.PollFd{
+	e.fds = [4]unix.PollFd{
 		{Fd: int32(t.recvQ.ChannelFD()), Events: unix.POLLIN},
 		{Fd: int32(t.ctx.AsyncFD()), Events: unix.POLLIN},
 		{Fd: int32(fd), Events: unix.POLLIN},
+		{Fd: -1, Events: unix.POLLIN},
 	}
 	return nil
 }
@@ -176,9 +178,10 @@ func (t *Transport) run() {
 				t.drainAsync()
 				lastAsync = tn
 			}
-			if locked && n == 0 && e.pending.Load() == 0 {
+			if locked && n == 0 && e.pending.Load() == 0 && (t.ml == nil || len(t.ml.links) == 0) {
 				// Spins in C, holding the state (a Send meanwhile queues
-				// its message and ends the spin through pending).
+				// its message and ends the spin through pending). Not
+				// with message links: the spin sees only the UD ring.
 				spin := time.Duration(min(busyUntil-tn, int64(asyncEvery)))
 				if n, err := t.ring.PollSpin(fn, spin, &e.pending); err != nil {
 					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
@@ -189,9 +192,11 @@ func (t *Transport) run() {
 			}
 			delivered := e.delivered
 			e.delivered = false
+			links := t.ml != nil && len(t.ml.links) > 0
 			t.mu.Unlock()
-			if !locked || delivered {
-				// Unlocked: poll again once other goroutines had their
+			if !locked || delivered || links {
+				// Unlocked (or locked but polling in Go, with message
+				// links): poll again once other goroutines had their
 				// turn. Locked: the goroutine the handler woke waits in
 				// this thread's run queue, which a locked thread spinning
 				// in C does not serve: give it the scheduler slot now.
@@ -212,10 +217,23 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 	e := &t.eng
 	e.pending.Store(0)
 	t.drainCmds()
+	rc := 0
+	if t.ml != nil { // before the datagrams: see msgLinks on ordering
+		if rc = t.pollRC(); rc > 0 {
+			t.handOut()
+		}
+	}
 	n, err := t.ring.Poll(fn)
 	if err != nil {
 		t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 		n = 0
+	}
+	n += rc
+	if len(t.ready) > 0 { // polled by a Send that evicted a link
+		t.handOut()
+	}
+	if t.ml != nil && t.ml.held {
+		t.pumpHeld()
 	}
 	if n > 0 {
 		t.drainCmds() // replies the handler sent carry the acks
@@ -258,7 +276,7 @@ func (t *Transport) exec(c cmd) {
 	switch c.op {
 	case opSend:
 		t.eng.traffic = true
-		if err := t.rel.send(c.to, false, c.msg, now()); err != nil {
+		if err := t.sendMsg(c.to, c.msg, true, now()); err != nil {
 			t.msgsDropped.Add(1)
 			t.logLimited("send", slog.LevelWarn, "message dropped", "to", c.to, "err", err)
 		}
@@ -296,6 +314,19 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		time.Sleep(10 * time.Millisecond)
 		return
 	}
+	if t.ml != nil {
+		if err := t.ml.cq.Arm(false); err != nil {
+			t.logLimited("arm", slog.LevelError, "arming the message CQ", "err", err)
+		}
+		if t.pollRC() > 0 { // arrived before the CQ was armed
+			e.sleeping.Store(false)
+			t.handOut()
+			t.drainCmds()
+			t.rel.flushAcks(now(), ackDelay)
+			t.mu.Unlock()
+			return
+		}
+	}
 	if n, _ := t.ring.Poll(fn); n > 0 { // arrived before the CQ was armed
 		e.sleeping.Store(false)
 		t.drainCmds()
@@ -326,6 +357,15 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 				break
 			}
 		}
+	}
+	if e.fds[3].Revents != 0 {
+		t.mu.Lock()
+		for t.ml != nil {
+			if ok, err := t.ml.cq.TryEvent(); !ok || err != nil {
+				break
+			}
+		}
+		t.mu.Unlock()
 	}
 	if e.fds[2].Revents != 0 {
 		var b [8]byte

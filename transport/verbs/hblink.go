@@ -331,7 +331,8 @@ func (p *pendingLink) close() error {
 }
 
 // onControl handles a CONNREQ (this rank is the observer) or a CONNACK
-// (this rank is the emitter).
+// (this rank is the emitter), and the message links' control messages
+// (rcmsg.go).
 func (t *Transport) onControl(from ranks.Rank, m []byte) {
 	c, err := decodeControl(m)
 	if err != nil {
@@ -343,6 +344,14 @@ func (t *Transport) onControl(from ranks.Rank, m []byte) {
 		t.accept(from, c.ep)
 	case ctlConnAck:
 		t.established(from, c)
+	case ctlMsgReq:
+		t.onMsgReq(from, c.ep)
+	case ctlMsgAck:
+		t.onMsgAck(from, c)
+	case ctlMsgClose:
+		t.onMsgClose(from, c.echo)
+	case ctlMsgResend:
+		t.onResend(from, c.seq, c.data)
 	}
 }
 

@@ -15,14 +15,16 @@ import (
 // loopback. One op is one IMB measurement of one size (warm-up, then
 // IMB's repetitions); t_avg_us and t_max_us are IMB's t_avg and t_max
 // across ranks, averaged over the ops. Compare verbs PingPong at 0 B with
-// ib_send_lat in the same guest.
+// ib_send_lat in the same guest. verbsud is the verbs transport with
+// every message over UD (no RC message links), for comparison.
 func BenchmarkIMB(b *testing.B) {
 	needDevice(b)
 	groups := map[string]func() (*imb.Group, error){
-		"verbs": func() (*imb.Group, error) { return verbsGroup(b, 2) },
-		"tcp":   func() (*imb.Group, error) { return imb.NewTCPGroup(2) },
+		"verbs":   func() (*imb.Group, error) { return verbsGroup(b, 2) },
+		"verbsud": func() (*imb.Group, error) { return verbsGroupWith(b, 2, true) },
+		"tcp":     func() (*imb.Group, error) { return imb.NewTCPGroup(2) },
 	}
-	for _, kind := range []string{"verbs", "tcp"} {
+	for _, kind := range []string{"verbs", "verbsud", "tcp"} {
 		g, err := groups[kind]()
 		if err != nil {
 			b.Fatal(err)
@@ -58,11 +60,16 @@ func BenchmarkIMB(b *testing.B) {
 
 // verbsGroup is an imb.Group of n ranks over verbs transports on the
 // test device.
-func verbsGroup(t testing.TB, n int) (*imb.Group, error) {
+func verbsGroup(t testing.TB, n int) (*imb.Group, error) { return verbsGroupWith(t, n, false) }
+
+// verbsGroupWith is verbsGroup, with every message over UD if udOnly.
+func verbsGroupWith(t testing.TB, n int, udOnly bool) (*imb.Group, error) {
 	handlers := make([]transport.Handler, n)
 	open := func(r int, h transport.Handler) (transport.Transport, error) {
 		handlers[r] = h
-		tr, err := Open(testConfig(ranks.Rank(r), n, 77, logger(t)))
+		cfg := testConfig(ranks.Rank(r), n, 77, logger(t))
+		cfg.udOnly = udOnly
+		tr, err := Open(cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -136,21 +136,33 @@ func decodePacket(b []byte) (pktHeader, []byte, error) {
 // rkey of the memory window it bound over the emitter's slot word through
 // that QP (0: no window; the emitter then uses the slot array's rkey from
 // the bootstrap exchange).
+//
+// The message links (rcmsg.go) use the same exchange: MSGREQ and MSGACK as
+// CONNREQ and CONNACK (rkey 0), MSGCLOSE with the QP number of the end to
+// drop, and RESEND with a message's RC seq followed by the message.
 const (
-	ctlConnReq = 1
-	ctlConnAck = 2
+	ctlConnReq   = 1
+	ctlConnAck   = 2
+	ctlMsgReq    = 3
+	ctlMsgAck    = 4
+	ctlMsgClose  = 5
+	ctlMsgResend = 6
 
 	endpointSize = 4 + 4 + 2 + 16
 	connReqSize  = 1 + endpointSize
 	connAckSize  = 1 + endpointSize + 4 + 4
+	msgCloseSize = 1 + 4
+	resendHeader = 1 + 8
 )
 
 // control is a decoded control message.
 type control struct {
 	op   byte
 	ep   ibv.Endpoint // the sender's RC QP
-	echo uint32       // CONNACK: the requester's QP number
+	echo uint32       // CONNACK, MSGACK: the requester's QP number; MSGCLOSE: the QP to drop
 	rkey uint32       // CONNACK: the slot word's window rkey (0: none)
+	seq  uint64       // RESEND: the message's RC seq
+	data []byte       // RESEND: the message (decodeControl: aliases its input)
 }
 
 func appendEndpoint(dst []byte, e ibv.Endpoint) []byte {
@@ -160,10 +172,17 @@ func appendEndpoint(dst []byte, e ibv.Endpoint) []byte {
 	return append(dst, e.GID[:]...)
 }
 
+// append encodes c (RESEND: its header only; the message follows).
 func (c control) append(dst []byte) []byte {
 	dst = append(dst, c.op)
+	switch c.op {
+	case ctlMsgClose:
+		return binary.LittleEndian.AppendUint32(dst, c.echo)
+	case ctlMsgResend:
+		return binary.LittleEndian.AppendUint64(dst, c.seq)
+	}
 	dst = appendEndpoint(dst, c.ep)
-	if c.op == ctlConnAck {
+	if c.op == ctlConnAck || c.op == ctlMsgAck {
 		dst = binary.LittleEndian.AppendUint32(dst, c.echo)
 		dst = binary.LittleEndian.AppendUint32(dst, c.rkey)
 	}
@@ -179,15 +198,30 @@ func decodeControl(b []byte) (control, error) {
 	c.op = b[0]
 	want := 0
 	switch c.op {
-	case ctlConnReq:
+	case ctlConnReq, ctlMsgReq:
 		want = connReqSize
-	case ctlConnAck:
+	case ctlConnAck, ctlMsgAck:
 		want = connAckSize
+	case ctlMsgClose:
+		want = msgCloseSize
+	case ctlMsgResend:
+		if len(b) < resendHeader {
+			return c, fmt.Errorf("verbs control: RESEND of %d bytes, header needs %d", len(b), resendHeader)
+		}
+		if c.seq = binary.LittleEndian.Uint64(b[1:]); c.seq == 0 {
+			return c, fmt.Errorf("verbs control: RESEND of seq 0")
+		}
+		c.data = b[resendHeader:]
+		return c, nil
 	default:
 		return c, fmt.Errorf("verbs control: unknown op %d", c.op)
 	}
 	if len(b) != want {
 		return c, fmt.Errorf("verbs control: op %d of %d bytes, want %d", c.op, len(b), want)
+	}
+	if c.op == ctlMsgClose {
+		c.echo = binary.LittleEndian.Uint32(b[1:])
+		return c, nil
 	}
 	c.ep.QPN = binary.LittleEndian.Uint32(b[1:])
 	c.ep.PSN = binary.LittleEndian.Uint32(b[5:])
@@ -196,7 +230,7 @@ func decodeControl(b []byte) (control, error) {
 	if c.ep.QPN == 0 || c.ep.QPN >= 1<<24 || c.ep.PSN >= 1<<24 {
 		return c, fmt.Errorf("verbs control: QP number %d or PSN %d out of range", c.ep.QPN, c.ep.PSN)
 	}
-	if c.op == ctlConnAck {
+	if c.op == ctlConnAck || c.op == ctlMsgAck {
 		c.echo = binary.LittleEndian.Uint32(b[27:])
 		c.rkey = binary.LittleEndian.Uint32(b[31:])
 	}

@@ -50,14 +50,16 @@ type relConfig struct {
 	queueMax int   // packets waiting for the window per peer
 	frag     int   // fragment bytes per datagram
 	maxMsg   int   // largest message
-	rto0     int64 // first retransmission timeout (ns)
+	rto0     int64 // shortest retransmission timeout (ns)
 	rtoMax   int64 // back-off cap (ns)
 	maxTries int   // transmissions of one packet before giving up
 }
 
-// defaultRelConfig: a first RTO of 20 ms (well above a RoCE round trip,
-// and above soft-RoCE's under emulation) doubling to 640 ms, 10 tries: a
-// peer is given up after ≈ 4 s.
+// defaultRelConfig: an RTO of at least 20 ms (well above a RoCE round
+// trip, and above soft-RoCE's under emulation when idle), raised to the
+// measured round trip plus four deviations (RFC 6298) where the path is
+// slower, doubling to 640 ms, 10 tries: a peer is given up after ≈ 4 s
+// (longer on a slow path).
 func defaultRelConfig(frag int) relConfig {
 	return relConfig{window: 32, queueMax: 4096, frag: frag, maxMsg: 1 << 20,
 		rto0: 20e6, rtoMax: 640e6, maxTries: 10}
@@ -70,6 +72,9 @@ type peerRel struct {
 	base     uint64    // lowest seq not yet acked or abandoned
 	inflight []*packet // seq base.., at most window
 	queue    []*packet // waiting for the window
+	// srtt and rttvar estimate the round trip, packet sent to its ack
+	// received (ns; srtt 0: no sample yet); rto is the timeout they give.
+	srtt, rttvar, rto int64
 	// Receive side.
 	expected uint64 // next seq to deliver
 	ooo      map[uint64]rpacket
@@ -84,6 +89,7 @@ type packet struct {
 	seq   uint64
 	flags byte
 	frag  []byte
+	sent  int64 // first transmission time
 	due   int64 // next (re)transmission time; 0: not sent yet
 	rto   int64
 	tries int
@@ -151,7 +157,8 @@ func (r *reliable) pump(to ranks.Rank, s *peerRel, now int64) {
 
 func (r *reliable) transmit(to ranks.Rank, s *peerRel, p *packet, now int64) {
 	if p.rto == 0 {
-		p.rto = r.cfg.rto0
+		p.rto = max(r.cfg.rto0, s.rto)
+		p.sent = now
 	} else {
 		p.rto = min(2*p.rto, r.cfg.rtoMax)
 	}
@@ -209,9 +216,35 @@ func (r *reliable) onAck(from ranks.Rank, cum uint64, now int64) {
 	for i < len(s.inflight) && s.inflight[i].seq <= cum {
 		i++
 	}
+	// Karn: only packets sent once time the round trip, and only when
+	// none acked with them was resent (a gap holds the cumulative ack
+	// back: the later packets' acks come late).
+	clean := i > 0 && now > s.inflight[i-1].sent
+	for _, p := range s.inflight[:i] {
+		clean = clean && p.tries == 1
+	}
+	if clean {
+		r.sample(s, now-s.inflight[i-1].sent)
+	}
 	s.inflight = s.inflight[i:]
 	s.base = cum + 1
 	r.pump(from, s, now)
+}
+
+// sample takes one round-trip measurement rtt into the peer's estimate
+// and timeout (RFC 6298: srtt + 4·rttvar, at least rto0, at most rtoMax).
+func (r *reliable) sample(s *peerRel, rtt int64) {
+	if s.srtt == 0 {
+		s.srtt, s.rttvar = rtt, rtt/2
+	} else {
+		d := s.srtt - rtt
+		if d < 0 {
+			d = -d
+		}
+		s.rttvar += (d - s.rttvar) / 4
+		s.srtt += (rtt - s.srtt) / 8
+	}
+	s.rto = min(max(r.cfg.rto0, s.srtt+4*s.rttvar), r.cfg.rtoMax)
 }
 
 // onData handles a DATA packet from peer: take its piggybacked ack, ack
@@ -292,9 +325,14 @@ func (r *reliable) accept(from ranks.Rank, s *peerRel, flags byte, frag []byte) 
 	}
 }
 
-// tick retransmits every packet whose timeout passed, gives up on peers
-// whose oldest packet used all its tries, and returns the next deadline
-// (0: nothing in flight).
+// tick handles the timeouts and returns the next deadline (0: nothing in
+// flight). A peer whose oldest packet used all its tries is given up.
+// Otherwise, at the oldest unacked packet's first timeout only that packet
+// is sent again (the other expired timers restart): a late ack, the common
+// case on a loaded host, then costs one datagram, not a window of them,
+// since the receiver answers a duplicate with its cumulative ack at once.
+// From its second timeout on (the path does lose packets), every expired
+// packet is resent.
 func (r *reliable) tick(now int64) int64 {
 	next := int64(0)
 	for to, s := range r.peers {
@@ -305,10 +343,25 @@ func (r *reliable) tick(now int64) int64 {
 			r.abandon(to, s)
 			continue
 		}
-		for _, p := range s.inflight {
-			if p.due <= now {
-				r.transmit(to, s, p, now)
+		if p := s.inflight[0]; p.due <= now {
+			// The oldest packet's second timeout or later: the path
+			// loses packets; every expired one goes again.
+			all := p.tries >= 2
+			r.transmit(to, s, p, now)
+			// Karn: the backed-off timeout holds for new packets until
+			// one acked without a retransmission measures the path.
+			s.rto = max(s.rto, p.rto)
+			for _, p := range s.inflight[1:] {
+				switch {
+				case p.due > now:
+				case all:
+					r.transmit(to, s, p, now)
+				default:
+					p.due = now + p.rto
+				}
 			}
+		}
+		for _, p := range s.inflight {
 			if next == 0 || p.due < next {
 				next = p.due
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/vigil-hpc/vigil/ranks"
 	ibv "github.com/vigil-hpc/vigil/verbs"
@@ -21,6 +22,7 @@ type lossyNet struct {
 	cut                 map[ranks.Rank]bool
 	gaveUp              map[ranks.Rank]int
 	sentDatagrams, lost int
+	now                 int64 // the simulated clock, for the layers
 }
 
 type datagram struct {
@@ -71,9 +73,9 @@ func (ln *lossyNet) step() {
 				panic(err)
 			}
 			if h.kind == kindAck {
-				ln.nodes[d.to].onAck(d.from, h.seq, 0)
+				ln.nodes[d.to].onAck(d.from, h.seq, ln.now)
 			} else {
-				ln.nodes[d.to].onData(d.from, h, frag, 0)
+				ln.nodes[d.to].onData(d.from, h, frag, ln.now)
 			}
 		}
 	}
@@ -85,6 +87,7 @@ func (ln *lossyNet) step() {
 func (ln *lossyNet) run(t *testing.T, clock *int64, steps int) {
 	t.Helper()
 	for i := 0; i < steps; i++ {
+		ln.now = *clock
 		ln.step()
 		*clock += 5e6 // 5 ms per round
 		for _, r := range ln.nodes {
@@ -230,13 +233,17 @@ func TestPacketCodec(t *testing.T) {
 		}
 	}
 	ep := ibv.Endpoint{QPN: 17, PSN: 0x123456, LID: 3, GID: ibv.GID{15: 1}}
-	for _, c := range []control{{op: ctlConnReq, ep: ep}, {op: ctlConnAck, ep: ep, echo: 99}} {
-		got, err := decodeControl(c.append(nil))
-		if err != nil || got != c {
+	for _, c := range []control{{op: ctlConnReq, ep: ep}, {op: ctlConnAck, ep: ep, echo: 99},
+		{op: ctlMsgReq, ep: ep}, {op: ctlMsgAck, ep: ep, echo: 98}, {op: ctlMsgClose, echo: 97},
+		{op: ctlMsgResend, seq: 5, data: []byte("message")}, {op: ctlMsgResend, seq: 6, data: []byte{}}} {
+		got, err := decodeControl(append(c.append(nil), c.data...))
+		if err != nil || got.op != c.op || got.ep != c.ep || got.echo != c.echo || got.rkey != c.rkey || got.seq != c.seq ||
+			!bytes.Equal(got.data, c.data) {
 			t.Fatalf("control round trip: %+v -> %+v %v", c, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {9}, {ctlConnReq, 1}, control{op: ctlConnReq}.append(nil)} {
+	for _, bad := range [][]byte{nil, {9}, {ctlConnReq, 1}, control{op: ctlConnReq}.append(nil),
+		{ctlMsgClose, 1, 2, 3}, {ctlMsgResend, 1, 0, 0}, control{op: ctlMsgResend}.append(nil)} {
 		if _, err := decodeControl(bad); err == nil {
 			t.Errorf("decodeControl(%x) accepted", bad)
 		}
@@ -303,10 +310,26 @@ func FuzzDecodeDatagram(f *testing.F) {
 
 func FuzzDecodeControl(f *testing.F) {
 	f.Add(control{op: ctlConnAck, ep: ibv.Endpoint{QPN: 5}, echo: 3}.append(nil))
+	f.Add(control{op: ctlMsgClose, echo: 3}.append(nil))
+	f.Add(append(control{op: ctlMsgResend, seq: 3}.append(nil), "abc"...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeControl(b)
-		if err == nil && !bytes.Equal(c.append(nil), b) {
+		if err == nil && !bytes.Equal(append(c.append(nil), c.data...), b) {
 			t.Fatalf("re-encoding %x differs", b)
+		}
+	})
+}
+
+func FuzzDecodeChunk(f *testing.F) {
+	f.Add([]byte{rcFirst | rcLast, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'x'})
+	f.Add([]byte{rcLast, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		flags, seq, size, chunk, err := decodeChunk(b)
+		if err != nil {
+			return
+		}
+		if seq == 0 || flags&^(rcFirst|rcLast) != 0 || len(chunk) != len(b)-rcHdr || len(chunk) > size {
+			t.Fatalf("decodeChunk(%x) = %#x %d %d %d bytes", b, flags, seq, size, len(chunk))
 		}
 	})
 }
@@ -454,5 +477,75 @@ func TestReliableResetAfterRestart(t *testing.T) {
 	}
 	if got := ln.delivered[0]; len(got) != 1 || got[0] != "1:false:y" {
 		t.Errorf("rank 0 got %q from the restarted peer", got)
+	}
+}
+
+// A slow path (acks late, nothing lost) costs one retransmission per
+// timeout, not a window of them, and the timeout grows to the measured
+// round trip so that the next messages are not resent at all.
+func TestReliableLateAcksAdapt(t *testing.T) {
+	const oneWay = 25e6 // a 50 ms round trip: 2.5 × rto0
+	type timed struct {
+		at int64
+		d  datagram
+	}
+	var wire []timed
+	var clock int64
+	nodes := make([]*reliable, 2)
+	delivered := 0
+	for i := range nodes {
+		me := ranks.Rank(i)
+		cfg := defaultRelConfig(10)
+		nodes[i] = newReliable(cfg)
+		nodes[i].xmit = func(to ranks.Rank, p []byte) {
+			wire = append(wire, timed{clock + oneWay, datagram{me, to, append([]byte(nil), p...)}})
+		}
+		nodes[i].deliver = func(ranks.Rank, bool, []byte) { delivered++ }
+	}
+	msg := make([]byte, 20*10) // 20 fragments
+	round := func() {
+		t.Helper()
+		if err := nodes[0].send(1, false, msg, clock); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 10000 && (nodes[0].pending(1) > 0 || len(wire) > 0); i++ {
+			clock += 1e6
+			for len(wire) > 0 && wire[0].at <= clock {
+				d := wire[0].d
+				wire = wire[1:]
+				h, frag, err := decodePacket(d.b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.kind == kindAck {
+					nodes[d.to].onAck(d.from, h.seq, clock)
+				} else {
+					nodes[d.to].onData(d.from, h, frag, clock)
+				}
+				nodes[d.to].flushAcks(0, 0)
+			}
+			nodes[0].tick(clock)
+			nodes[1].tick(clock)
+		}
+		if n := nodes[0].pending(1); n != 0 {
+			t.Fatalf("%d packets still held", n)
+		}
+	}
+	round()
+	first := nodes[0].resent.Load()
+	if first > 2 {
+		t.Errorf("first message: %d retransmissions for late acks, want one per timeout (≤ 2)", first)
+	}
+	for range 5 {
+		round()
+	}
+	if s := nodes[0].peers[1]; s.rto < 2*oneWay {
+		t.Errorf("rto %v after round trips of %v, want ≥ the round trip", time.Duration(s.rto), time.Duration(2*oneWay))
+	}
+	if late := nodes[0].resent.Load() - first; late != 0 {
+		t.Errorf("%d retransmissions once the round trip was measured, want 0", late)
+	}
+	if delivered != 6 {
+		t.Errorf("%d messages delivered, want 6", delivered)
 	}
 }

@@ -59,6 +59,9 @@ type Config struct {
 	Incarnation uint64
 	// Logger receives connection events and rejections (nil: discarded).
 	Logger *slog.Logger
+	// udOnly keeps every message on the reliable UD channel (no RC
+	// message links, rcmsg.go).
+	udOnly bool
 }
 
 // Resource sizes.
@@ -119,6 +122,7 @@ type Transport struct {
 	inline   int // the UD QP's inline limit
 	unsig    int // inline datagrams posted unsignalled since the last signalled one
 	unreaped int // signalled UD sends not yet reaped
+	starved  int // datagrams not posted for want of a free send buffer (engine)
 
 	// peers are the ranks' addresses; peers[r].Inc is the newest
 	// incarnation known of rank r (engine).
@@ -136,6 +140,7 @@ type Transport struct {
 	accepting map[ranks.Rank]uint32
 	lk        linker
 	passive   []*passiveQP
+	ml        *msgLinks  // the RC message links (nil until first used)
 	ready     []delivery // messages for the handler, from the packet being handled
 
 	// capture, if set (tests, before Start), sees every datagram this
@@ -169,6 +174,9 @@ type Transport struct {
 	rcWrites                         atomic.Uint64
 	linksUp, asyncEvents, portErrors atomic.Uint64
 	restarts                         atomic.Uint64
+	rcMsgErrors, rcResent            atomic.Uint64
+	rcEvicted, rcLinksUp             atomic.Uint64
+	rcMsgBufs                        atomic.Bool // the message links' buffers are registered
 	rcQPs, ahs                       atomic.Int64
 	rejMu                            sync.Mutex
 	rejected                         map[string]uint64
@@ -474,6 +482,7 @@ func (t *Transport) peerRestarted(r ranks.Rank, old uint64) {
 	if n := t.rel.reset(r); n > 0 {
 		t.msgsDropped.Add(uint64(n))
 	}
+	t.msgPeerRestarted(r)
 	if p := t.pending[r]; p != nil {
 		delete(t.pending, r)
 		t.offload(func() { p.close() })
@@ -538,14 +547,16 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		// first: order per destination).
 		t.drainCmds()
 		n := now()
-		err := t.rel.send(to, false, payload, n)
+		err := t.sendMsg(to, payload, false, n)
 		e := &t.eng
-		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0)
+		// Wake the engine to time the retransmission, or to hand out
+		// messages that evicting a link polled (rcRoom).
+		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0 || len(t.ready) > 0)
 		t.mu.Unlock()
 		if t.cfg.PollFor > 0 {
 			e.busy.Store(n + int64(t.cfg.PollFor))
 		}
-		if wake { // it must time the retransmission
+		if wake {
 			e.wake()
 		}
 		if err != nil {
@@ -601,6 +612,7 @@ func (t *Transport) xmit(to ranks.Rank, pkt []byte) {
 	if len(t.free) == 0 {
 		t.reap()
 		if len(t.free) == 0 {
+			t.starved++
 			return
 		}
 	}
@@ -686,6 +698,11 @@ func (t *Transport) reap() {
 // valid during the call: the layer copies what it keeps) and hands the
 // messages it completes to the handler.
 func (t *Transport) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
+	if t.ml != nil {
+		// A message confirmed over RC is in the message CQ before any
+		// datagram sent after it: deliver it first (see msgLinks).
+		t.pollRC()
+	}
 	n := now()
 	t.eng.traffic = true
 	if h.kind == kindAck {
@@ -693,6 +710,11 @@ func (t *Transport) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
 	} else {
 		t.rel.onData(from, h, frag, n)
 	}
+	t.handOut()
+}
+
+// handOut runs the handler on the messages ready (engine).
+func (t *Transport) handOut() {
 	if len(t.ready) > 0 {
 		t.eng.delivered = true
 	}
@@ -725,6 +747,7 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 		t.offload(func() { p.close() })
 	}
 	t.connecting[to].Store(false)
+	t.msgPeerGone(to)
 }
 
 // onDatagram authenticates one received datagram: a Msg frame from the
@@ -882,6 +905,14 @@ type VerbsStats struct {
 	// Restarts counts peers seen restarting (a newer incarnation, through
 	// SetPeers or its datagrams): each reset their state (peerRestarted).
 	Restarts uint64
+	// RCMsgLinks counts RC message links established, RCMsgEvicted those
+	// closed to make room for another peer (rcmsg.go).
+	RCMsgLinks, RCMsgEvicted uint64
+	// RCMsgErrors counts message links broken by an error (a completion
+	// in error, a failed post) and receive errors; RCMsgResent counts
+	// messages sent again over UD because a link broke before confirming
+	// them. None is lost or delivered twice.
+	RCMsgErrors, RCMsgResent uint64
 	// Failed says why the transport failed for good (a UD QP, CQ or device
 	// error; "" while it works): it sends no heartbeat and no message any
 	// more, so its observer suspects it (fail-stop). See Failure.
@@ -893,7 +924,9 @@ func (t *Transport) VerbsStats() VerbsStats {
 	s := VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
 		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load(),
-		Restarts: t.restarts.Load()}
+		Restarts:   t.restarts.Load(),
+		RCMsgLinks: t.rcLinksUp.Load(), RCMsgEvicted: t.rcEvicted.Load(), RCMsgErrors: t.rcMsgErrors.Load(),
+		RCMsgResent: t.rcResent.Load()}
 	if err := t.Failure(); err != nil {
 		s.Failed = err.Error()
 	}
@@ -912,15 +945,21 @@ type Resources struct {
 	// receive ring, writers).
 	Objects int
 	// RegisteredBytes is the registered memory: slot array, receive
-	// ring, send buffers.
+	// ring, send buffers (and, once a message link was asked for, the
+	// shared receive and RC send buffers).
 	RegisteredBytes int
 }
 
 // Resources returns the transport's current resource use.
 func (t *Transport) Resources() Resources {
 	slot := (t.mtu + ibv.GRHSize + 63) &^ 63
+	reg := t.slots.Len() + recvDepth*slot + t.sendMR.Len()
+	if t.rcMsgBufs.Load() {
+		_, buf, n := t.rcGeometry()
+		reg += 2 * n * buf
+	}
 	return Resources{QPs: 1 + int(t.rcQPs.Load()), AHs: int(t.ahs.Load()), Objects: t.ctx.Live(),
-		RegisteredBytes: t.slots.Len() + recvDepth*slot + t.sendMR.Len()}
+		RegisteredBytes: reg}
 }
 
 // Close implements transport.Transport: it stops the goroutines, frees
@@ -961,6 +1000,10 @@ func (t *Transport) Close() error {
 		add(t.closePassive(p))
 	}
 	t.passive = nil
+	if t.ml != nil {
+		add(t.closeMsgLinks(t.ml))
+		t.ml = nil
+	}
 	add(t.ud.SetError()) // flush posted receives before freeing their buffers
 	add(t.ring.Close())
 	for i, d := range t.dests {

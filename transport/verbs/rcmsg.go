@@ -1,0 +1,709 @@
+package verbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/ranks"
+	ibv "github.com/vigil-hpc/vigil/verbs"
+)
+
+// Messages above one UD datagram go over RC SEND, through a small pool of
+// RC QPs ("message links", at most rcPool, least recently used evicted)
+// whose receives all come from one shared receive queue of registered
+// buffers. A message is cut into chunks of up to rcChunk bytes, each one
+// SEND carrying one authenticated wire frame (the job key's MAC, as every
+// datagram) whose payload is the chunk header and the bytes:
+//
+//	flags (first=1, last=2) | message seq (u64 LE) | message length (u32 LE) | chunk bytes
+//
+// The seq numbers this rank's RC messages to that peer from 1, across
+// links: a message the RC path could not confirm is sent again over the
+// reliable UD channel with the same seq (a RESEND control message), and
+// the receiver delivers each seq once.
+//
+// A link is set up by the handshake of the heartbeat links, over the
+// reliable UD channel: MSGREQ carries the requester's QP, MSGACK the
+// answerer's (on simultaneous requests the lower rank's wins), MSGCLOSE
+// asks the peer to drop its end (eviction, refusal). The first message to
+// a peer above one datagram asks for a link and goes over UD itself.
+//
+// Ordering per peer: once the link is up every message to that peer takes
+// it, small ones too, but none is posted on it while anything sent to the
+// peer over UD is unacknowledged (acknowledged means delivered): the link
+// holds them until then. When the link breaks (a completion
+// error, MSGCLOSE, eviction), every message not yet confirmed by its send
+// completion is sent again over UD, in order, before any newer message;
+// the receiver polls its RC completions before its datagrams. So messages
+// are delivered in send order, each once, whichever path they took.
+// Errors are counted (VerbsStats.RCMsgErrors) and the peer gets no new
+// link for rcRetryAfter.
+//
+// Everything here runs on the progress engine (t.mu held).
+type msgLinks struct {
+	srq    *ibv.SRQ
+	cq     *ibv.CQ // sends and receives of every message link, with a channel
+	recvMR *ibv.MR // n buffers of buf bytes
+	sendMR *ibv.MR // n buffers of buf bytes
+	chunk  int     // message bytes per SEND
+	buf    int     // buffer bytes
+	n      int     // receive buffers, and send buffers
+	free   []int   // free send buffers
+	gen    []uint32
+	owner  []*msgLink // the link a send buffer is posted on (nil: free)
+	links  map[ranks.Rank]*msgLink
+	byQPN  map[uint32]*msgLink
+	clock  uint64   // LRU stamps
+	out    []uint64 // per peer: the last message seq assigned
+	in     []uint64 // per peer: the last message seq delivered
+	part   []rcPartial
+	retry  []int64 // per peer: no new link before (ns)
+	held   bool    // a link holds messages until the UD channel to its peer drains
+	tx, rx *wire.Codec
+	wcs    []ibv.WC
+}
+
+// msgLink is one RC message QP to a peer.
+type msgLink struct {
+	peer   ranks.Rank
+	qp     *ibv.QP
+	up     bool   // connected
+	remote uint32 // the peer's QP number (once up)
+	used   uint64 // LRU stamp
+	queue  []*rcMsg
+	bytes  int // in queue
+	posted int // chunks posted, not completed
+}
+
+// rcMsg is a message on a link until every chunk of it completed.
+type rcMsg struct {
+	seq    uint64
+	data   []byte
+	next   int // bytes posted
+	chunks int // chunks posted
+	done   int // chunks completed
+}
+
+func (m *rcMsg) sent() bool { return m.next >= len(m.data) && m.chunks > 0 }
+
+// rcPartial is a message being reassembled from one peer.
+type rcPartial struct {
+	seq uint64
+	buf []byte
+}
+
+// Pool sizes.
+const (
+	rcPool       = 8         // message links
+	rcChunk      = 16 << 10  // message bytes per SEND
+	srqDepth     = 32        // shared receive buffers, and send buffers shared by the links
+	rcHdr        = 1 + 8 + 4 // chunk header
+	rcFirst      = 1         // chunk flags
+	rcLast       = 2         //
+	rcRetryAfter = time.Second
+	rcBuf        = (wire.HeaderSize + rcHdr + rcChunk + wire.TagSize + 63) &^ 63
+)
+
+// rcGeometry returns the chunk size, the buffer size and the number of
+// receive (and of send) buffers.
+func (t *Transport) rcGeometry() (chunk, buf, n int) {
+	return rcChunk, rcBuf, srqDepth
+}
+
+// rcOn says whether messages above one datagram may take RC
+// (Config.udOnly turns the RC message path off).
+func (t *Transport) rcOn() bool { return !t.cfg.udOnly }
+
+// initMsgLinks creates the SRQ, its buffers, the send buffers and the CQ
+// on first use.
+func (t *Transport) initMsgLinks() error {
+	if t.ml != nil {
+		return nil
+	}
+	chunk, buf, nb := t.rcGeometry()
+	ml := &msgLinks{links: map[ranks.Rank]*msgLink{}, byQPN: map[uint32]*msgLink{},
+		out: make([]uint64, t.cfg.N), in: make([]uint64, t.cfg.N), part: make([]rcPartial, t.cfg.N),
+		retry: make([]int64, t.cfg.N), wcs: make([]ibv.WC, 16), chunk: chunk, buf: buf, n: nb,
+		gen: make([]uint32, nb), owner: make([]*msgLink, nb)}
+	p := t.datagramParams() // the same SipHash tags as the datagrams
+	p.MaxPayload = rcHdr + chunk
+	ml.tx, ml.rx = wire.NewCodec(p), wire.NewCodec(p)
+	var err error
+	fail := func(err error) error {
+		t.closeMsgLinks(ml)
+		return err
+	}
+	if ml.cq, err = t.ctx.CreateCQ(4*nb, true); err != nil {
+		return fail(err)
+	}
+	if ml.srq, err = t.pd.CreateSRQ(nb); err != nil {
+		return fail(err)
+	}
+	if ml.recvMR, err = t.pd.AllocMR(nb*buf, ibv.AccessLocalWrite); err != nil {
+		return fail(err)
+	}
+	if ml.sendMR, err = t.pd.AllocMR(nb*buf, ibv.AccessLocalWrite); err != nil {
+		return fail(err)
+	}
+	for i := range nb {
+		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*buf, buf); err != nil {
+			return fail(err)
+		}
+	}
+	for i := nb - 1; i >= 0; i-- {
+		ml.free = append(ml.free, i)
+	}
+	if err := ml.cq.Arm(false); err != nil {
+		return fail(err)
+	}
+	t.ml = ml
+	t.rcMsgBufs.Store(true)
+	t.eng.fds[3].Fd = int32(ml.cq.ChannelFD())
+	return nil
+}
+
+// closeMsgLinks frees the links and the pool (Close, or a failed init).
+func (t *Transport) closeMsgLinks(ml *msgLinks) error {
+	var errs []error
+	for _, l := range ml.links {
+		errs = append(errs, t.closeLinkQP(l))
+	}
+	for _, c := range []interface{ Close() error }{ml.srq, ml.recvMR, ml.sendMR, ml.cq} {
+		if c != nil && !isNilCloser(c) {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isNilCloser(c interface{ Close() error }) bool {
+	switch v := c.(type) {
+	case *ibv.SRQ:
+		return v == nil
+	case *ibv.MR:
+		return v == nil
+	case *ibv.CQ:
+		return v == nil
+	}
+	return false
+}
+
+func (t *Transport) closeLinkQP(l *msgLink) error {
+	if l.qp == nil {
+		return nil
+	}
+	t.rcQPs.Add(-1)
+	err := l.qp.Close()
+	l.qp = nil
+	return err
+}
+
+// sendMsg sends an application message (engine, t.mu held): over the
+// peer's message link if the ordering rule allows it (see msgLinks), else
+// over the reliable UD channel, asking for a link if m is above one
+// datagram. own says m is the engine's own copy.
+func (t *Transport) sendMsg(to ranks.Rank, m []byte, own bool, now int64) error {
+	if t.ml != nil {
+		if l := t.ml.links[to]; l != nil && l.up {
+			if limit := t.rel.cfg.queueMax * t.rel.cfg.frag; l.bytes+len(m) > limit {
+				// As much as the UD channel holds for a peer.
+				return fmt.Errorf("verbs transport: message link to rank %d full (%d bytes unconfirmed; peer dead or slow)", to, l.bytes)
+			}
+			if !own {
+				m = append([]byte(nil), m...)
+			}
+			t.ml.out[to]++
+			l.queue = append(l.queue, &rcMsg{seq: t.ml.out[to], data: m})
+			l.bytes += len(m)
+			t.ml.clock++
+			l.used = t.ml.clock
+			t.rcPump(l)
+			return nil
+		}
+	}
+	if err := t.rel.send(to, false, m, now); err != nil {
+		return err
+	}
+	if len(m) > t.rel.cfg.frag && t.rcOn() && to != t.cfg.Self {
+		t.rcWant(to, now)
+	}
+	return nil
+}
+
+// rcPump posts what the send buffers allow of the link's queue, once
+// nothing sent to the peer over UD is unacknowledged.
+func (t *Transport) rcPump(l *msgLink) {
+	ml := t.ml
+	if t.rel.pending(l.peer) > 0 {
+		ml.held = true
+		return
+	}
+	for _, m := range l.queue {
+		for !m.sent() {
+			if len(ml.free) == 0 {
+				return
+			}
+			n := min(ml.chunk, len(m.data)-m.next)
+			var flags byte
+			if m.next == 0 {
+				flags |= rcFirst
+			}
+			if m.next+n == len(m.data) {
+				flags |= rcLast
+			}
+			// The chunk is written where the frame's payload goes, so
+			// that framing it copies it onto itself.
+			slot := ml.free[len(ml.free)-1]
+			off := slot * ml.buf
+			b := ml.sendMR.Bytes()
+			pl := b[off+wire.HeaderSize : off+wire.HeaderSize+rcHdr+n]
+			pl[0] = flags
+			binary.LittleEndian.PutUint64(pl[1:], m.seq)
+			binary.LittleEndian.PutUint32(pl[9:], uint32(len(m.data)))
+			copy(pl[rcHdr:], m.data[m.next:m.next+n])
+			frame, err := ml.tx.Append(b[off:off:off+ml.buf], wire.Msg, pl)
+			if err == nil {
+				ml.gen[slot]++
+				err = l.qp.PostSend(uint64(slot)|uint64(ml.gen[slot])<<32, ml.sendMR, off, len(frame), true)
+			}
+			if err != nil {
+				t.rcBreak(l, "posting a message SEND", err)
+				return
+			}
+			ml.free = ml.free[:len(ml.free)-1]
+			ml.owner[slot] = l
+			m.next += n
+			m.chunks++
+			l.posted++
+		}
+	}
+}
+
+// pollRC handles the message links' completions (engine): send
+// completions free buffers and confirm messages, receives are
+// reassembled and delivered. It returns the number of completions.
+func (t *Transport) pollRC() int {
+	ml := t.ml
+	total := 0
+	for {
+		n, err := ml.cq.Poll(ml.wcs)
+		if err != nil {
+			t.logLimited("rcpoll", slog.LevelError, "polling the message CQ", "err", err)
+			return total
+		}
+		total += n
+		for i := range ml.wcs[:n] {
+			wc := &ml.wcs[i]
+			if wc.WRID < uint64(ml.n) { // sends carry a generation above bit 32
+				t.onRCRecv(wc)
+			} else {
+				t.onRCSent(wc)
+			}
+		}
+		if n < len(ml.wcs) {
+			break
+		}
+	}
+	if total > 0 {
+		t.eng.traffic = true
+	}
+	return total
+}
+
+// pumpHeld posts the messages links held while the UD channel to their
+// peer was not drained (engine, after each batch of acks).
+func (t *Transport) pumpHeld() {
+	ml := t.ml
+	ml.held = false
+	for _, l := range ml.links {
+		if l.up && len(l.queue) > 0 {
+			t.rcPump(l)
+		}
+	}
+}
+
+// onRCSent handles one send completion.
+func (t *Transport) onRCSent(wc *ibv.WC) {
+	ml := t.ml
+	slot := int(wc.WRID & 0xffffffff)
+	if slot >= ml.n || ml.gen[slot] != uint32(wc.WRID>>32) || ml.owner[slot] == nil {
+		return // a buffer already reclaimed by rcBreak
+	}
+	l := ml.owner[slot]
+	ml.owner[slot] = nil
+	ml.free = append(ml.free, slot)
+	l.posted--
+	if err := wc.Err(); err != nil {
+		t.rcBreak(l, "message SEND failed", err)
+		return
+	}
+	if len(l.queue) > 0 {
+		m := l.queue[0]
+		m.done++
+		if m.sent() && m.done == m.chunks {
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
+			l.bytes -= len(m.data)
+		}
+	}
+	if ml.links[l.peer] == l {
+		t.rcPump(l)
+	}
+}
+
+// onRCRecv handles one receive completion from the shared receive queue.
+func (t *Transport) onRCRecv(wc *ibv.WC) {
+	ml := t.ml
+	i := int(wc.WRID)
+	defer func() {
+		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*ml.buf, ml.buf); err != nil {
+			t.logLimited("srq", slog.LevelError, "reposting a shared receive", "err", err)
+		}
+	}()
+	if err := wc.Err(); err != nil {
+		if wc.Status != ibv.WCWRFlushErr {
+			t.rcMsgErrors.Add(1)
+			t.reject("rc_recv_error", err)
+		}
+		return
+	}
+	b := ml.recvMR.Bytes()[i*ml.buf : i*ml.buf+int(wc.ByteLen)]
+	f, n, err := ml.rx.Decode(b)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("%d bytes after a %d-byte frame", len(b)-n, n)
+	}
+	if err != nil {
+		t.reject(reasonOr(err, "bad_rc_frame"), err)
+		return
+	}
+	if l := ml.byQPN[wc.QPNum]; l != nil && l.peer != f.Sender {
+		t.reject("wrong_rc_sender", fmt.Errorf("rank %d frame on the message link of rank %d", f.Sender, l.peer))
+		return
+	}
+	if inc := t.peers[f.Sender].Inc; f.Incarnation != inc {
+		// A link is set up with one incarnation of its peer.
+		t.reject(wire.ReasonStale, fmt.Errorf("rank %d RC frame of incarnation %#x, the link's peer is %#x", f.Sender, f.Incarnation, inc))
+		return
+	}
+	if f.Type != wire.Msg {
+		t.reject("unexpected_type", fmt.Errorf("%s frame over RC", f.Type))
+		return
+	}
+	flags, seq, size, chunk, err := decodeChunk(f.Payload)
+	if err != nil {
+		t.reject("bad_rc_chunk", err)
+		return
+	}
+	p := &ml.part[f.Sender]
+	if flags&rcFirst != 0 {
+		if size > t.rel.cfg.maxMsg {
+			p.seq = 0
+			t.reject("rc_too_large", fmt.Errorf("message of %d bytes from rank %d, above %d", size, f.Sender, t.rel.cfg.maxMsg))
+			return
+		}
+		p.seq, p.buf = seq, make([]byte, 0, size)
+	} else if p.seq != seq {
+		return // the rest of a message whose start went with a broken link
+	}
+	if len(p.buf)+len(chunk) > cap(p.buf) || (flags&rcLast != 0) != (len(p.buf)+len(chunk) == cap(p.buf)) {
+		p.seq = 0
+		t.reject("bad_rc_chunk", fmt.Errorf("rank %d: chunks of message %d do not add up to its %d bytes", f.Sender, seq, cap(p.buf)))
+		return
+	}
+	p.buf = append(p.buf, chunk...)
+	if flags&rcLast == 0 {
+		return
+	}
+	m := p.buf
+	p.seq, p.buf = 0, nil
+	t.deliverRC(f.Sender, seq, m)
+}
+
+// deliverRC hands message seq from peer to the handler once.
+func (t *Transport) deliverRC(from ranks.Rank, seq uint64, m []byte) {
+	if seq <= t.ml.in[from] {
+		return // already delivered (a RESEND of a message that did arrive)
+	}
+	t.ml.in[from] = seq
+	t.ready = append(t.ready, delivery{from, m})
+}
+
+// decodeChunk splits an RC frame payload into chunk header (flags,
+// message seq, message size) and bytes.
+func decodeChunk(b []byte) (flags byte, seq uint64, size int, chunk []byte, err error) {
+	if len(b) < rcHdr {
+		return 0, 0, 0, nil, fmt.Errorf("verbs RC chunk: %d bytes, header needs %d", len(b), rcHdr)
+	}
+	flags, seq, size = b[0], binary.LittleEndian.Uint64(b[1:]), int(binary.LittleEndian.Uint32(b[9:]))
+	if flags&^(rcFirst|rcLast) != 0 || seq == 0 || len(b)-rcHdr > size {
+		return 0, 0, 0, nil, fmt.Errorf("verbs RC chunk: flags %#x seq %d, %d bytes of a %d-byte message", flags, seq, len(b)-rcHdr, size)
+	}
+	return flags, seq, size, b[rcHdr:], nil
+}
+
+// rcBreak takes a link out of service: every message it did not confirm
+// goes again over UD (RESEND, in order), its buffers come back, its QP
+// is destroyed and the peer gets no new link for rcRetryAfter.
+func (t *Transport) rcBreak(l *msgLink, why string, err error) {
+	ml := t.ml
+	if ml.links[l.peer] != l {
+		return
+	}
+	if err != nil {
+		t.rcMsgErrors.Add(1)
+		t.logLimited("rcmsg", slog.LevelWarn, "message link broken: unconfirmed messages go again over UD", "peer", l.peer, "why", why, "err", err,
+			"messages", len(l.queue))
+	}
+	t.dropLink(l)
+	ml.retry[l.peer] = now() + int64(rcRetryAfter)
+	for _, m := range l.queue {
+		t.rcResend(l.peer, m)
+	}
+	l.queue, l.bytes = nil, 0
+}
+
+// dropLink removes l from the pool, reclaims its send buffers and
+// destroys its QP (its posted sends are then never completed).
+func (t *Transport) dropLink(l *msgLink) {
+	ml := t.ml
+	delete(ml.links, l.peer)
+	if l.qp != nil {
+		delete(ml.byQPN, l.qp.Num())
+	}
+	for s, o := range ml.owner {
+		if o == l {
+			ml.owner[s] = nil
+			ml.free = append(ml.free, s)
+		}
+	}
+	l.posted = 0
+	if err := t.closeLinkQP(l); err != nil {
+		t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "peer", l.peer, "err", err)
+	}
+}
+
+// rcResend sends message m again over the reliable UD channel.
+func (t *Transport) rcResend(to ranks.Rank, m *rcMsg) {
+	c := control{op: ctlMsgResend, seq: m.seq}
+	b := c.append(make([]byte, 0, 1+8+len(m.data)))
+	b = append(b, m.data...)
+	if err := t.rel.send(to, true, b, now()); err != nil {
+		t.msgsDropped.Add(1)
+		t.logLimited("resend", slog.LevelWarn, "message dropped", "to", to, "err", err)
+	}
+	t.rcResent.Add(1)
+}
+
+// rcWant asks peer to for a message link (engine), evicting the least
+// recently used idle link if the pool is full.
+func (t *Transport) rcWant(to ranks.Rank, now int64) {
+	if err := t.initMsgLinks(); err != nil {
+		t.logLimited("rcinit", slog.LevelWarn, "no RC message path", "err", err)
+		return
+	}
+	ml := t.ml
+	if ml.links[to] != nil || now < ml.retry[to] || !t.rcRoom(to) {
+		return
+	}
+	l, err := t.newLink(to)
+	if err == nil {
+		err = t.rel.send(to, true, control{op: ctlMsgReq, ep: l.qp.Endpoint()}.append(nil), now)
+	}
+	if err != nil {
+		if l != nil {
+			t.dropLink(l)
+		}
+		ml.retry[to] = now + int64(rcRetryAfter)
+		t.logLimited("rcwant", slog.LevelWarn, "cannot start a message link", "peer", to, "err", err)
+	}
+}
+
+// rcRoom makes room in the pool for a link to peer: false if it is full
+// of links that are busy (an unconfirmed message) or not yet up.
+func (t *Transport) rcRoom(peer ranks.Rank) bool {
+	ml := t.ml
+	if len(ml.links) < rcPool {
+		return true
+	}
+	var lru *msgLink
+	for _, l := range ml.links {
+		if l.up && len(l.queue) == 0 && l.peer != peer && (lru == nil || l.used < lru.used) {
+			lru = l
+		}
+	}
+	if lru == nil {
+		return false
+	}
+	t.rcEvicted.Add(1)
+	t.pollRC() // what it brought is delivered before the peer resends
+	if ml.links[lru.peer] != lru {
+		return len(ml.links) < rcPool
+	}
+	if err := t.rel.send(lru.peer, true, control{op: ctlMsgClose, echo: lru.remote}.append(nil), now()); err != nil {
+		t.logLimited("rcevict", slog.LevelWarn, "cannot tell an evicted peer", "peer", lru.peer, "err", err)
+	}
+	t.dropLink(lru)
+	return true
+}
+
+// newLink creates a message QP towards peer (not connected).
+func (t *Transport) newLink(peer ranks.Rank) (*msgLink, error) {
+	ml := t.ml
+	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
+		MaxSendWR: ml.n, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
+	if err != nil {
+		return nil, err
+	}
+	t.rcQPs.Add(1)
+	ml.clock++
+	l := &msgLink{peer: peer, qp: qp, used: ml.clock}
+	ml.links[peer] = l
+	ml.byQPN[qp.Num()] = l
+	return l, nil
+}
+
+// onMsgReq answers a peer's MSGREQ (engine).
+func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint) {
+	if !t.rcOn() || from == t.cfg.Self {
+		t.refuse(from, ep.QPN)
+		return
+	}
+	if err := t.initMsgLinks(); err != nil {
+		t.refuse(from, ep.QPN)
+		return
+	}
+	ml := t.ml
+	if l := ml.links[from]; l != nil {
+		switch {
+		case l.up && l.remote == ep.QPN: // a repeated request
+			t.msgAck(from, l, ep.QPN)
+			return
+		case !l.up && t.cfg.Self < from:
+			return // both asked: ours wins, the peer answers it
+		default: // the peer dropped its end, or both asked and theirs wins
+			t.rcBreak(l, "replaced by the peer's request", nil)
+		}
+	}
+	if !t.rcRoom(from) {
+		t.refuse(from, ep.QPN)
+		return
+	}
+	l, err := t.newLink(from)
+	if err == nil {
+		err = l.qp.Connect(ep, &t.cfg.RC)
+	}
+	if err != nil {
+		if l != nil {
+			t.dropLink(l)
+		}
+		t.logLimited("rcaccept", slog.LevelWarn, "cannot accept a message link", "peer", from, "err", err)
+		t.refuse(from, ep.QPN)
+		return
+	}
+	l.up, l.remote = true, ep.QPN
+	t.rcLinksUp.Add(1)
+	t.msgAck(from, l, ep.QPN)
+}
+
+func (t *Transport) msgAck(to ranks.Rank, l *msgLink, echo uint32) {
+	if err := t.rel.send(to, true, control{op: ctlMsgAck, ep: l.qp.Endpoint(), echo: echo}.append(nil), now()); err != nil {
+		t.logLimited("rcack", slog.LevelWarn, "cannot answer a message link request", "peer", to, "err", err)
+	}
+}
+
+// refuse tells the peer to drop its end (QP number qpn).
+func (t *Transport) refuse(to ranks.Rank, qpn uint32) {
+	if err := t.rel.send(to, true, control{op: ctlMsgClose, echo: qpn}.append(nil), now()); err != nil {
+		t.logLimited("rcrefuse", slog.LevelWarn, "cannot refuse a message link", "peer", to, "err", err)
+	}
+}
+
+// onMsgAck connects the requester's end.
+func (t *Transport) onMsgAck(from ranks.Rank, c control) {
+	var l *msgLink
+	if t.ml != nil {
+		l = t.ml.links[from]
+	}
+	if l == nil || l.up || l.qp.Num() != c.echo {
+		t.refuse(from, c.ep.QPN) // an answer to an attempt already dropped
+		return
+	}
+	if err := l.qp.Connect(c.ep, &t.cfg.RC); err != nil {
+		t.rcBreak(l, "connecting a message link", err)
+		t.refuse(from, c.ep.QPN)
+		return
+	}
+	l.up, l.remote = true, c.ep.QPN
+	t.rcLinksUp.Add(1)
+}
+
+// onMsgClose drops the link whose local QP number the peer names.
+func (t *Transport) onMsgClose(from ranks.Rank, qpn uint32) {
+	if t.ml == nil {
+		return
+	}
+	if l := t.ml.links[from]; l != nil && l.qp.Num() == qpn {
+		t.pollRC()
+		if t.ml.links[from] == l {
+			t.rcBreak(l, "closed by the peer", nil)
+		}
+	}
+}
+
+// onResend delivers a message the peer sent again over UD.
+func (t *Transport) onResend(from ranks.Rank, seq uint64, m []byte) {
+	if err := t.initMsgLinks(); err != nil {
+		t.reject("rc_resend", err)
+		return
+	}
+	t.deliverRC(from, seq, m)
+}
+
+// msgPeerGone drops the link to a peer the reliable layer gave up on:
+// its unconfirmed messages are dropped and counted, as the UD ones are.
+func (t *Transport) msgPeerGone(to ranks.Rank) {
+	if t.ml == nil {
+		return
+	}
+	if l := t.ml.links[to]; l != nil {
+		t.msgsDropped.Add(uint64(len(l.queue)))
+		l.queue, l.bytes = nil, 0
+		t.dropLink(l)
+		t.ml.retry[to] = now() + int64(rcRetryAfter)
+	}
+}
+
+// msgPeerRestarted forgets what the message links knew of rank r's
+// previous incarnation (peerRestarted): its link is dropped with the
+// messages it still held (counted, as the UD ones are), and message
+// numbers both ways start again.
+func (t *Transport) msgPeerRestarted(r ranks.Rank) {
+	if t.ml == nil {
+		return
+	}
+	t.msgPeerGone(r)
+	ml := t.ml
+	ml.out[r], ml.in[r], ml.part[r], ml.retry[r] = 0, 0, rcPartial{}, 0
+}
+
+// msgLinkPeers returns the peers with a message link, sorted (tests).
+func (t *Transport) msgLinkPeers() (up, pending []ranks.Rank) {
+	if t.ml == nil {
+		return nil, nil
+	}
+	for p, l := range t.ml.links {
+		if l.up {
+			up = append(up, p)
+		} else {
+			pending = append(pending, p)
+		}
+	}
+	slices.Sort(up)
+	slices.Sort(pending)
+	return up, pending
+}
