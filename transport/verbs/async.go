@@ -57,7 +57,7 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 		}
 		for i := range t.links {
 			l := t.links[i].Load()
-			if l == nil || l.qp.Num() != ev.QPNum {
+			if l == nil || l.qpn != ev.QPNum {
 				continue
 			}
 			if !l.broken.Swap(true) {

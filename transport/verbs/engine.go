@@ -182,7 +182,16 @@ func (t *Transport) run() {
 				// Spins in C, holding the state (a Send meanwhile queues
 				// its message and ends the spin through pending). Not
 				// with message links: the spin sees only the UD ring.
-				spin := time.Duration(min(busyUntil-tn, int64(asyncEvery)))
+				// Bounded by the acks owed and the next retransmission,
+				// which only progress sends.
+				end := min(busyUntil, tn+int64(asyncEvery))
+				if len(t.rel.owed) > 0 {
+					end = min(end, tn+ackDelay)
+				}
+				if deadline != 0 {
+					end = min(end, deadline)
+				}
+				spin := time.Duration(max(end-tn, 0))
 				if n, err := t.ring.PollSpin(fn, spin, &e.pending); err != nil {
 					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 				} else if n > 0 {

@@ -58,6 +58,7 @@ type hbLink struct {
 	peer   ranks.Rank
 	cq     *ibv.CQ // the link's own CQ: a retired Writer's late completions can never reach another Writer
 	qp     *ibv.QP
+	qpn    uint32 // qp's number, readable after the emitter freed qp
 	w      *ibv.Writer
 	remote ibv.RemoteAddr
 	broken atomic.Bool    // a write failed, or an async event reported a QP error
@@ -197,11 +198,20 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 }
 
 // requestLink asks the progress engine for a link to observer to, once
-// until that attempt ends. It does not block.
+// until that attempt ends or is older than linkTimeout. It does not
+// block.
 func (t *Transport) requestLink(to ranks.Rank) {
-	if !t.started || !t.connecting[to].CompareAndSwap(false, true) {
+	if !t.started {
 		return
 	}
+	if !t.connecting[to].CompareAndSwap(false, true) {
+		if s := t.connectSince[to].Load(); now()-s < int64(linkTimeout) || !t.connectSince[to].CompareAndSwap(s, now()) {
+			return
+		}
+		t.eng.submit(cmd{op: opConnect, to: to}) // connect abandons the stale attempt
+		return
+	}
+	t.connectSince[to].Store(now())
 	if !t.eng.submit(cmd{op: opConnect, to: to}) {
 		t.connecting[to].Store(false)
 	}
@@ -218,6 +228,11 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 		return errors.New("verbs transport: heartbeat before Start")
 	}
 	if len(t.eng.cmds) == 0 && t.mu.TryLock() {
+		if t.closed.Load() {
+			t.mu.Unlock()
+			t.hbDropped.Add(1)
+			return transport.ErrClosed
+		}
 		if t.dests[to] != nil { // creating an address handle is the engine's
 			t.udHeartbeats.Add(1)
 			t.sendHeartbeatDatagram(to, seq)
@@ -255,44 +270,61 @@ func (t *Transport) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
 
 // connect starts the RC handshake towards observer to (engine): the link
 // worker creates the QP, then the engine sends CONNREQ with its endpoint.
+// An attempt older than linkTimeout (the observer could not make its end
+// and said nothing) is abandoned for a new one.
 func (t *Transport) connect(to ranks.Rank) {
 	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
 		t.connecting[to].Store(false)
 		return
 	}
-	if t.pending[to] != nil {
-		return
+	if p := t.pending[to]; p != nil {
+		if now()-p.since < int64(linkTimeout) {
+			return
+		}
+		t.logLimited("rcstale", slog.LevelWarn, "heartbeat link not answered: trying again", "observer", to)
+		delete(t.pending, to)
+		t.offload(func() { p.close() })
 	}
-	p := &pendingLink{count: &t.rcQPs}
+	p := &pendingLink{count: &t.rcQPs, since: now()}
 	t.pending[to] = p // qp nil until the link worker has created it
 	t.offload(func() {
-		err := t.createActive(p)
-		t.toEngine(func() { t.sendConnReq(to, p, err) }, func() { p.close() })
+		qp, cq, err := t.createActive()
+		t.toEngine(func() { t.sendConnReq(to, p, qp, cq, err) }, func() {
+			p.qp, p.cq = qp, cq
+			p.close()
+		})
 	})
 }
 
+// linkTimeout is how long an emitter waits for CONNACK before it starts
+// its link request again (the emitter's heartbeats go over UD meanwhile).
+const linkTimeout = 2 * time.Second
+
 // createActive creates the emitter's end of a link (link worker).
-func (t *Transport) createActive(p *pendingLink) error {
+func (t *Transport) createActive() (*ibv.QP, *ibv.CQ, error) {
 	if t.closed.Load() {
-		return transport.ErrClosed
+		return nil, nil, transport.ErrClosed
 	}
 	t.setupDelay()
-	var err error
-	if p.cq, err = t.ctx.CreateCQ(2*writerSendWR, false); err != nil {
-		return err
+	cq, err := t.ctx.CreateCQ(2*writerSendWR, false)
+	if err != nil {
+		return nil, nil, err
 	}
-	if p.qp, err = t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: p.cq, MaxSendWR: writerSendWR, MaxRecvWR: 1,
-		MaxInline: 64, Netdev: t.cfg.Netdev}); err != nil {
-		p.qp = nil
-		return err
+	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: cq, MaxSendWR: writerSendWR, MaxRecvWR: 1,
+		MaxInline: 64, Netdev: t.cfg.Netdev})
+	if err != nil {
+		cq.Close()
+		return nil, nil, err
 	}
 	t.rcQPs.Add(1)
-	return nil
+	return qp, cq, nil
 }
 
-// sendConnReq sends CONNREQ for the QP the link worker created (engine).
-func (t *Transport) sendConnReq(to ranks.Rank, p *pendingLink, err error) {
-	if t.pending[to] != p { // abandoned meanwhile (gaveUp)
+// sendConnReq takes the QP the link worker created into p and sends
+// CONNREQ (engine).
+func (t *Transport) sendConnReq(to ranks.Rank, p *pendingLink, qp *ibv.QP, cq *ibv.CQ, err error) {
+	p.qp, p.cq = qp, cq
+	if t.pending[to] != p { // abandoned meanwhile (gaveUp, a restart, a time-out)
 		t.offload(func() { p.close() })
 		return
 	}
@@ -312,6 +344,7 @@ type pendingLink struct {
 	cq    *ibv.CQ
 	qp    *ibv.QP
 	count *atomic.Int64
+	since int64 // when the attempt began (ns)
 }
 
 // close frees the QP and CQ (link worker, or Close); a second call does
@@ -417,9 +450,15 @@ func (t *Transport) createPassive(from ranks.Rank, ep ibv.Endpoint) (*passiveQP,
 // emitter from's QP remote, retiring the emitter's previous one and the
 // oldest beyond maxPassive, and answers CONNACK (engine).
 func (t *Transport) installPassive(from ranks.Rank, remote uint32, pq *passiveQP, err error) {
-	if t.accepting[from] == remote {
-		delete(t.accepting, from)
+	if q, ok := t.accepting[from]; !ok || q != remote {
+		// The emitter restarted or asked again meanwhile: this end
+		// answers nobody.
+		if pq != nil {
+			t.offload(func() { t.closePassive(pq) })
+		}
+		return
 	}
+	delete(t.accepting, from)
 	if err != nil {
 		t.logLimited("accept", slog.LevelWarn, "cannot accept heartbeat link", "emitter", from, "err", err)
 		return
@@ -468,8 +507,9 @@ func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo, rkey uint32) {
 	}
 }
 
-// established completes the emitter's end on CONNACK and publishes the
-// link; links to every other rank are retired.
+// established completes the emitter's end on CONNACK (engine): the link
+// worker connects it, and the engine publishes it if the observer has not
+// restarted meanwhile.
 func (t *Transport) established(from ranks.Rank, c control) {
 	p := t.pending[from]
 	if p == nil || p.qp == nil || p.qp.Num() != c.echo {
@@ -480,20 +520,31 @@ func (t *Transport) established(from ranks.Rank, c control) {
 	if c.rkey != 0 {
 		remote.RKey = c.rkey // the observer's window over our word
 	}
+	inc := t.peers[from].Inc
 	t.offload(func() {
-		defer t.connecting[from].Store(false)
-		if err := t.publishLink(from, p, c.ep, remote); err != nil {
+		l, err := t.connectLink(from, p, c.ep, remote)
+		if err != nil {
 			p.close()
+			t.connecting[from].Store(false)
 			t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
+			return
 		}
+		t.toEngine(func() {
+			defer t.connecting[from].Store(false)
+			if t.peers[from].Inc != inc { // restarted: this link leads nowhere
+				t.retire(l)
+				return
+			}
+			t.publishLink(l, c.ep.QPN)
+		}, func() { l.free() })
 	})
 }
 
-// publishLink connects the emitter's end to the observer's endpoint ep and
-// publishes the link to from, retiring every other (link worker).
-func (t *Transport) publishLink(from ranks.Rank, p *pendingLink, ep ibv.Endpoint, remote ibv.RemoteAddr) error {
+// connectLink connects the emitter's end to the observer's endpoint ep
+// (link worker).
+func (t *Transport) connectLink(from ranks.Rank, p *pendingLink, ep ibv.Endpoint, remote ibv.RemoteAddr) (*hbLink, error) {
 	if t.closed.Load() {
-		return transport.ErrClosed
+		return nil, transport.ErrClosed
 	}
 	t.setupDelay()
 	qp := p.qp
@@ -513,9 +564,14 @@ func (t *Transport) publishLink(from ranks.Rank, p *pendingLink, ep ibv.Endpoint
 		if w != nil {
 			w.Close()
 		}
-		return err
+		return nil, err
 	}
-	l := &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, w: w, remote: remote}
+	return &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, qpn: qp.Num(), w: w, remote: remote}, nil
+}
+
+// publishLink makes l the emitter's link, retiring every other (engine).
+func (t *Transport) publishLink(l *hbLink, remoteQPN uint32) {
+	from := l.peer
 	if old := t.links[from].Swap(l); old != nil {
 		t.retire(old)
 	}
@@ -528,6 +584,5 @@ func (t *Transport) publishLink(from ranks.Rank, p *pendingLink, ep ibv.Endpoint
 		}
 	}
 	t.linksUp.Add(1)
-	t.log.Info("RDMA heartbeat link up", "observer", from, "qpn", qp.Num(), "remote_qpn", ep.QPN)
-	return nil
+	t.log.Info("RDMA heartbeat link up", "observer", from, "qpn", l.qpn, "remote_qpn", remoteQPN)
 }

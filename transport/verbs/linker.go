@@ -21,9 +21,9 @@ type linker struct {
 	slowSetup time.Duration
 }
 
-// linkerQueue bounds the linker's job queue; a job that does not fit runs
-// on the caller (the engine), as before the linker existed.
-const linkerQueue = 256
+// linkerQueue bounds the linker's job queue; a job that does not fit waits
+// for room.
+const linkerQueue = 1024
 
 // runLinker is the link worker's loop.
 func (t *Transport) runLinker() {
@@ -38,12 +38,19 @@ func (t *Transport) runLinker() {
 	}
 }
 
-// offload runs job on the link worker, or at once if its queue is full.
+// offload runs job on the link worker. If its queue is full the caller
+// waits for room, so that a set-up never runs on the engine; once Close
+// has begun, a job that does not fit runs at once (it can only free
+// objects: set-ups see the transport closed).
 func (t *Transport) offload(job func()) {
 	select {
 	case t.lk.jobs <- job:
-	default:
-		job()
+	case <-t.quit:
+		select {
+		case t.lk.jobs <- job:
+		default:
+			job()
+		}
 	}
 }
 

@@ -401,9 +401,9 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 	}
 	p := &ml.part[f.Sender]
 	if flags&rcFirst != 0 {
-		if size > t.rel.cfg.maxMsg {
+		if size > maxPayload {
 			p.seq = 0
-			t.reject("rc_too_large", fmt.Errorf("message of %d bytes from rank %d, above %d", size, f.Sender, t.rel.cfg.maxMsg))
+			t.reject("rc_too_large", fmt.Errorf("message of %d bytes from rank %d, above %d", size, f.Sender, maxPayload))
 			return
 		}
 		p.seq, p.buf = seq, make([]byte, 0, size)
@@ -495,6 +495,7 @@ func (t *Transport) rcResend(to ranks.Rank, m *rcMsg) {
 	if err := t.rel.send(to, true, b, now()); err != nil {
 		t.msgsDropped.Add(1)
 		t.logLimited("resend", slog.LevelWarn, "message dropped", "to", to, "err", err)
+		return
 	}
 	t.rcResent.Add(1)
 }

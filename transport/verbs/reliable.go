@@ -44,6 +44,14 @@ type reliable struct {
 	resent    atomic.Uint64 // retransmissions (read by VerbsStats)
 }
 
+// maxPayload is the largest message Send takes; the layer carries
+// ctlHeadroom bytes more, so that a message sent again with a control
+// header (an RC message link's RESEND) still fits.
+const (
+	maxPayload  = 1 << 20
+	ctlHeadroom = 64
+)
+
 // relConfig are the layer's knobs (see defaultRelConfig).
 type relConfig struct {
 	window   int   // packets in flight per peer
@@ -61,7 +69,7 @@ type relConfig struct {
 // slower, doubling to 640 ms, 10 tries: a peer is given up after ≈ 4 s
 // (longer on a slow path).
 func defaultRelConfig(frag int) relConfig {
-	return relConfig{window: 32, queueMax: 4096, frag: frag, maxMsg: 1 << 20,
+	return relConfig{window: 32, queueMax: 4096, frag: frag, maxMsg: maxPayload + ctlHeadroom,
 		rto0: 20e6, rtoMax: 640e6, maxTries: 10}
 }
 

@@ -149,9 +149,12 @@ type Transport struct {
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
-	graveMu    sync.Mutex
-	grave      []*hbLink    // replaced links, freed by the emitter thread (bury)
-	graveN     atomic.Int32 // len(grave), set under graveMu, read without it on the emitter's fast path
+	// connectSince is when the emitter last asked for a link to each rank
+	// (ns; requestLink).
+	connectSince []atomic.Int64
+	graveMu      sync.Mutex
+	grave        []*hbLink    // replaced links, freed by the emitter thread (bury)
+	graveN       atomic.Int32 // len(grave), set under graveMu, read without it on the emitter's fast path
 
 	quit    chan struct{}
 	wg      sync.WaitGroup
@@ -242,6 +245,7 @@ func Open(cfg Config) (*Transport, error) {
 		lastLog:   map[string]time.Time{},
 	}
 	t.connecting = make([]atomic.Bool, cfg.N)
+	t.connectSince = make([]atomic.Int64, cfg.N)
 	dev := cfg.Device
 	if dev == "" && cfg.Netdev != "" { // the device behind that interface
 		d, err := ibv.DeviceForNetdev(cfg.Netdev)
@@ -530,7 +534,7 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	if int64(to) >= int64(t.cfg.N) {
 		return transport.ErrUnknownRank
 	}
-	if len(payload) > t.rel.cfg.maxMsg {
+	if len(payload) > maxPayload {
 		return transport.ErrTooLarge
 	}
 	if !t.started {
@@ -545,6 +549,10 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		// would (a hand-off would wait for its thread to be scheduled),
 		// after what is queued (a message queued by an earlier Send goes
 		// first: order per destination).
+		if t.closed.Load() { // Close holds t.mu while it frees the objects
+			t.mu.Unlock()
+			return transport.ErrClosed
+		}
 		t.drainCmds()
 		n := now()
 		err := t.sendMsg(to, payload, false, n)
@@ -566,6 +574,8 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	} else if !t.eng.submit(cmd{op: opSend, to: to, msg: append([]byte(nil), payload...)}) {
 		t.msgsDropped.Add(1)
 		return errEngineFull
+	} else if t.closed.Load() {
+		return transport.ErrClosed // the engine may have stopped before taking it
 	}
 	t.msgsSent.Add(1)
 	t.bytesSent.Add(uint64(len(payload)))
@@ -976,6 +986,10 @@ func (t *Transport) Close() error {
 		t.eng.wake()
 	}
 	t.wg.Wait()
+	// A Send that took t.mu before the engine stopped finishes first; one
+	// that comes later finds the transport closed.
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.drainLinker()
 	t.dropCmds()
 	var errs []error
