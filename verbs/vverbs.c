@@ -277,14 +277,20 @@ int vv_post_send_inline(struct ibv_qp *qp, const struct vv_send *s, const void *
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+// fill_recv_wr makes wr a receive of one buffer, sge.
+static void fill_recv_wr(struct ibv_recv_wr *wr, struct ibv_sge *sge, uint64_t wr_id)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = wr_id;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+}
+
 int vv_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey)
 {
 	struct ibv_sge sge = {.addr = addr, .length = len, .lkey = lkey};
 	struct ibv_recv_wr wr, *bad = NULL;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
+	fill_recv_wr(&wr, &sge, wr_id);
 	return ibv_post_recv(qp, &wr, &bad);
 }
 
@@ -305,10 +311,7 @@ int vv_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, uint64_t addr, uint32_
 {
 	struct ibv_sge sge = {.addr = addr, .length = len, .lkey = lkey};
 	struct ibv_recv_wr wr, *bad = NULL;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
+	fill_recv_wr(&wr, &sge, wr_id);
 	return ibv_post_srq_recv(srq, &wr, &bad);
 }
 

@@ -241,6 +241,28 @@ func rejected(tr *Transport, reason string) uint64 { return tr.Stats().Rejected[
 
 // sendAll sends every node message from a to rank 1 and three heartbeats
 // (datagrams: the RC link is not up yet), and waits for their delivery.
+// capturedSession opens a capturing pair for job, sends every node
+// message from rank 0 to rank 1 and returns both ranks, their handlers'
+// records, the messages and what rank 0 posted to rank 1, with at least
+// one datagram of each kind and one heartbeat.
+func capturedSession(t *testing.T, job uint64) (a, b *Transport, recs []*received, ms []nodeMessage, r replayable) {
+	t.Helper()
+	ts, recs, caps := replayPair(t, job)
+	a, b = ts[0], ts[1]
+	ms = nodeMessages(t)
+	sendAll(t, a, b, recs[1], ms)
+	r = caps[0].sort(t, 1, job)
+	for _, m := range ms {
+		if len(r.data[m.kind]) == 0 {
+			t.Fatalf("no %s datagram captured", m.kind)
+		}
+	}
+	if len(r.hb) == 0 {
+		t.Fatal("no heartbeat datagram captured")
+	}
+	return a, b, recs, ms, r
+}
+
 func sendAll(t *testing.T, a *Transport, b *Transport, rec *received, ms []nodeMessage) {
 	t.Helper()
 	for _, m := range ms {
@@ -278,20 +300,7 @@ func exactlyOnce(t *testing.T, got []string, ms []nodeMessage) {
 // sequence numbers were delivered, "old_heartbeat" for the heartbeats;
 // the handler saw each message once and the slot did not move.
 func TestReplayWithinIncarnation(t *testing.T) {
-	const job = 61
-	ts, recs, caps := replayPair(t, job)
-	a, b := ts[0], ts[1]
-	ms := nodeMessages(t)
-	sendAll(t, a, b, recs[1], ms)
-	r := caps[0].sort(t, 1, job)
-	for _, m := range ms {
-		if len(r.data[m.kind]) == 0 {
-			t.Fatalf("no %s datagram captured", m.kind)
-		}
-	}
-	if len(r.hb) == 0 {
-		t.Fatal("no heartbeat datagram captured")
-	}
+	a, b, recs, ms, r := capturedSession(t, 61)
 	slot := b.Slots().Load(0)
 	dup0, old0 := rejected(b, "duplicate"), rejected(b, "old_heartbeat")
 	for _, f := range append(r.all(), r.hb...) {
@@ -320,12 +329,7 @@ func TestReplayWithinIncarnation(t *testing.T) {
 // incarnation ("wrong_incarnation"): the new incarnation's handler sees
 // none of them and its slot stays at zero; a new message then arrives once.
 func TestReplayToRestartedReceiver(t *testing.T) {
-	const job = 62
-	ts, recs, caps := replayPair(t, job)
-	a, b := ts[0], ts[1]
-	ms := nodeMessages(t)
-	sendAll(t, a, b, recs[1], ms)
-	r := caps[0].sort(t, 1, job)
+	a, b, _, _, r := capturedSession(t, 62)
 	b2, rec2 := restart(t, b, []string{a.Addr(), ""})
 	if err := setPeers(a, []string{"", b2.Addr()}); err != nil {
 		t.Fatalf("SetPeers with rank 1's new address: %v", err)
