@@ -33,8 +33,8 @@
 // With Params.MAC = MACSipHash (the verbs transport's datagrams) the
 // version byte is VersionSipHash (0x82) and the tag is
 // SipHash-2-4-128(k, header || payload), k being the first 16 bytes of
-// HMAC-SHA256(job key, a fixed label): a quarter to a sixth of the cost
-// per small datagram. A codec accepts only its own function's version.
+// HMAC-SHA256(job key, a fixed label): half the cost per small datagram
+// on the host, a sixth under emulation. A codec accepts only its own function's version.
 //
 // On a stream connection (the TCP transport's messages) the accepting end
 // first sends a 16-byte random Challenge, and both ends Bind their codecs

@@ -70,11 +70,7 @@ func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
 		for i, p := range t.passive {
 			if p.qp.Num() == ev.QPNum {
 				t.passive = append(t.passive[:i], t.passive[i+1:]...)
-				t.offload(func() {
-					if err := t.closePassive(p); err != nil {
-						t.logLimited("passive", slog.LevelWarn, "closing a failed passive QP", "err", err)
-					}
-				})
+				t.freePassive(p)
 				t.log.Info("observer end of a heartbeat link failed: freed", "emitter", p.emitter, "event", ev.String())
 				break
 			}

@@ -178,7 +178,8 @@ func (t *Transport) run() {
 				t.drainAsync()
 				lastAsync = tn
 			}
-			if locked && n == 0 && e.pending.Load() == 0 && (t.ml == nil || len(t.ml.links) == 0) {
+			links := t.ml != nil && len(t.ml.links) > 0
+			if locked && n == 0 && e.pending.Load() == 0 && !links {
 				// Spins in C, holding the state (a Send meanwhile queues
 				// its message and ends the spin through pending). Not
 				// with message links: the spin sees only the UD ring.
@@ -201,7 +202,7 @@ func (t *Transport) run() {
 			}
 			delivered := e.delivered
 			e.delivered = false
-			links := t.ml != nil && len(t.ml.links) > 0
+			links = t.ml != nil && len(t.ml.links) > 0 // the spin may have set one up
 			t.mu.Unlock()
 			if !locked || delivered || links {
 				// Unlocked (or locked but polling in Go, with message
@@ -323,20 +324,16 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		time.Sleep(10 * time.Millisecond)
 		return
 	}
+	rc := 0
 	if t.ml != nil {
 		if err := t.ml.cq.Arm(false); err != nil {
 			t.logLimited("arm", slog.LevelError, "arming the message CQ", "err", err)
 		}
-		if t.pollRC() > 0 { // arrived before the CQ was armed
-			e.sleeping.Store(false)
+		if rc = t.pollRC(); rc > 0 {
 			t.handOut()
-			t.drainCmds()
-			t.rel.flushAcks(now(), ackDelay)
-			t.mu.Unlock()
-			return
 		}
 	}
-	if n, _ := t.ring.Poll(fn); n > 0 { // arrived before the CQ was armed
+	if n, _ := t.ring.Poll(fn); n+rc > 0 { // arrived before the CQs were armed
 		e.sleeping.Store(false)
 		t.drainCmds()
 		t.rel.flushAcks(now(), ackDelay)
@@ -361,18 +358,12 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		return
 	}
 	if e.fds[0].Revents != 0 {
-		for {
-			if ok, err := t.recvQ.TryEvent(); !ok || err != nil {
-				break
-			}
-		}
+		t.ackEvents(t.recvQ)
 	}
 	if e.fds[3].Revents != 0 {
 		t.mu.Lock()
-		for t.ml != nil {
-			if ok, err := t.ml.cq.TryEvent(); !ok || err != nil {
-				break
-			}
+		if t.ml != nil {
+			t.ackEvents(t.ml.cq)
 		}
 		t.mu.Unlock()
 	}
@@ -384,5 +375,19 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		t.mu.Lock()
 		t.drainAsync()
 		t.mu.Unlock()
+	}
+}
+
+// ackEvents reads and acknowledges every pending completion event of q's
+// channel; an error reading them is logged.
+func (t *Transport) ackEvents(q *ibv.CQ) {
+	for {
+		ok, err := q.TryEvent()
+		if err != nil {
+			t.logLimited("cqevent", slog.LevelError, "reading completion events", "err", err)
+		}
+		if !ok || err != nil {
+			return
+		}
 	}
 }

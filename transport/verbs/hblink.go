@@ -270,22 +270,20 @@ func (t *Transport) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
 
 // connect starts the RC handshake towards observer to (engine): the link
 // worker creates the QP, then the engine sends CONNREQ with its endpoint.
-// An attempt older than linkTimeout (the observer could not make its end
-// and said nothing) is abandoned for a new one.
+// requestLink asks again only once an attempt is linkTimeout old (the
+// observer could not make its end and said nothing): an attempt still
+// pending then is abandoned for a new one.
 func (t *Transport) connect(to ranks.Rank) {
 	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
 		t.connecting[to].Store(false)
 		return
 	}
 	if p := t.pending[to]; p != nil {
-		if now()-p.since < int64(linkTimeout) {
-			return
-		}
 		t.logLimited("rcstale", slog.LevelWarn, "heartbeat link not answered: trying again", "observer", to)
 		delete(t.pending, to)
-		t.offload(func() { p.close() })
+		t.freePending(p)
 	}
-	p := &pendingLink{count: &t.rcQPs, since: now()}
+	p := &pendingLink{count: &t.rcQPs}
 	t.pending[to] = p // qp nil until the link worker has created it
 	t.offload(func() {
 		qp, cq, err := t.createActive()
@@ -325,7 +323,7 @@ func (t *Transport) createActive() (*ibv.QP, *ibv.CQ, error) {
 func (t *Transport) sendConnReq(to ranks.Rank, p *pendingLink, qp *ibv.QP, cq *ibv.CQ, err error) {
 	p.qp, p.cq = qp, cq
 	if t.pending[to] != p { // abandoned meanwhile (gaveUp, a restart, a time-out)
-		t.offload(func() { p.close() })
+		t.freePending(p)
 		return
 	}
 	if err == nil {
@@ -334,7 +332,7 @@ func (t *Transport) sendConnReq(to ranks.Rank, p *pendingLink, qp *ibv.QP, cq *i
 	if err != nil {
 		t.logLimited("rcqp", slog.LevelWarn, "cannot start heartbeat link", "observer", to, "err", err)
 		delete(t.pending, to)
-		t.offload(func() { p.close() })
+		t.freePending(p)
 		t.connecting[to].Store(false)
 	}
 }
@@ -344,7 +342,6 @@ type pendingLink struct {
 	cq    *ibv.CQ
 	qp    *ibv.QP
 	count *atomic.Int64
-	since int64 // when the attempt began (ns)
 }
 
 // close frees the QP and CQ (link worker, or Close); a second call does
@@ -454,7 +451,7 @@ func (t *Transport) installPassive(from ranks.Rank, remote uint32, pq *passiveQP
 		// The emitter restarted or asked again meanwhile: this end
 		// answers nobody.
 		if pq != nil {
-			t.offload(func() { t.closePassive(pq) })
+			t.freePassive(pq)
 		}
 		return
 	}
@@ -479,13 +476,7 @@ func (t *Transport) installPassive(from ranks.Rank, remote uint32, pq *passiveQP
 	}
 	t.passive = append(t.passive, pq)
 	t.ack(from, pq.qp, pq.remote, pq.rkey)
-	if len(old) > 0 {
-		t.offload(func() {
-			for _, p := range old {
-				t.closePassive(p)
-			}
-		})
-	}
+	t.freePassive(old...)
 }
 
 func (t *Transport) closePassive(p *passiveQP) error {

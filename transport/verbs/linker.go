@@ -1,6 +1,9 @@
 package verbs
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // linker is the link worker: one goroutine that creates, connects and
 // frees the verbs objects of the RC heartbeat links (QP creation and
@@ -52,6 +55,31 @@ func (t *Transport) offload(job func()) {
 			job()
 		}
 	}
+}
+
+// freePassive closes observer ends on the link worker, logging what fails
+// (engine: they are already out of t.passive).
+func (t *Transport) freePassive(ps ...*passiveQP) {
+	if len(ps) == 0 {
+		return
+	}
+	t.offload(func() {
+		for _, p := range ps {
+			if err := t.closePassive(p); err != nil {
+				t.logLimited("passive", slog.LevelWarn, "closing an observer end of a heartbeat link", "emitter", p.emitter, "err", err)
+			}
+		}
+	})
+}
+
+// freePending closes an abandoned link attempt's QP and CQ on the link
+// worker, logging what fails (engine: p is already out of t.pending).
+func (t *Transport) freePending(p *pendingLink) {
+	t.offload(func() {
+		if err := p.close(); err != nil {
+			t.logLimited("pending", slog.LevelWarn, "closing an abandoned heartbeat link attempt", "err", err)
+		}
+	})
 }
 
 // toEngine hands fn, which uses the engine's state, back to the engine,

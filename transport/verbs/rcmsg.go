@@ -48,11 +48,8 @@ import (
 type msgLinks struct {
 	srq    *ibv.SRQ
 	cq     *ibv.CQ // sends and receives of every message link, with a channel
-	recvMR *ibv.MR // n buffers of buf bytes
-	sendMR *ibv.MR // n buffers of buf bytes
-	chunk  int     // message bytes per SEND
-	buf    int     // buffer bytes
-	n      int     // receive buffers, and send buffers
+	recvMR *ibv.MR // srqDepth buffers of rcBuf bytes
+	sendMR *ibv.MR // srqDepth buffers of rcBuf bytes
 	free   []int   // free send buffers
 	gen    []uint32
 	owner  []*msgLink // the link a send buffer is posted on (nil: free)
@@ -109,12 +106,6 @@ const (
 	rcBuf        = (wire.HeaderSize + rcHdr + rcChunk + wire.TagSize + 63) &^ 63
 )
 
-// rcGeometry returns the chunk size, the buffer size and the number of
-// receive (and of send) buffers.
-func (t *Transport) rcGeometry() (chunk, buf, n int) {
-	return rcChunk, rcBuf, srqDepth
-}
-
 // rcOn says whether messages above one datagram may take RC
 // (Config.udOnly turns the RC message path off).
 func (t *Transport) rcOn() bool { return !t.cfg.udOnly }
@@ -125,13 +116,13 @@ func (t *Transport) initMsgLinks() error {
 	if t.ml != nil {
 		return nil
 	}
-	chunk, buf, nb := t.rcGeometry()
+	const nb = srqDepth
 	ml := &msgLinks{links: map[ranks.Rank]*msgLink{}, byQPN: map[uint32]*msgLink{},
 		out: make([]uint64, t.cfg.N), in: make([]uint64, t.cfg.N), part: make([]rcPartial, t.cfg.N),
-		retry: make([]int64, t.cfg.N), wcs: make([]ibv.WC, 16), chunk: chunk, buf: buf, n: nb,
+		retry: make([]int64, t.cfg.N), wcs: make([]ibv.WC, 16),
 		gen: make([]uint32, nb), owner: make([]*msgLink, nb)}
 	p := t.datagramParams() // the same SipHash tags as the datagrams
-	p.MaxPayload = rcHdr + chunk
+	p.MaxPayload = rcHdr + rcChunk
 	ml.tx, ml.rx = wire.NewCodec(p), wire.NewCodec(p)
 	var err error
 	fail := func(err error) error {
@@ -144,14 +135,14 @@ func (t *Transport) initMsgLinks() error {
 	if ml.srq, err = t.pd.CreateSRQ(nb); err != nil {
 		return fail(err)
 	}
-	if ml.recvMR, err = t.pd.AllocMR(nb*buf, ibv.AccessLocalWrite); err != nil {
+	if ml.recvMR, err = t.pd.AllocMR(nb*rcBuf, ibv.AccessLocalWrite); err != nil {
 		return fail(err)
 	}
-	if ml.sendMR, err = t.pd.AllocMR(nb*buf, ibv.AccessLocalWrite); err != nil {
+	if ml.sendMR, err = t.pd.AllocMR(nb*rcBuf, ibv.AccessLocalWrite); err != nil {
 		return fail(err)
 	}
 	for i := range nb {
-		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*buf, buf); err != nil {
+		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*rcBuf, rcBuf); err != nil {
 			return fail(err)
 		}
 	}
@@ -173,24 +164,18 @@ func (t *Transport) closeMsgLinks(ml *msgLinks) error {
 	for _, l := range ml.links {
 		errs = append(errs, t.closeLinkQP(l))
 	}
-	for _, c := range []interface{ Close() error }{ml.srq, ml.recvMR, ml.sendMR, ml.cq} {
-		if c != nil && !isNilCloser(c) {
-			errs = append(errs, c.Close())
+	if ml.srq != nil {
+		errs = append(errs, ml.srq.Close())
+	}
+	for _, mr := range []*ibv.MR{ml.recvMR, ml.sendMR} {
+		if mr != nil {
+			errs = append(errs, mr.Close())
 		}
 	}
-	return errors.Join(errs...)
-}
-
-func isNilCloser(c interface{ Close() error }) bool {
-	switch v := c.(type) {
-	case *ibv.SRQ:
-		return v == nil
-	case *ibv.MR:
-		return v == nil
-	case *ibv.CQ:
-		return v == nil
+	if ml.cq != nil {
+		errs = append(errs, ml.cq.Close())
 	}
-	return false
+	return errors.Join(errs...)
 }
 
 func (t *Transport) closeLinkQP(l *msgLink) error {
@@ -248,7 +233,7 @@ func (t *Transport) rcPump(l *msgLink) {
 			if len(ml.free) == 0 {
 				return
 			}
-			n := min(ml.chunk, len(m.data)-m.next)
+			n := min(rcChunk, len(m.data)-m.next)
 			var flags byte
 			if m.next == 0 {
 				flags |= rcFirst
@@ -259,14 +244,14 @@ func (t *Transport) rcPump(l *msgLink) {
 			// The chunk is written where the frame's payload goes, so
 			// that framing it copies it onto itself.
 			slot := ml.free[len(ml.free)-1]
-			off := slot * ml.buf
+			off := slot * rcBuf
 			b := ml.sendMR.Bytes()
 			pl := b[off+wire.HeaderSize : off+wire.HeaderSize+rcHdr+n]
 			pl[0] = flags
 			binary.LittleEndian.PutUint64(pl[1:], m.seq)
 			binary.LittleEndian.PutUint32(pl[9:], uint32(len(m.data)))
 			copy(pl[rcHdr:], m.data[m.next:m.next+n])
-			frame, err := ml.tx.Append(b[off:off:off+ml.buf], wire.Msg, pl)
+			frame, err := ml.tx.Append(b[off:off:off+rcBuf], wire.Msg, pl)
 			if err == nil {
 				ml.gen[slot]++
 				err = l.qp.PostSend(uint64(slot)|uint64(ml.gen[slot])<<32, ml.sendMR, off, len(frame), true)
@@ -299,7 +284,7 @@ func (t *Transport) pollRC() int {
 		total += n
 		for i := range ml.wcs[:n] {
 			wc := &ml.wcs[i]
-			if wc.WRID < uint64(ml.n) { // sends carry a generation above bit 32
+			if wc.WRID < uint64(srqDepth) { // sends carry a generation above bit 32
 				t.onRCRecv(wc)
 			} else {
 				t.onRCSent(wc)
@@ -331,7 +316,7 @@ func (t *Transport) pumpHeld() {
 func (t *Transport) onRCSent(wc *ibv.WC) {
 	ml := t.ml
 	slot := int(wc.WRID & 0xffffffff)
-	if slot >= ml.n || ml.gen[slot] != uint32(wc.WRID>>32) || ml.owner[slot] == nil {
+	if slot >= srqDepth || ml.gen[slot] != uint32(wc.WRID>>32) || ml.owner[slot] == nil {
 		return // a buffer already reclaimed by rcBreak
 	}
 	l := ml.owner[slot]
@@ -361,7 +346,7 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 	ml := t.ml
 	i := int(wc.WRID)
 	defer func() {
-		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*ml.buf, ml.buf); err != nil {
+		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*rcBuf, rcBuf); err != nil {
 			t.logLimited("srq", slog.LevelError, "reposting a shared receive", "err", err)
 		}
 	}()
@@ -372,7 +357,7 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 		}
 		return
 	}
-	b := ml.recvMR.Bytes()[i*ml.buf : i*ml.buf+int(wc.ByteLen)]
+	b := ml.recvMR.Bytes()[i*rcBuf : i*rcBuf+int(wc.ByteLen)]
 	f, n, err := ml.rx.Decode(b)
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("%d bytes after a %d-byte frame", len(b)-n, n)
@@ -556,7 +541,7 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 func (t *Transport) newLink(peer ranks.Rank) (*msgLink, error) {
 	ml := t.ml
 	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
-		MaxSendWR: ml.n, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
+		MaxSendWR: srqDepth, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
 	if err != nil {
 		return nil, err
 	}
