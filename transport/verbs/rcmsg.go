@@ -31,7 +31,10 @@ import (
 // reliable UD channel: MSGREQ carries the requester's QP, MSGACK the
 // answerer's (on simultaneous requests the lower rank's wins), MSGCLOSE
 // asks the peer to drop its end (eviction, refusal). The first message to
-// a peer above one datagram asks for a link and goes over UD itself.
+// a peer above one datagram asks for a link and goes over UD itself; so
+// does the rcHotMsgs-th small message to a peer within rcHotWindow (a
+// frequent partner: an RC SEND costs less than a UD one), but only while
+// the pool has room (hotPeer).
 //
 // Ordering per peer: once the link is up every message to that peer takes
 // it, small ones too, but none is posted on it while anything sent to the
@@ -103,6 +106,8 @@ const (
 	rcFirst      = 1         // chunk flags
 	rcLast       = 2         //
 	rcRetryAfter = time.Second
+	rcHotMsgs    = 16                     // small messages to a peer within rcHotWindow ...
+	rcHotWindow  = 100 * time.Millisecond // ... that ask for a message link
 	rcBuf        = (wire.HeaderSize + rcHdr + rcChunk + wire.TagSize + 63) &^ 63
 )
 
@@ -214,10 +219,36 @@ func (t *Transport) sendMsg(to ranks.Rank, m []byte, own bool, now int64) error 
 	if err := t.rel.send(to, false, m, now); err != nil {
 		return err
 	}
-	if len(m) > t.rel.cfg.frag && t.rcOn() && to != t.cfg.Self {
-		t.rcWant(to, now)
+	if t.rcOn() && to != t.cfg.Self {
+		if len(m) > t.rel.cfg.frag {
+			t.rcWant(to, now, true)
+		} else if t.hotPeer(to, now) {
+			t.rcWant(to, now, false)
+		}
 	}
 	return nil
+}
+
+// hotPeer counts a small message to peer over UD and says whether peer
+// has become a frequent partner: rcHotMsgs messages within rcHotWindow
+// (engine). A frequent partner gets a message link if the pool has room,
+// as an RC SEND under soft-RoCE costs about half a UD one (a UD send
+// schedules its completion outside the posting system call).
+func (t *Transport) hotPeer(to ranks.Rank, now int64) bool {
+	h := &t.hot[to]
+	if now-h.since > int64(rcHotWindow) {
+		h.since, h.n = now, 0
+	}
+	if h.n < rcHotMsgs {
+		h.n++
+	}
+	return h.n >= rcHotMsgs
+}
+
+// hotCount is hotPeer's count of small messages to one peer.
+type hotCount struct {
+	since int64 // start of the window (ns)
+	n     uint16
 }
 
 // rcPump posts what the send buffers allow of the link's queue, once
@@ -485,15 +516,19 @@ func (t *Transport) rcResend(to ranks.Rank, m *rcMsg) {
 	t.rcResent.Add(1)
 }
 
-// rcWant asks peer to for a message link (engine), evicting the least
-// recently used idle link if the pool is full.
-func (t *Transport) rcWant(to ranks.Rank, now int64) {
+// rcWant asks peer to for a message link (engine). If the pool is full it
+// evicts the least recently used idle link when evict is set (a message
+// above one datagram), and otherwise asks nothing (a frequent partner).
+func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
 	if err := t.initMsgLinks(); err != nil {
 		t.logLimited("rcinit", slog.LevelWarn, "no RC message path", "err", err)
 		return
 	}
 	ml := t.ml
-	if ml.links[to] != nil || now < ml.retry[to] || !t.rcRoom(to) {
+	if ml.links[to] != nil || now < ml.retry[to] {
+		return
+	}
+	if full := len(ml.links) >= rcPool; full && (!evict || !t.rcRoom(to)) {
 		return
 	}
 	l, err := t.newLink(to)

@@ -215,6 +215,64 @@ func TestRCMessageLinkEviction(t *testing.T) {
 	if r := ts[0].Resources(); r.QPs > 1+rcPool+2 {
 		t.Errorf("rank 0 resources %+v: more QPs than the UD QP, the pool and heartbeat links", r)
 	}
+
+	// A frequent partner without a link does not evict one: small
+	// messages to an evicted peer stay on UD while the pool is full.
+	var linked map[ranks.Rank]bool
+	ts[0].do(func() {
+		linked = map[ranks.Rank]bool{}
+		for p := range ts[0].ml.links {
+			linked[p] = true
+		}
+	})
+	var cold ranks.Rank
+	for p := ranks.Rank(1); p < n; p++ {
+		if !linked[p] {
+			cold = p
+			break
+		}
+	}
+	if len(linked) < rcPool || cold == 0 {
+		t.Fatalf("links to %v: want a full pool and a peer without one", linked)
+	}
+	evicted := ts[0].VerbsStats().RCMsgEvicted
+	for k := range 2 * rcHotMsgs {
+		if err := ts[0].Send(cold, seqMsg(2*rounds+k, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "small messages delivered", func() bool { return sinks[cold].count(0) >= 2*rounds+2*rcHotMsgs })
+	sinks[cold].verify(t, 0, 2*rounds+2*rcHotMsgs)
+	if e := ts[0].VerbsStats().RCMsgEvicted; e != evicted {
+		t.Errorf("small messages to rank %d evicted %d links", cold, e-evicted)
+	}
+}
+
+// A peer that gets rcHotMsgs small messages within rcHotWindow gets a
+// message link, and the small messages after it take the link, in order.
+func TestFrequentPartnerGetsMessageLink(t *testing.T) {
+	ts, sinks := seqCluster(t, 2, 504)
+	i := 0
+	for ; i < 2*rcHotMsgs; i++ {
+		if err := ts[0].Send(1, seqMsg(i, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "a message link", func() bool { return ts[0].VerbsStats().RCMsgLinks > 0 })
+	for end := i + 2*rcHotMsgs; i < end; i++ {
+		if err := ts[0].Send(1, seqMsg(i, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "every message delivered", func() bool { return sinks[1].count(0) >= i })
+	time.Sleep(50 * time.Millisecond)
+	sinks[1].verify(t, 0, i)
+	if rcSent(ts[0], 1) == 0 {
+		t.Error("no small message took the message link")
+	}
+	if vs := ts[0].VerbsStats(); vs.RCMsgErrors != 0 {
+		t.Errorf("%+v: message link errors", vs)
+	}
 }
 
 // A message link moved to the error state while messages are on it falls

@@ -141,6 +141,7 @@ type Transport struct {
 	lk        linker
 	passive   []*passiveQP
 	ml        *msgLinks  // the RC message links (nil until first used)
+	hot       []hotCount // per peer: small messages sent lately (hotPeer)
 	ready     []delivery // messages for the handler, from the packet being handled
 
 	// capture, if set (tests, before Start), sees every datagram this
@@ -235,6 +236,7 @@ func Open(cfg Config) (*Transport, error) {
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger.With("transport", "verbs"),
 		links:     make([]atomic.Pointer[hbLink], cfg.N),
+		hot:       make([]hotCount, cfg.N),
 		dests:     make([]*ibv.UDDest, cfg.N),
 		wcs:       make([]ibv.WC, 16),
 		pending:   map[ranks.Rank]*pendingLink{},
