@@ -9,7 +9,7 @@
 #   2. fetches the current generic kernel package (apt-get download; the name
 #      is resolved from linux-image-amd64, never pinned) into .rxe/;
 #   3. builds the test binaries statically with cgo (go test -c ./verbs, the
-#      C loop rxe/hbwrite.c);
+#      C loop rxe/hbwrite.c, the C message ping-pong rxe/udlat.c);
 #   4. builds an initramfs: busybox, the rxe modules, rdma/ip/perftest tools
 #      with their libraries, rxe/init.sh as /init;
 #   5. boots qemu (-accel tcg) under timeout and parses the serial console:
@@ -24,8 +24,8 @@
 #   RXE_ONLY=a,b         run only these manifest entries (smoke-devinfo,
 #                        smoke-write-lat, smoke-send-lat, smoke-send-lat-large,
 #                        verbs, verbs-bench,
-#                        tverbs, tverbs-bench, detector, c-hbwrite, twoguest,
-#                        threeguest; default all)
+#                        tverbs, tverbs-bench, detector, c-hbwrite, c-udlat,
+#                        twoguest, threeguest; default all)
 #   RXE_BENCHCOUNT=N     runs of each benchmark and of the C loop (default 3)
 #   RXE_GOFLAGS=f1,f2    extra Go test flags, comma-separated
 #                        (e.g. -test.cpu=1,-test.count=3)
@@ -202,9 +202,10 @@ sel() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
 
 build_c_loop() {
 	local out=$1
-	log "building hbwrite and tsc (static C)"
+	log "building hbwrite, udlat and tsc (static C)"
 	# shellcheck disable=SC2086
 	if ! gcc -O2 -Wall -Werror -o "$out/hbwrite" "$HERE/hbwrite.c" $STATIC_EXTLDFLAGS >"$CACHE/build-c.log" 2>&1 ||
+		! gcc -O2 -Wall -Werror -o "$out/udlat" "$HERE/udlat.c" $STATIC_EXTLDFLAGS >>"$CACHE/build-c.log" 2>&1 ||
 		! gcc -O2 -Wall -Werror -static -o "$out/tsc" "$HERE/tsc.c" >>"$CACHE/build-c.log" 2>&1; then
 		cat "$CACHE/build-c.log" >&2
 		die "gcc failed"
@@ -275,6 +276,7 @@ build_initramfs() {
 		fi
 		[[ -x $bins/vigil ]] && echo "sh detector /tests/detector.sh 8"
 		[[ -x $bins/hbwrite ]] && echo "bin c-hbwrite /tests/hbwrite rxe0 BENCHSECS BENCHCOUNT"
+		if [[ -x $bins/udlat ]]; then echo "bin c-udlat /tests/udlat rxe0 BENCHCOUNT"; fi
 	} >"$stage/etc/rxe/tests"
 	install -m 755 "$HERE/detector.sh" "$stage/tests/detector.sh"
 	for f in "$bins"/*; do [[ -f $f ]] && install -m 755 "$f" "$stage/tests/"; done
@@ -300,6 +302,7 @@ expected_results() {
 	done
 	if sel detector && [[ -x $bins/vigil ]]; then echo detector; fi
 	if sel c-hbwrite && [[ -x $bins/hbwrite ]]; then echo c-hbwrite; fi
+	if sel c-udlat && [[ -x $bins/udlat ]]; then echo c-udlat; fi
 	if sel twoguest && [[ -x $bins/twoguest ]]; then echo twoguest; fi
 	if sel threeguest && [[ -x $bins/twoguest && -x $CACHE/hub ]]; then echo threeguest-a; echo threeguest-b; fi
 	return 0
@@ -516,6 +519,23 @@ report() {
 	mc=$(metric 'tverbs\/BenchmarkMessageLatencyCold' ns_oneway_p50)
 	if [[ -n $sl && -n $mc ]]; then
 		awk -v m="$mc" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f goal=2\n", m / 1000, s, m / 1000 / s }'
+	fi
+	# The same two-process messages against the same pattern in plain C
+	# (rxe/udlat.c: UD SEND ping-pong between two processes, busy-polling
+	# warm; cold, the receiver asleep on its channel after 120 ms idle):
+	# the floor of exactly this pattern on this device.
+	local cw cc
+	cw=$(metric 'c\/udlat_warm' ns_oneway_p50)
+	cc=$(metric 'c\/udlat_cold' ns_oneway_p50)
+	if [[ -n $cw && -n $mp ]]; then
+		awk -v m="$mp" -v c="$cw" 'BEGIN { printf "RXE-RATIO best msg_two_procs_oneway_p50_us=%.2f c_udlat_warm_us=%.2f over=%.2f goal=2\n", m / 1000, c / 1000, m / c }'
+	fi
+	if [[ -n $cc && -n $mc ]]; then
+		awk -v m="$mc" -v c="$cc" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f c_udlat_cold_us=%.2f over=%.2f goal=2\n", m / 1000, c / 1000, m / c }'
+	fi
+	# The C reference itself against ib_send_lat (RC, back to back).
+	if [[ -n $sl && -n $cw && -n $cc ]]; then
+		awk -v w="$cw" -v c="$cc" -v s="$sl" 'BEGIN { printf "RXE-RATIO best c_udlat_warm_us=%.2f c_udlat_cold_us=%.2f ib_send_lat_typical_us=%s warm_over=%.2f cold_over=%.2f\n", w / 1000, c / 1000, s, w / 1000 / s, c / 1000 / s }'
 	fi
 	# The cold message against ib_send_lat -e, which sleeps on its
 	# completion channel as the engine does when idle.
