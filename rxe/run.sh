@@ -541,6 +541,18 @@ report() {
 	if [[ -n $cc && -n $mc ]]; then
 		awk -v m="$mc" -v c="$cc" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f c_udlat_cold_us=%.2f over=%.2f goal=2\n", m / 1000, c / 1000, m / c }'
 	fi
+	# Against the same device driven from Go without the transport
+	# (verbs/BenchmarkRCPingPongProcs: raw RC SEND ping-pong between two Go
+	# processes): what the transport itself adds, and Go's own floor
+	# against ib_send_lat.
+	local gp
+	gp=$(metric 'verbs\/BenchmarkRCPingPongProcs' ns_oneway_p50)
+	if [[ -n $gp && -n $mp ]]; then
+		awk -v m="$mp" -v g="$gp" 'BEGIN { printf "RXE-RATIO best msg_two_procs_oneway_p50_us=%.2f go_raw_rc_pingpong_us=%.2f over=%.2f\n", m / 1000, g / 1000, m / g }'
+	fi
+	if [[ -n $gp && -n $sl ]]; then
+		awk -v g="$gp" -v s="$sl" 'BEGIN { printf "RXE-RATIO best go_raw_rc_pingpong_us=%.2f ib_send_lat_typical_us=%s over=%.2f\n", g / 1000, s, g / 1000 / s }'
+	fi
 	# The C reference itself against ib_send_lat (RC, back to back).
 	if [[ -n $sl && -n $cw && -n $cc ]]; then
 		awk -v w="$cw" -v c="$cc" -v s="$sl" 'BEGIN { printf "RXE-RATIO best c_udlat_warm_us=%.2f c_udlat_cold_us=%.2f ib_send_lat_typical_us=%s warm_over=%.2f cold_over=%.2f\n", w / 1000, c / 1000, s, w / 1000 / s, c / 1000 / s }'
