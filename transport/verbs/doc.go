@@ -86,8 +86,9 @@
 // the engine's turn) what RC does once per message: the first message to
 // a peer above one datagram asks for a message link (rcmsg.go), an RC QP
 // set up by the heartbeat links' handshake over the reliable UD channel
-// (MSGREQ, MSGACK), and from then on every message to that peer goes as
-// RC SENDs of authenticated 16 KiB chunks. A node holds at most 8 links;
+// (MSGREQ, MSGACK, MSGUP; its QPs made by the link worker), and from then
+// on every message to that peer goes as RC SENDs of authenticated 16 KiB
+// chunks. A node holds at most 8 links;
 // a ninth peer takes the least recently used idle one (MSGCLOSE tells its
 // peer), and while none is idle it stays on UD. All links share one SRQ
 // of 32 registered buffers, one CQ (with a channel the engine sleeps on)
@@ -136,9 +137,10 @@
 // ring, the send buffers, the reliability layer with its retransmission
 // and delayed-ack timers, and the RC handshakes' messages. The verbs
 // objects of the heartbeat links (QP creation, connection, the window
-// bind, destruction) are made by a link worker goroutine (linker.go), so
-// that setting up a link, which happens when an observer dies and
-// failures are being propagated, never stalls a message. Send and the emitter's UD
+// bind, destruction) and the message links' QPs are made and destroyed by
+// a link worker goroutine (linker.go), so that setting up a link, which
+// happens when an observer dies and failures are being propagated, or
+// when a peer becomes a frequent partner, never stalls a message. Send and the emitter's UD
 // heartbeats never wait for it: they post themselves when its state is
 // free (a TryLock) and otherwise hand the work to it through a queue, as
 // link requests do; received messages go to the handler from the engine

@@ -378,6 +378,8 @@ func (t *Transport) onControl(from ranks.Rank, m []byte) {
 		t.onMsgReq(from, c.ep)
 	case ctlMsgAck:
 		t.onMsgAck(from, c)
+	case ctlMsgUp:
+		t.onMsgUp(from, c)
 	case ctlMsgClose:
 		t.onMsgClose(from, c.echo)
 	case ctlMsgResend:

@@ -8,19 +8,23 @@ import (
 // linker is the link worker: one goroutine that creates, connects and
 // frees the verbs objects of the RC heartbeat links (QP creation and
 // destruction, the modify-QP transitions, the slot word's registration and
-// memory-window bind, which may wait up to a second). Each is a system call
-// or several; run on the progress engine they would stall every message
-// for as long, and links are set up exactly when failures are being
-// propagated (an emitter whose observer died connects to a new one).
+// memory-window bind, which may wait up to a second) and the QPs of the
+// message links (rcmsg.go). Each is a system call or several; run on the
+// progress engine they would stall every message for as long, and
+// heartbeat links are set up exactly when failures are being propagated
+// (an emitter whose observer died connects to a new one), message links
+// during ordinary traffic (a frequent partner asks for one).
 //
-// The engine keeps the handshake's state (pending, passive, accepting) and
-// the control messages; it hands the object work to the linker (offload),
+// The engine keeps the handshakes' state (pending, passive, accepting, the
+// message links' pool) and the control messages; it hands the object work
+// to the linker (offload),
 // which runs jobs one at a time, in order, and hands the results back as
 // engine commands (toEngine).
 type linker struct {
 	jobs chan func()
 	// slowSetup, set by tests before Start, delays every job that sets up
-	// a link, as a slow bind or address resolution would.
+	// a link (heartbeat or message), as a slow bind or address resolution
+	// would.
 	slowSetup time.Duration
 }
 

@@ -89,6 +89,126 @@ func TestLinkSetupDoesNotStallMessages(t *testing.T) {
 	}
 }
 
+// Setting up a message link (creating its QP and connecting it, at both
+// ends) runs on the link worker, not on the progress engine: while the
+// slow rank's end of a message link to rank a takes setupStall per step,
+// messages to the slow rank from a third rank arrive as fast as without
+// it. With the set-up on the engine every one of them waited for it. The
+// slow rank answers the link in one subtest (it creates and connects its
+// QP in one step) and asks for it in the other (it creates its QP, then
+// connects it on MSGACK: two steps). Once up, the link carries messages
+// both ways without an error.
+func TestMessageLinkSetupDoesNotStallMessages(t *testing.T) {
+	for _, slowAsks := range []bool{false, true} {
+		name := "answers"
+		if slowAsks {
+			name = "asks"
+		}
+		t.Run(name, func(t *testing.T) { messageLinkSetupStall(t, slowAsks) })
+	}
+}
+
+func messageLinkSetupStall(t *testing.T, slowAsks bool) {
+	const setupStall = 800 * time.Millisecond
+	job := uint64(44)
+	if slowAsks {
+		job = 45
+	}
+	ts := openAll(t, 3, job)
+	a, o, m := ts[0], ts[1], ts[2]
+	o.lk.slowSetup = setupStall // before Start: the link worker reads it
+	recs := startAll(t, ts)
+
+	// Warm the message paths (address handles) before timing them.
+	for _, s := range []struct {
+		from   *Transport
+		to, at ranks.Rank
+	}{{m, 1, 2}, {a, 1, 0}, {o, 0, 1}} {
+		if err := s.from.Send(s.to, []byte("warm")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "warm-up message", func() bool { return len(recs[s.to].get(s.at)) == 1 })
+	}
+
+	// Messages m → o, one at a time, for a window that covers the
+	// set-up; the link a–o is asked for (a message above one datagram,
+	// from another goroutine) once the first few went through.
+	big := seqMsg(1, 8<<10)
+	from, to := a, ranks.Rank(1)
+	if slowAsks {
+		from, to = o, 0
+	}
+	type sample struct {
+		at, took time.Duration
+	}
+	var lat []sample
+	var asked, up time.Duration
+	linked := func() bool { return a.VerbsStats().RCMsgLinks > 0 && o.VerbsStats().RCMsgLinks > 0 }
+	sent := make(chan error, 1)
+	start := time.Now()
+	for i := 0; time.Since(start) < 2*setupStall; i++ {
+		if i == 5 {
+			asked = time.Since(start)
+			go func() { sent <- from.Send(to, big) }()
+		}
+		t0 := time.Now()
+		if err := m.Send(1, fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "message during the set-up", func() bool { return len(recs[1].get(2)) == i+2 })
+		lat = append(lat, sample{t0.Sub(start), time.Since(t0)})
+		if up == 0 && linked() {
+			up = time.Since(start)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if up == 0 {
+		waitFor(t, 20*time.Second, "message link up at both ends", linked)
+		up = time.Since(start)
+	}
+	if up < asked+setupStall {
+		t.Fatalf("message link up %v after the start, asked at %v: the set-up did not stall %v", up, asked, setupStall)
+	}
+	took := make([]time.Duration, len(lat))
+	worst := lat[0]
+	for i, s := range lat {
+		took[i] = s.took
+		if s.took > worst.took {
+			worst = s
+		}
+	}
+	slices.Sort(took)
+	t.Logf("%d messages while rank 1's end of a message link took %v per step to set up: median %v, worst %v (sent %v after the start; link asked at %v, up at %v)",
+		len(lat), setupStall, took[len(took)/2], worst.took, worst.at, asked, up)
+	if worst.took >= setupStall/4 {
+		t.Errorf("a message waited %v while a message link was being set up (stall %v): set-up blocks the message path", worst.took, setupStall)
+	}
+
+	// The link carries messages both ways, with no error.
+	waitFor(t, 20*time.Second, "the message that asked for the link", func() bool { return len(recs[to].get(1-to)) == 2 })
+	for k, tr := range []*Transport{a, o} {
+		peer := ranks.Rank(1 - k)
+		had := len(recs[peer].get(ranks.Rank(k)))
+		for i := range 3 {
+			if err := tr.Send(peer, seqMsg(2+i, 8<<10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 20*time.Second, "messages over the link", func() bool { return len(recs[peer].get(ranks.Rank(k))) == had+3 })
+	}
+	for k, tr := range []*Transport{a, o} {
+		peer := ranks.Rank(1 - k)
+		if n := rcSent(tr, peer); n == 0 {
+			t.Errorf("rank %d: no message to rank %d took the message link", k, peer)
+		}
+		if vs := tr.VerbsStats(); vs.RCMsgErrors != 0 || tr.Stats().MsgsDropped != 0 {
+			t.Errorf("rank %d: %+v, %d dropped", k, vs, tr.Stats().MsgsDropped)
+		}
+	}
+}
+
 // The emitter thread never waits for the progress engine: with the
 // engine's state held for engineHold, a UD heartbeat returns at once and
 // the engine sends it when it is free.

@@ -138,8 +138,10 @@ func decodePacket(b []byte) (pktHeader, []byte, error) {
 // the bootstrap exchange).
 //
 // The message links (rcmsg.go) use the same exchange: MSGREQ and MSGACK as
-// CONNREQ and CONNACK (rkey 0), MSGCLOSE with the QP number of the end to
-// drop, and RESEND with a message's RC seq followed by the message.
+// CONNREQ and CONNACK (rkey 0), then MSGUP as CONNACK from the requester
+// (its endpoint, now connected, and the answerer's QP number), MSGCLOSE
+// with the QP number of the end to drop, and RESEND with a message's RC
+// seq followed by the message.
 const (
 	ctlConnReq   = 1
 	ctlConnAck   = 2
@@ -147,6 +149,7 @@ const (
 	ctlMsgAck    = 4
 	ctlMsgClose  = 5
 	ctlMsgResend = 6
+	ctlMsgUp     = 7
 
 	endpointSize = 4 + 4 + 2 + 16
 	connReqSize  = 1 + endpointSize
@@ -159,7 +162,7 @@ const (
 type control struct {
 	op   byte
 	ep   ibv.Endpoint // the sender's RC QP
-	echo uint32       // CONNACK, MSGACK: the requester's QP number; MSGCLOSE: the QP to drop
+	echo uint32       // CONNACK, MSGACK: the requester's QP number; MSGUP: the answerer's; MSGCLOSE: the QP to drop
 	rkey uint32       // CONNACK: the slot word's window rkey (0: none)
 	seq  uint64       // RESEND: the message's RC seq
 	data []byte       // RESEND: the message (decodeControl: aliases its input)
@@ -182,7 +185,7 @@ func (c control) append(dst []byte) []byte {
 		return binary.LittleEndian.AppendUint64(dst, c.seq)
 	}
 	dst = appendEndpoint(dst, c.ep)
-	if c.op == ctlConnAck || c.op == ctlMsgAck {
+	if c.op == ctlConnAck || c.op == ctlMsgAck || c.op == ctlMsgUp {
 		dst = binary.LittleEndian.AppendUint32(dst, c.echo)
 		dst = binary.LittleEndian.AppendUint32(dst, c.rkey)
 	}
@@ -200,7 +203,7 @@ func decodeControl(b []byte) (control, error) {
 	switch c.op {
 	case ctlConnReq, ctlMsgReq:
 		want = connReqSize
-	case ctlConnAck, ctlMsgAck:
+	case ctlConnAck, ctlMsgAck, ctlMsgUp:
 		want = connAckSize
 	case ctlMsgClose:
 		want = msgCloseSize
@@ -230,7 +233,7 @@ func decodeControl(b []byte) (control, error) {
 	if c.ep.QPN == 0 || c.ep.QPN >= 1<<24 || c.ep.PSN >= 1<<24 {
 		return c, fmt.Errorf("verbs control: QP number %d or PSN %d out of range", c.ep.QPN, c.ep.PSN)
 	}
-	if c.op == ctlConnAck || c.op == ctlMsgAck {
+	if c.op == ctlConnAck || c.op == ctlMsgAck || c.op == ctlMsgUp {
 		c.echo = binary.LittleEndian.Uint32(b[27:])
 		c.rkey = binary.LittleEndian.Uint32(b[31:])
 	}

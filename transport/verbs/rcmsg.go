@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
@@ -29,8 +30,14 @@ import (
 //
 // A link is set up by the handshake of the heartbeat links, over the
 // reliable UD channel: MSGREQ carries the requester's QP, MSGACK the
-// answerer's (on simultaneous requests the lower rank's wins), MSGCLOSE
-// asks the peer to drop its end (eviction, refusal). The first message to
+// answerer's, connected to it (on simultaneous requests the lower rank's
+// wins), MSGUP tells the answerer that the requester's end is connected
+// too, MSGCLOSE asks the peer to drop its end (eviction, refusal). A link
+// is up (messages may take it) at the requester once its end is
+// connected, at the answerer on MSGUP: so neither end posts a SEND before
+// the other end can receive it (an RC SEND to a QP not yet ready to
+// receive is dropped and waits for the RC retry timeout, or fails the
+// link). The first message to
 // a peer above one datagram asks for a link and goes over UD itself; so
 // does the rcHotMsgs-th small message to a peer within rcHotWindow (a
 // frequent partner: an RC SEND costs less than a UD one), but only while
@@ -47,7 +54,19 @@ import (
 // Errors are counted (VerbsStats.RCMsgErrors) and the peer gets no new
 // link for rcRetryAfter.
 //
-// Everything here runs on the progress engine (t.mu held).
+// Everything here runs on the progress engine (t.mu held), except the
+// links' verbs objects: their QPs are created, connected and destroyed by
+// the link worker (linker.go), so that setting up a link (a frequent
+// partner asks for one during ordinary traffic) never stalls a message.
+// While the worker has a link's QP, l.qp is nil and the engine keeps the
+// link's state (in the pool, not up: its messages go over UD). A link the
+// engine drops meanwhile (a restart, the peer's request winning, a
+// MSGCLOSE, the reliable layer giving up) is no longer in the pool when
+// the worker's result comes back, and the QP is destroyed then. A link the
+// engine drops while it holds its QP is out of the pool at once (nothing
+// of it is posted again, its completions are ignored: owner and gen), and
+// its QP is destroyed on the worker; the send buffers it had posted come
+// back to the pool only after that, as the QP may still read them.
 type msgLinks struct {
 	srq    *ibv.SRQ
 	cq     *ibv.CQ // sends and receives of every message link, with a channel
@@ -70,10 +89,14 @@ type msgLinks struct {
 
 // msgLink is one RC message QP to a peer.
 type msgLink struct {
-	peer   ranks.Rank
+	peer ranks.Rank
+	// qp is nil while the link worker creates or connects it (and once
+	// the link is dropped); qpn is its number once created.
 	qp     *ibv.QP
-	up     bool   // connected
-	remote uint32 // the peer's QP number (once up)
+	qpn    uint32
+	answer bool   // this end answers the peer's MSGREQ
+	up     bool   // both ends connected: messages take it
+	remote uint32 // the peer's QP number (once known)
 	used   uint64 // LRU stamp
 	queue  []*rcMsg
 	bytes  int // in queue
@@ -184,13 +207,63 @@ func (t *Transport) closeMsgLinks(ml *msgLinks) error {
 }
 
 func (t *Transport) closeLinkQP(l *msgLink) error {
-	if l.qp == nil {
+	qp := l.qp
+	l.qp = nil
+	return t.closeMsgQP(qp)
+}
+
+// closeMsgQP destroys a message QP (nil: none).
+func (t *Transport) closeMsgQP(qp *ibv.QP) error {
+	if qp == nil {
 		return nil
 	}
 	t.rcQPs.Add(-1)
-	err := l.qp.Close()
-	l.qp = nil
-	return err
+	return qp.Close()
+}
+
+// freeMsgQP destroys a message QP on the link worker, logging what fails
+// (engine: nothing refers to it any more).
+func (t *Transport) freeMsgQP(qp *ibv.QP) {
+	if qp == nil {
+		return
+	}
+	t.offload(func() {
+		if err := t.closeMsgQP(qp); err != nil {
+			t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "err", err)
+		}
+	})
+}
+
+// createMsgQP creates a message QP and, with ep, connects it to the
+// peer's end ep (link worker).
+func (t *Transport) createMsgQP(ml *msgLinks, ep *ibv.Endpoint) (*ibv.QP, error) {
+	if t.closed.Load() {
+		return nil, transport.ErrClosed
+	}
+	t.setupDelay()
+	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
+		MaxSendWR: srqDepth, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
+	if err != nil {
+		return nil, err
+	}
+	t.rcQPs.Add(1)
+	if ep != nil {
+		if err := qp.Connect(*ep, &t.cfg.RC); err != nil {
+			t.closeMsgQP(qp)
+			return nil, err
+		}
+	}
+	return qp, nil
+}
+
+// connectMsgQP connects the requester's QP to the answerer's end ep
+// (link worker).
+func (t *Transport) connectMsgQP(qp *ibv.QP, ep ibv.Endpoint) error {
+	if t.closed.Load() {
+		return transport.ErrClosed
+	}
+	t.setupDelay()
+	return qp.Connect(ep, &t.cfg.RC)
 }
 
 // sendMsg sends an application message (engine, t.mu held): over the
@@ -483,24 +556,44 @@ func (t *Transport) rcBreak(l *msgLink, why string, err error) {
 	l.queue, l.bytes = nil, 0
 }
 
-// dropLink removes l from the pool, reclaims its send buffers and
-// destroys its QP (its posted sends are then never completed).
+// dropLink removes l from the pool: nothing of it is posted again and its
+// completions are ignored (its send buffers have no owner). Its QP is
+// destroyed on the link worker (if the worker has it now, when its job
+// comes back), and the send buffers it had posted come back to the pool
+// once the QP is gone, not before: until then the device may still read
+// them.
 func (t *Transport) dropLink(l *msgLink) {
 	ml := t.ml
 	delete(ml.links, l.peer)
-	if l.qp != nil {
-		delete(ml.byQPN, l.qp.Num())
+	if l.qpn != 0 && ml.byQPN[l.qpn] == l {
+		delete(ml.byQPN, l.qpn)
 	}
+	var held []int
 	for s, o := range ml.owner {
 		if o == l {
 			ml.owner[s] = nil
-			ml.free = append(ml.free, s)
+			held = append(held, s)
 		}
 	}
 	l.posted = 0
-	if err := t.closeLinkQP(l); err != nil {
-		t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "peer", l.peer, "err", err)
+	qp := l.qp
+	l.qp = nil
+	if qp == nil { // the worker has it (nothing posted): its job frees it
+		return
 	}
+	t.offload(func() {
+		if err := t.closeMsgQP(qp); err != nil {
+			t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "peer", l.peer, "err", err)
+		}
+		if len(held) > 0 {
+			t.toEngine(func() {
+				if t.ml == ml {
+					ml.free = append(ml.free, held...)
+					t.pumpHeld() // links that waited for a buffer
+				}
+			}, func() {})
+		}
+	})
 }
 
 // rcResend sends message m again over the reliable UD channel.
@@ -531,16 +624,31 @@ func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
 	if full := len(ml.links) >= rcPool; full && (!evict || !t.rcRoom(to)) {
 		return
 	}
-	l, err := t.newLink(to)
+	// The link worker creates the QP, then the engine sends MSGREQ.
+	l := t.newLink(to, false, 0)
+	t.offload(func() {
+		qp, err := t.createMsgQP(ml, nil)
+		t.toEngine(func() { t.sendMsgReq(l, qp, err) }, func() { t.closeMsgQP(qp) })
+	})
+}
+
+// sendMsgReq takes the QP the link worker created for l and sends MSGREQ
+// (engine).
+func (t *Transport) sendMsgReq(l *msgLink, qp *ibv.QP, err error) {
+	ml := t.ml
+	if ml.links[l.peer] != l { // dropped meanwhile (a restart, the peer's request won)
+		t.freeMsgQP(qp)
+		return
+	}
 	if err == nil {
-		err = t.rel.send(to, true, control{op: ctlMsgReq, ep: l.qp.Endpoint()}.append(nil), now)
+		l.qp, l.qpn = qp, qp.Num()
+		ml.byQPN[l.qpn] = l
+		err = t.rel.send(l.peer, true, control{op: ctlMsgReq, ep: qp.Endpoint()}.append(nil), now())
 	}
 	if err != nil {
-		if l != nil {
-			t.dropLink(l)
-		}
-		ml.retry[to] = now + int64(rcRetryAfter)
-		t.logLimited("rcwant", slog.LevelWarn, "cannot start a message link", "peer", to, "err", err)
+		t.dropLink(l)
+		ml.retry[l.peer] = now() + int64(rcRetryAfter)
+		t.logLimited("rcwant", slog.LevelWarn, "cannot start a message link", "peer", l.peer, "err", err)
 	}
 }
 
@@ -572,20 +680,15 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 	return true
 }
 
-// newLink creates a message QP towards peer (not connected).
-func (t *Transport) newLink(peer ranks.Rank) (*msgLink, error) {
+// newLink takes a place in the pool for a link to peer, whose QP the
+// link worker is to make (answer: for the peer's request from its QP
+// remote).
+func (t *Transport) newLink(peer ranks.Rank, answer bool, remote uint32) *msgLink {
 	ml := t.ml
-	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
-		MaxSendWR: srqDepth, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
-	if err != nil {
-		return nil, err
-	}
-	t.rcQPs.Add(1)
 	ml.clock++
-	l := &msgLink{peer: peer, qp: qp, used: ml.clock}
+	l := &msgLink{peer: peer, answer: answer, remote: remote, used: ml.clock}
 	ml.links[peer] = l
-	ml.byQPN[qp.Num()] = l
-	return l, nil
+	return l
 }
 
 // onMsgReq answers a peer's MSGREQ (engine).
@@ -601,10 +704,12 @@ func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint) {
 	ml := t.ml
 	if l := ml.links[from]; l != nil {
 		switch {
-		case l.up && l.remote == ep.QPN: // a repeated request
-			t.msgAck(from, l, ep.QPN)
+		case l.answer && l.remote == ep.QPN: // a repeated request
+			if l.qp != nil {
+				t.msgAck(from, l, ep.QPN)
+			} // else: being answered
 			return
-		case !l.up && t.cfg.Self < from:
+		case !l.answer && !l.up && t.cfg.Self < from:
 			return // both asked: ours wins, the peer answers it
 		default: // the peer dropped its end, or both asked and theirs wins
 			t.rcBreak(l, "replaced by the peer's request", nil)
@@ -614,21 +719,33 @@ func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint) {
 		t.refuse(from, ep.QPN)
 		return
 	}
-	l, err := t.newLink(from)
-	if err == nil {
-		err = l.qp.Connect(ep, &t.cfg.RC)
-	}
-	if err != nil {
-		if l != nil {
-			t.dropLink(l)
-		}
-		t.logLimited("rcaccept", slog.LevelWarn, "cannot accept a message link", "peer", from, "err", err)
-		t.refuse(from, ep.QPN)
+	// The link worker creates the QP and connects it, then the engine
+	// answers MSGACK.
+	l := t.newLink(from, true, ep.QPN)
+	t.offload(func() {
+		qp, err := t.createMsgQP(ml, &ep)
+		t.toEngine(func() { t.msgAccepted(l, qp, err) }, func() { t.closeMsgQP(qp) })
+	})
+}
+
+// msgAccepted takes the QP the link worker created and connected for the
+// peer's request and answers MSGACK (engine). The link is up on the
+// requester's MSGUP.
+func (t *Transport) msgAccepted(l *msgLink, qp *ibv.QP, err error) {
+	ml := t.ml
+	if ml.links[l.peer] != l { // dropped meanwhile (a restart, a new request)
+		t.freeMsgQP(qp)
 		return
 	}
-	l.up, l.remote = true, ep.QPN
-	t.rcLinksUp.Add(1)
-	t.msgAck(from, l, ep.QPN)
+	if err != nil {
+		t.dropLink(l)
+		t.logLimited("rcaccept", slog.LevelWarn, "cannot accept a message link", "peer", l.peer, "err", err)
+		t.refuse(l.peer, l.remote)
+		return
+	}
+	l.qp, l.qpn = qp, qp.Num()
+	ml.byQPN[l.qpn] = l
+	t.msgAck(l.peer, l, l.remote)
 }
 
 func (t *Transport) msgAck(to ranks.Rank, l *msgLink, echo uint32) {
@@ -644,23 +761,62 @@ func (t *Transport) refuse(to ranks.Rank, qpn uint32) {
 	}
 }
 
-// onMsgAck connects the requester's end.
+// onMsgAck has the link worker connect the requester's end (engine).
 func (t *Transport) onMsgAck(from ranks.Rank, c control) {
 	var l *msgLink
 	if t.ml != nil {
 		l = t.ml.links[from]
 	}
-	if l == nil || l.up || l.qp.Num() != c.echo {
+	if l == nil || l.answer || l.up || l.qpn != c.echo {
 		t.refuse(from, c.ep.QPN) // an answer to an attempt already dropped
 		return
 	}
-	if err := l.qp.Connect(c.ep, &t.cfg.RC); err != nil {
-		t.rcBreak(l, "connecting a message link", err)
-		t.refuse(from, c.ep.QPN)
+	if l.qp == nil {
+		return // being connected: a repeated answer
+	}
+	qp := l.qp
+	l.qp, l.remote = nil, c.ep.QPN // the worker's until connected
+	t.offload(func() {
+		err := t.connectMsgQP(qp, c.ep)
+		t.toEngine(func() { t.msgConnected(l, qp, err) }, func() { t.closeMsgQP(qp) })
+	})
+}
+
+// msgConnected takes back the requester's QP the link worker connected:
+// the link is up, and MSGUP tells the answerer (engine).
+func (t *Transport) msgConnected(l *msgLink, qp *ibv.QP, err error) {
+	if t.ml.links[l.peer] != l { // dropped meanwhile (a restart, MSGCLOSE)
+		t.freeMsgQP(qp)
 		return
 	}
-	l.up, l.remote = true, c.ep.QPN
+	l.qp = qp
+	if err == nil {
+		err = t.rel.send(l.peer, true, control{op: ctlMsgUp, ep: qp.Endpoint(), echo: l.remote}.append(nil), now())
+	}
+	if err != nil {
+		t.rcBreak(l, "connecting a message link", err)
+		t.refuse(l.peer, l.remote)
+		return
+	}
+	l.up = true
 	t.rcLinksUp.Add(1)
+}
+
+// onMsgUp puts the answerer's end in service once the requester's is
+// connected (engine).
+func (t *Transport) onMsgUp(from ranks.Rank, c control) {
+	var l *msgLink
+	if t.ml != nil {
+		l = t.ml.links[from]
+	}
+	if l == nil || !l.answer || l.qp == nil || l.qpn != c.echo || l.remote != c.ep.QPN {
+		t.refuse(from, c.ep.QPN) // for an end already dropped
+		return
+	}
+	if !l.up {
+		l.up = true
+		t.rcLinksUp.Add(1)
+	}
 }
 
 // onMsgClose drops the link whose local QP number the peer names.
@@ -668,7 +824,7 @@ func (t *Transport) onMsgClose(from ranks.Rank, qpn uint32) {
 	if t.ml == nil {
 		return
 	}
-	if l := t.ml.links[from]; l != nil && l.qp.Num() == qpn {
+	if l := t.ml.links[from]; l != nil && l.qpn != 0 && l.qpn == qpn {
 		t.pollRC()
 		if t.ml.links[from] == l {
 			t.rcBreak(l, "closed by the peer", nil)

@@ -327,3 +327,92 @@ func TestRCMessageLinkErrorFallsBack(t *testing.T) {
 		t.Errorf("%d messages dropped", ts[0].Stats().MsgsDropped)
 	}
 }
+
+// msgLinksPending waits until tr holds n message links being set up (the
+// link worker has their QPs) and none up.
+func msgLinksPending(t *testing.T, tr *Transport, n int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d message links being set up", n), func() bool {
+		var up, pending []ranks.Rank
+		tr.do(func() { up, pending = tr.msgLinkPeers() })
+		return len(up) == 0 && len(pending) == n
+	})
+}
+
+// A peer that restarts while the link worker makes this rank's end of its
+// message link: the end is dropped with the old incarnation and its QP
+// destroyed when the worker is done with it, and the new incarnation gets
+// a link of its own that carries messages both ways.
+func TestMessageLinkSetupPeerRestarts(t *testing.T) {
+	const setupStall = 500 * time.Millisecond
+	ts := openAll(t, 2, 505)
+	o, b := ts[0], ts[1]
+	o.lk.slowSetup = setupStall
+	recs := startAll(t, ts)
+	if err := b.Send(0, seqMsg(0, 8<<10)); err != nil { // asks for a link
+		t.Fatal(err)
+	}
+	msgLinksPending(t, o, 1) // o's end: on the worker for setupStall
+	b2, rec2 := restart(t, b, addrsOf(ts))
+	if err := setPeers(o, []string{"", b2.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	var up, pending []ranks.Rank
+	o.do(func() { up, pending = o.msgLinkPeers() })
+	if len(up)+len(pending) != 0 {
+		t.Fatalf("rank 0 still holds message links up %v, being set up %v, after rank 1 restarted", up, pending)
+	}
+	time.Sleep(setupStall) // the worker's end comes back for nobody
+	for i := range 3 {
+		if err := b2.Send(0, seqMsg(i, 8<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "a message link to the new incarnation", func() bool {
+		return o.VerbsStats().RCMsgLinks > 0 && b2.VerbsStats().RCMsgLinks > 0
+	})
+	for i := range 3 {
+		if err := o.Send(1, seqMsg(i, 8<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b2.Send(0, seqMsg(3+i, 8<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "messages both ways", func() bool {
+		return len(rec2.from(0)) == 3 && len(recs[0].get(1)) >= 6
+	})
+	if n := rcSent(o, 1); n == 0 {
+		t.Error("no message of rank 0 took the link to the new incarnation")
+	}
+	if n := rcSent(b2, 0); n == 0 {
+		t.Error("no message of the new incarnation took its link")
+	}
+	vs := o.VerbsStats()
+	t.Logf("rank 0: %+v, resources %+v", vs, o.Resources())
+	if vs.RCMsgLinks != 1 || vs.RCMsgErrors != 0 {
+		t.Errorf("rank 0: %d message links up (want 1: the old incarnation's never), %d errors", vs.RCMsgLinks, vs.RCMsgErrors)
+	}
+	waitFor(t, 10*time.Second, "rank 0's QP for the old incarnation destroyed", func() bool { return o.Resources().QPs == 2 })
+}
+
+// Close while the link worker makes one end of a message link and has
+// another queued: both QPs are freed (Close reports a leak as an error).
+func TestMessageLinkSetupAtClose(t *testing.T) {
+	const setupStall = 500 * time.Millisecond
+	ts := openAll(t, 3, 506)
+	o := ts[0]
+	o.lk.slowSetup = setupStall
+	startAll(t, ts)
+	for _, tr := range ts[1:] {
+		if err := tr.Send(0, seqMsg(0, 8<<10)); err != nil { // asks for a link
+			t.Fatal(err)
+		}
+	}
+	msgLinksPending(t, o, 2)
+	t0 := time.Now()
+	if err := o.Close(); err != nil {
+		t.Fatalf("Close with message link set-ups on the worker: %v", err)
+	}
+	t.Logf("Close took %v with a set-up of %v on the worker and one queued", time.Since(t0), setupStall)
+}
