@@ -374,8 +374,8 @@ func (t *Transport) onControl(from ranks.Rank, m []byte) {
 		t.accept(from, c.ep)
 	case ctlConnAck:
 		t.established(from, c)
-	case ctlMsgReq:
-		t.onMsgReq(from, c.ep)
+	case ctlMsgReq, ctlMsgReqRoom:
+		t.onMsgReq(from, c.ep, c.op == ctlMsgReqRoom)
 	case ctlMsgAck:
 		t.onMsgAck(from, c)
 	case ctlMsgUp:

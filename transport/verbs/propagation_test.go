@@ -104,7 +104,9 @@ func propagateOnce(b *testing.B, tr, bc string, job uint64) (time.Duration, uint
 			return ok
 		})
 		ev, _ := nd.Known(victim)
-		if ranks.Rank(i) == ev.Detector {
+		// More than one survivor may have detected it (each names
+		// itself): the spread starts at the earliest.
+		if ranks.Rank(i) == ev.Detector && (first == 0 || ev.DeliveredMono < first) {
 			first = ev.DeliveredMono
 		}
 		last = max(last, ev.DeliveredMono)

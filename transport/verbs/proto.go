@@ -150,6 +150,9 @@ const (
 	ctlMsgClose  = 5
 	ctlMsgResend = 6
 	ctlMsgUp     = 7
+	// ctlMsgReqRoom is MSGREQ for a frequent partner: the answerer
+	// refuses it rather than evict a link.
+	ctlMsgReqRoom = 8
 
 	endpointSize = 4 + 4 + 2 + 16
 	connReqSize  = 1 + endpointSize
@@ -201,7 +204,7 @@ func decodeControl(b []byte) (control, error) {
 	c.op = b[0]
 	want := 0
 	switch c.op {
-	case ctlConnReq, ctlMsgReq:
+	case ctlConnReq, ctlMsgReq, ctlMsgReqRoom:
 		want = connReqSize
 	case ctlConnAck, ctlMsgAck, ctlMsgUp:
 		want = connAckSize

@@ -96,6 +96,8 @@ type msgLink struct {
 	qpn    uint32
 	answer bool   // this end answers the peer's MSGREQ
 	up     bool   // both ends connected: messages take it
+	since  int64  // when the link took its place (ns): see rcSetupTimeout
+	room   bool   // requested for a frequent partner: the peer must not evict for it
 	remote uint32 // the peer's QP number (once known)
 	used   uint64 // LRU stamp
 	queue  []*rcMsg
@@ -335,6 +337,7 @@ func (t *Transport) rcPump(l *msgLink) {
 	for _, m := range l.queue {
 		for !m.sent() {
 			if len(ml.free) == 0 {
+				ml.held = true // pumped again once a buffer comes back
 				return
 			}
 			n := min(rcChunk, len(m.data)-m.next)
@@ -618,7 +621,13 @@ func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
 		return
 	}
 	ml := t.ml
-	if ml.links[to] != nil || now < ml.retry[to] {
+	if l := ml.links[to]; l != nil {
+		if !t.setupStale(l, now) {
+			return
+		}
+		t.dropStale(l)
+	}
+	if now < ml.retry[to] {
 		return
 	}
 	if full := len(ml.links) >= rcPool; full && (!evict || !t.rcRoom(to)) {
@@ -626,6 +635,7 @@ func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
 	}
 	// The link worker creates the QP, then the engine sends MSGREQ.
 	l := t.newLink(to, false, 0)
+	l.room = !evict
 	t.offload(func() {
 		qp, err := t.createMsgQP(ml, nil)
 		t.toEngine(func() { t.sendMsgReq(l, qp, err) }, func() { t.closeMsgQP(qp) })
@@ -643,7 +653,11 @@ func (t *Transport) sendMsgReq(l *msgLink, qp *ibv.QP, err error) {
 	if err == nil {
 		l.qp, l.qpn = qp, qp.Num()
 		ml.byQPN[l.qpn] = l
-		err = t.rel.send(l.peer, true, control{op: ctlMsgReq, ep: qp.Endpoint()}.append(nil), now())
+		op := byte(ctlMsgReq)
+		if l.room {
+			op = ctlMsgReqRoom
+		}
+		err = t.rel.send(l.peer, true, control{op: op, ep: qp.Endpoint()}.append(nil), now())
 	}
 	if err != nil {
 		t.dropLink(l)
@@ -658,6 +672,13 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 	ml := t.ml
 	if len(ml.links) < rcPool {
 		return true
+	}
+	tn := now()
+	for _, l := range ml.links {
+		if l.peer != peer && t.setupStale(l, tn) {
+			t.dropStale(l)
+			return true
+		}
 	}
 	var lru *msgLink
 	for _, l := range ml.links {
@@ -686,13 +707,36 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 func (t *Transport) newLink(peer ranks.Rank, answer bool, remote uint32) *msgLink {
 	ml := t.ml
 	ml.clock++
-	l := &msgLink{peer: peer, answer: answer, remote: remote, used: ml.clock}
+	l := &msgLink{peer: peer, answer: answer, remote: remote, used: ml.clock, since: now()}
 	ml.links[peer] = l
 	return l
 }
 
-// onMsgReq answers a peer's MSGREQ (engine).
-func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint) {
+// rcSetupTimeout bounds a link's handshake: a link not up after it (a
+// MSGACK or MSGUP lost when the reliable layer gave up on the peer, a
+// MSGACK that could not be sent) gives its place back when the place or
+// the peer is wanted again.
+const rcSetupTimeout = 2 * time.Second
+
+// setupStale says whether l is still not up rcSetupTimeout after it took
+// its place.
+func (t *Transport) setupStale(l *msgLink, now int64) bool {
+	return !l.up && now-l.since > int64(rcSetupTimeout)
+}
+
+// dropStale drops a link whose handshake did not finish, telling the
+// peer to drop its end if it has one.
+func (t *Transport) dropStale(l *msgLink) {
+	t.logLimited("rcstale", slog.LevelInfo, "message link handshake did not finish: dropped", "peer", l.peer)
+	if l.remote != 0 {
+		t.refuse(l.peer, l.remote)
+	}
+	t.dropLink(l)
+}
+
+// onMsgReq answers a peer's MSGREQ (engine); a request with room set
+// (MSGREQROOM, a frequent partner's) is refused rather than evict a link.
+func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint, room bool) {
 	if !t.rcOn() || from == t.cfg.Self {
 		t.refuse(from, ep.QPN)
 		return
@@ -709,13 +753,13 @@ func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint) {
 				t.msgAck(from, l, ep.QPN)
 			} // else: being answered
 			return
-		case !l.answer && !l.up && t.cfg.Self < from:
-			return // both asked: ours wins, the peer answers it
+		case !l.answer && !l.up && l.qpn != 0 && t.cfg.Self < from && !t.setupStale(l, now()):
+			return // both asked: ours (sent) wins, the peer answers it
 		default: // the peer dropped its end, or both asked and theirs wins
 			t.rcBreak(l, "replaced by the peer's request", nil)
 		}
 	}
-	if !t.rcRoom(from) {
+	if full := len(ml.links) >= rcPool; full && (room || !t.rcRoom(from)) {
 		t.refuse(from, ep.QPN)
 		return
 	}
@@ -745,13 +789,19 @@ func (t *Transport) msgAccepted(l *msgLink, qp *ibv.QP, err error) {
 	}
 	l.qp, l.qpn = qp, qp.Num()
 	ml.byQPN[l.qpn] = l
-	t.msgAck(l.peer, l, l.remote)
+	if t.msgAck(l.peer, l, l.remote) != nil {
+		t.dropLink(l) // no MSGUP will come for it
+	}
 }
 
-func (t *Transport) msgAck(to ranks.Rank, l *msgLink, echo uint32) {
-	if err := t.rel.send(to, true, control{op: ctlMsgAck, ep: l.qp.Endpoint(), echo: echo}.append(nil), now()); err != nil {
+// msgAck answers the peer's request from QP echo with l's QP; an error is
+// logged and returned.
+func (t *Transport) msgAck(to ranks.Rank, l *msgLink, echo uint32) error {
+	err := t.rel.send(to, true, control{op: ctlMsgAck, ep: l.qp.Endpoint(), echo: echo}.append(nil), now())
+	if err != nil {
 		t.logLimited("rcack", slog.LevelWarn, "cannot answer a message link request", "peer", to, "err", err)
 	}
+	return err
 }
 
 // refuse tells the peer to drop its end (QP number qpn).

@@ -246,6 +246,84 @@ func TestRCMessageLinkEviction(t *testing.T) {
 	if e := ts[0].VerbsStats().RCMsgEvicted; e != evicted {
 		t.Errorf("small messages to rank %d evicted %d links", cold, e-evicted)
 	}
+
+	// Nor does it make the answerer evict: the cold peer's pool has room
+	// and asks rank 0 (MSGREQROOM, once the retry gate of its evicted link
+	// has passed), whose pool is full: refused.
+	time.Sleep(rcRetryAfter)
+	for k := range 2 * rcHotMsgs {
+		if err := ts[cold].Send(0, seqMsg(k, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "small messages delivered", func() bool { return sinks[0].count(cold) >= 2*rcHotMsgs })
+	sinks[0].verify(t, cold, 2*rcHotMsgs)
+	time.Sleep(200 * time.Millisecond) // the request and its refusal
+	if e := ts[0].VerbsStats().RCMsgEvicted; e != evicted {
+		t.Errorf("rank %d's small messages made rank 0 evict %d links", cold, e-evicted)
+	}
+}
+
+// A link whose handshake never finished (a MSGACK or MSGUP lost when the
+// reliable layer gave up) gives its place back after rcSetupTimeout: the
+// next large message asks again and the link comes up.
+func TestStaleMessageLinkIsReplaced(t *testing.T) {
+	ts, sinks := seqCluster(t, 2, 505)
+	ts[0].do(func() {
+		if err := ts[0].initMsgLinks(); err != nil {
+			t.Error(err)
+			return
+		}
+		l := ts[0].newLink(1, false, 0) // never asked: as if the answer was lost
+		l.since = now() - int64(rcSetupTimeout) - 1
+	})
+	i := 0
+	for ; i < 4 || ts[0].VerbsStats().RCMsgLinks == 0; i++ {
+		if i > 200 {
+			t.Fatal("no message link after 200 large messages: the stale link kept its place")
+		}
+		if err := ts[0].Send(1, seqMsg(i, 8<<10)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(t, 30*time.Second, "every message delivered", func() bool { return sinks[1].count(0) >= i })
+	sinks[1].verify(t, 0, i)
+}
+
+// A message queued on an up link while another link holds every send
+// buffer goes out once buffers come back, with no further Send.
+func TestLinkWaitingForBuffersIsPumped(t *testing.T) {
+	ts, sinks := seqCluster(t, 3, 506)
+	for p := 1; p <= 2; p++ { // a link to each peer
+		for k := 0; rcSent(ts[0], ranks.Rank(p)) == 0; k++ {
+			if k > 200 {
+				t.Fatalf("no message link to rank %d after 200 messages", p)
+			}
+			if err := ts[0].Send(ranks.Rank(p), seqMsg(k, 8<<10)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "delivery", func() bool { return sinks[p].count(0) >= k+1 })
+		}
+	}
+	n1, n2 := sinks[1].count(0), sinks[2].count(0)
+	ts[0].do(func() {
+		// 1 MiB to rank 1 takes every send buffer, then 4 KiB to rank 2
+		// waits for one.
+		if err := ts[0].sendMsg(1, seqMsg(n1, 1<<20), true, now()); err != nil {
+			t.Error(err)
+		}
+		if err := ts[0].sendMsg(2, seqMsg(n2, 4<<10), true, now()); err != nil {
+			t.Error(err)
+		}
+		if len(ts[0].ml.free) != 0 {
+			t.Errorf("%d send buffers free after 1 MiB: the test needs none", len(ts[0].ml.free))
+		}
+	})
+	waitFor(t, 30*time.Second, "the 4 KiB message to rank 2", func() bool { return sinks[2].count(0) >= n2+1 })
+	waitFor(t, 30*time.Second, "the 1 MiB message to rank 1", func() bool { return sinks[1].count(0) >= n1+1 })
+	sinks[2].verify(t, 0, n2+1)
+	sinks[1].verify(t, 0, n1+1)
 }
 
 // A peer that gets rcHotMsgs small messages within rcHotWindow gets a

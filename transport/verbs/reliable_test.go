@@ -234,7 +234,7 @@ func TestPacketCodec(t *testing.T) {
 	}
 	ep := ibv.Endpoint{QPN: 17, PSN: 0x123456, LID: 3, GID: ibv.GID{15: 1}}
 	for _, c := range []control{{op: ctlConnReq, ep: ep}, {op: ctlConnAck, ep: ep, echo: 99},
-		{op: ctlMsgReq, ep: ep}, {op: ctlMsgAck, ep: ep, echo: 98}, {op: ctlMsgUp, ep: ep, echo: 96}, {op: ctlMsgClose, echo: 97},
+		{op: ctlMsgReq, ep: ep}, {op: ctlMsgReqRoom, ep: ep}, {op: ctlMsgAck, ep: ep, echo: 98}, {op: ctlMsgUp, ep: ep, echo: 96}, {op: ctlMsgClose, echo: 97},
 		{op: ctlMsgResend, seq: 5, data: []byte("message")}, {op: ctlMsgResend, seq: 6, data: []byte{}}} {
 		got, err := decodeControl(append(c.append(nil), c.data...))
 		if err != nil || got.op != c.op || got.ep != c.ep || got.echo != c.echo || got.rkey != c.rkey || got.seq != c.seq ||
