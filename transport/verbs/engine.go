@@ -269,8 +269,12 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 // runs out of send buffers).
 const reapEvery = 16
 
-// drainCmds executes every queued command.
+// drainCmds executes the link worker's results and every queued
+// command.
 func (t *Transport) drainCmds() {
+	for _, c := range t.takeResults() {
+		t.exec(c)
+	}
 	for {
 		select {
 		case c := <-t.eng.cmds:
@@ -313,6 +317,12 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		t.mu.Unlock()
 		return
 	default:
+	}
+	if t.lk.any.Load() { // see toEngine
+		e.sleeping.Store(false)
+		t.drainCmds()
+		t.mu.Unlock()
+		return
 	}
 	t.rel.flushAcks(0, 0) // nothing owed waits while the engine sleeps
 	t.reap()

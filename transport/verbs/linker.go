@@ -2,6 +2,8 @@ package verbs
 
 import (
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,10 +20,15 @@ import (
 // The engine keeps the handshakes' state (pending, passive, accepting, the
 // message links' pool) and the control messages; it hands the object work
 // to the linker (offload),
-// which runs jobs one at a time, in order, and hands the results back as
-// engine commands (toEngine).
+// which runs jobs one at a time, in order, and hands the results back to
+// the engine (toEngine) through a list without bound, so that the worker
+// never waits for the engine while the engine may wait for the worker's
+// queue.
 type linker struct {
 	jobs chan func()
+	mu   sync.Mutex
+	done []cmd       // results for the engine, in order
+	any  atomic.Bool // done is not empty
 	// slowSetup, set by tests before Start, delays every job that sets up
 	// a link (heartbeat or message), as a slow bind or address resolution
 	// would.
@@ -86,18 +93,33 @@ func (t *Transport) freePending(p *pendingLink) {
 	})
 }
 
-// toEngine hands fn, which uses the engine's state, back to the engine,
-// waiting for room in its queue. If the transport closes first, or Close
-// finds fn still queued, drop runs instead, to free what fn would have
-// kept.
+// toEngine hands fn, which uses the engine's state, back to the engine
+// without waiting, waking it if it sleeps. If Close finds fn still
+// queued, drop runs instead, to free what fn would have kept.
 func (t *Transport) toEngine(fn, drop func()) {
-	for !t.eng.submit(cmd{op: opDo, fn: fn, drop: drop}) {
-		if t.closed.Load() {
-			drop()
-			return
-		}
-		time.Sleep(time.Millisecond) // the engine is behind: wait for room
+	t.lk.mu.Lock()
+	t.lk.done = append(t.lk.done, cmd{op: opDo, fn: fn, drop: drop})
+	t.lk.any.Store(true)
+	t.lk.mu.Unlock()
+	e := &t.eng
+	e.pending.Store(1) // pairs with sleep, as submit's
+	if e.sleeping.Load() {
+		e.wake()
 	}
+}
+
+// takeResults takes the link worker's results (engine, or Close once the
+// engine stopped).
+func (t *Transport) takeResults() []cmd {
+	if !t.lk.any.Load() {
+		return nil
+	}
+	t.lk.mu.Lock()
+	rs := t.lk.done
+	t.lk.done = nil
+	t.lk.any.Store(false)
+	t.lk.mu.Unlock()
+	return rs
 }
 
 // setupDelay waits for linker.slowSetup (tests).
@@ -121,9 +143,14 @@ func (t *Transport) drainLinker() {
 	}
 }
 
-// dropCmds empties the engine's queue once the engine has stopped
-// (Close), running each command's drop.
+// dropCmds empties the engine's queue and the link worker's results once
+// the engine has stopped (Close), running each command's drop.
 func (t *Transport) dropCmds() {
+	for _, c := range t.takeResults() {
+		if c.drop != nil {
+			c.drop()
+		}
+	}
 	for {
 		select {
 		case c := <-t.eng.cmds:
