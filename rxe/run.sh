@@ -507,27 +507,26 @@ report() {
 		awk -v g="$tns" -v c="$cns" 'BEGIN { printf "RXE-RATIO best transport_hb_ns_op=%s c_ns_op=%s transport_over_c=%.2f\n", g, c, g / c }'
 	fi
 	metric() { sed -n "s/^RXE-BENCH name=$1 .*$2=\([0-9.]*\).*/\1/p" "$log" | sort -g | head -1; }
+	# ratio A_NAME A A_DIV B_NAME B B_DIV [SUFFIX]: one RXE-RATIO line with
+	# A/A_DIV, B/B_DIV (ns to µs: 1000) and their ratio, if both are known.
+	ratio() {
+		[[ -n $2 && -n $5 ]] || return 0
+		awk -v an="$1" -v a="$2" -v ad="$3" -v bn="$4" -v b="$5" -v bd="$6" -v x="${7:-}" \
+			'BEGIN { printf "RXE-RATIO best %s=%.2f %s=%.2f over=%.2f%s\n", an, a / ad, bn, b / bd, (a / ad) / (b / bd), (x == "" ? "" : " " x) }'
+	}
 	wl=$(metric 'perftest\/ib_write_lat_8B' lat_typical_us)
 	sl=$(metric 'perftest\/ib_send_lat_8B' lat_typical_us)
 	hl=$(metric 'tverbs\/BenchmarkHeartbeatWriteLatency' ns_oneway_p50)
 	ml=$(metric 'tverbs\/BenchmarkMessageLatency' ns_oneway_p50)
-	if [[ -n $wl && -n $hl ]]; then
-		awk -v h="$hl" -v w="$wl" 'BEGIN { printf "RXE-RATIO best hb_write_oneway_p50_us=%.2f ib_write_lat_typical_us=%s over=%.2f\n", h / 1000, w, h / 1000 / w }'
-	fi
+	ratio hb_write_oneway_p50_us "$hl" 1000 ib_write_lat_typical_us "$wl" 1
 	# Message latencies against ib_send_lat; the goal is at most 2× (warm
 	# and cold, issue #15).
-	if [[ -n $sl && -n $ml ]]; then
-		awk -v m="$ml" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f goal=2\n", m / 1000, s, m / 1000 / s }'
-	fi
+	ratio msg_oneway_p50_us "$ml" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
 	local mp mc
 	mp=$(metric 'tverbs\/BenchmarkMessageLatencyProcs' ns_oneway_p50)
-	if [[ -n $sl && -n $mp ]]; then
-		awk -v m="$mp" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_two_procs_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f goal=2\n", m / 1000, s, m / 1000 / s }'
-	fi
+	ratio msg_two_procs_oneway_p50_us "$mp" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
 	mc=$(metric 'tverbs\/BenchmarkMessageLatencyCold' ns_oneway_p50)
-	if [[ -n $sl && -n $mc ]]; then
-		awk -v m="$mc" -v s="$sl" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f ib_send_lat_typical_us=%s over=%.2f goal=2\n", m / 1000, s, m / 1000 / s }'
-	fi
+	ratio msg_cold_two_procs_oneway_p50_us "$mc" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
 	# The same two-process messages against the same pattern in plain C
 	# (rxe/udlat.c: UD SEND ping-pong between two processes, busy-polling
 	# warm; cold, the receiver asleep on its channel after 120 ms idle):
@@ -535,24 +534,16 @@ report() {
 	local cw cc
 	cw=$(metric 'c\/udlat_warm' ns_oneway_p50)
 	cc=$(metric 'c\/udlat_cold' ns_oneway_p50)
-	if [[ -n $cw && -n $mp ]]; then
-		awk -v m="$mp" -v c="$cw" 'BEGIN { printf "RXE-RATIO best msg_two_procs_oneway_p50_us=%.2f c_udlat_warm_us=%.2f over=%.2f goal=2\n", m / 1000, c / 1000, m / c }'
-	fi
-	if [[ -n $cc && -n $mc ]]; then
-		awk -v m="$mc" -v c="$cc" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f c_udlat_cold_us=%.2f over=%.2f goal=2\n", m / 1000, c / 1000, m / c }'
-	fi
+	ratio msg_two_procs_oneway_p50_us "$mp" 1000 c_udlat_warm_us "$cw" 1000 goal=2
+	ratio msg_cold_two_procs_oneway_p50_us "$mc" 1000 c_udlat_cold_us "$cc" 1000 goal=2
 	# Against the same device driven from Go without the transport
 	# (verbs/BenchmarkRCPingPongProcs: raw RC SEND ping-pong between two Go
 	# processes): what the transport itself adds, and Go's own floor
 	# against ib_send_lat.
 	local gp
 	gp=$(metric 'verbs\/BenchmarkRCPingPongProcs' ns_oneway_p50)
-	if [[ -n $gp && -n $mp ]]; then
-		awk -v m="$mp" -v g="$gp" 'BEGIN { printf "RXE-RATIO best msg_two_procs_oneway_p50_us=%.2f go_raw_rc_pingpong_us=%.2f over=%.2f\n", m / 1000, g / 1000, m / g }'
-	fi
-	if [[ -n $gp && -n $sl ]]; then
-		awk -v g="$gp" -v s="$sl" 'BEGIN { printf "RXE-RATIO best go_raw_rc_pingpong_us=%.2f ib_send_lat_typical_us=%s over=%.2f\n", g / 1000, s, g / 1000 / s }'
-	fi
+	ratio msg_two_procs_oneway_p50_us "$mp" 1000 go_raw_rc_pingpong_us "$gp" 1000
+	ratio go_raw_rc_pingpong_us "$gp" 1000 ib_send_lat_typical_us "$sl" 1
 	# The C reference itself against ib_send_lat (RC, back to back).
 	if [[ -n $sl && -n $cw && -n $cc ]]; then
 		awk -v w="$cw" -v c="$cc" -v s="$sl" 'BEGIN { printf "RXE-RATIO best c_udlat_warm_us=%.2f c_udlat_cold_us=%.2f ib_send_lat_typical_us=%s warm_over=%.2f cold_over=%.2f\n", w / 1000, c / 1000, s, w / 1000 / s, c / 1000 / s }'
@@ -561,9 +552,7 @@ report() {
 	# completion channel as the engine does when idle.
 	local se
 	se=$(metric 'perftest\/ib_send_lat_events_8B' lat_typical_us)
-	if [[ -n $se && -n $mc ]]; then
-		awk -v m="$mc" -v s="$se" 'BEGIN { printf "RXE-RATIO best msg_cold_two_procs_oneway_p50_us=%.2f ib_send_lat_events_typical_us=%s over=%.2f\n", m / 1000, s, m / 1000 / s }'
-	fi
+	ratio msg_cold_two_procs_oneway_p50_us "$mc" 1000 ib_send_lat_events_typical_us "$se" 1
 	# Authentication's share of a message: tag and check of one datagram
 	# (SipHash, the datagrams'; HMAC-SHA256, TCP's) against the two-process
 	# one-way time (issue #15 item 2).

@@ -43,10 +43,7 @@ func TestLinkSetupDoesNotStallMessages(t *testing.T) {
 
 	// Messages m → o, one at a time, for a window that covers the set-up;
 	// the link is asked for once the first few went through.
-	type sample struct {
-		at, took time.Duration
-	}
-	var lat []sample
+	var lat []stallSample
 	var asked time.Duration
 	start := time.Now()
 	for i := 0; time.Since(start) < 2*setupStall; i++ {
@@ -61,7 +58,7 @@ func TestLinkSetupDoesNotStallMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "message during the set-up", func() bool { return len(recs[1].get(2)) == i+2 })
-		lat = append(lat, sample{t0.Sub(start), time.Since(t0)})
+		lat = append(lat, stallSample{t0.Sub(start), time.Since(t0)})
 	}
 	seq := uint64(1)
 	waitFor(t, 20*time.Second, "link up after the stall", func() bool {
@@ -73,17 +70,9 @@ func TestLinkSetupDoesNotStallMessages(t *testing.T) {
 	if up < asked+setupStall {
 		t.Fatalf("link up %v after the start, asked at %v: the set-up did not stall %v", up, asked, setupStall)
 	}
-	took := make([]time.Duration, len(lat))
-	worst := lat[0]
-	for i, s := range lat {
-		took[i] = s.took
-		if s.took > worst.took {
-			worst = s
-		}
-	}
-	slices.Sort(took)
+	median, worst := stallStats(lat)
 	t.Logf("%d messages while the observer's end took %v to set up: median %v, worst %v (sent %v after the start; link asked at %v)",
-		len(lat), setupStall, took[len(took)/2], worst.took, worst.at, asked)
+		len(lat), setupStall, median, worst.took, worst.at, asked)
 	if worst.took >= setupStall/4 {
 		t.Errorf("a message waited %v while a link was being set up (stall %v): set-up blocks the message path", worst.took, setupStall)
 	}
@@ -138,10 +127,7 @@ func messageLinkSetupStall(t *testing.T, slowAsks bool) {
 	if slowAsks {
 		from, to = o, 0
 	}
-	type sample struct {
-		at, took time.Duration
-	}
-	var lat []sample
+	var lat []stallSample
 	var asked, up time.Duration
 	linked := func() bool { return a.VerbsStats().RCMsgLinks > 0 && o.VerbsStats().RCMsgLinks > 0 }
 	sent := make(chan error, 1)
@@ -156,7 +142,7 @@ func messageLinkSetupStall(t *testing.T, slowAsks bool) {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "message during the set-up", func() bool { return len(recs[1].get(2)) == i+2 })
-		lat = append(lat, sample{t0.Sub(start), time.Since(t0)})
+		lat = append(lat, stallSample{t0.Sub(start), time.Since(t0)})
 		if up == 0 && linked() {
 			up = time.Since(start)
 		}
@@ -171,17 +157,9 @@ func messageLinkSetupStall(t *testing.T, slowAsks bool) {
 	if up < asked+setupStall {
 		t.Fatalf("message link up %v after the start, asked at %v: the set-up did not stall %v", up, asked, setupStall)
 	}
-	took := make([]time.Duration, len(lat))
-	worst := lat[0]
-	for i, s := range lat {
-		took[i] = s.took
-		if s.took > worst.took {
-			worst = s
-		}
-	}
-	slices.Sort(took)
+	median, worst := stallStats(lat)
 	t.Logf("%d messages while rank 1's end of a message link took %v per step to set up: median %v, worst %v (sent %v after the start; link asked at %v, up at %v)",
-		len(lat), setupStall, took[len(took)/2], worst.took, worst.at, asked, up)
+		len(lat), setupStall, median, worst.took, worst.at, asked, up)
 	if worst.took >= setupStall/4 {
 		t.Errorf("a message waited %v while a message link was being set up (stall %v): set-up blocks the message path", worst.took, setupStall)
 	}
@@ -229,4 +207,24 @@ func TestEmitterNeverWaitsForEngine(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "heartbeat delivered once the engine is free", func() bool { return o.Slots().Load(0) == 7 })
 	t.Logf("SendHeartbeat returned in %v; delivered after %v", took, time.Since(t0))
+}
+
+// stallSample is one message sent while a link was being set up: when,
+// after the start, and how long it took to arrive.
+type stallSample struct {
+	at, took time.Duration
+}
+
+// stallStats returns the median time of the samples and the slowest one.
+func stallStats(lat []stallSample) (time.Duration, stallSample) {
+	took := make([]time.Duration, len(lat))
+	worst := lat[0]
+	for i, s := range lat {
+		took[i] = s.took
+		if s.took > worst.took {
+			worst = s
+		}
+	}
+	slices.Sort(took)
+	return took[len(took)/2], worst
 }
