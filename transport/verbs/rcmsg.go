@@ -140,12 +140,99 @@ const (
 // (Config.udOnly turns the RC message path off).
 func (t *Transport) rcOn() bool { return !t.cfg.udOnly }
 
-// initMsgLinks creates the SRQ, its buffers, the send buffers and the CQ
-// on first use.
+// startMsgLinks says whether the pool exists (engine). If not, it has the
+// link worker make it (the first link asked for or requested; a CQ, an
+// SRQ, 1 MiB of registered buffers: too long for the engine) unless that
+// is under way or failed less than rcRetryAfter ago.
+func (t *Transport) startMsgLinks() bool {
+	if t.ml != nil {
+		return true
+	}
+	if t.mlMaking || now() < t.mlRetry {
+		return false
+	}
+	t.mlMaking = true
+	t.offload(func() {
+		if t.closed.Load() {
+			t.toEngine(func() { t.msgLinksMade(nil, transport.ErrClosed) }, func() {})
+			return
+		}
+		t.setupDelay()
+		ml, err := t.newMsgLinks()
+		t.toEngine(func() { t.msgLinksMade(ml, err) }, func() {
+			if ml != nil {
+				t.closeMsgLinks(ml)
+			}
+		})
+	})
+	return false
+}
+
+// msgLinksMade installs the pool the link worker made, answers the
+// requests that waited for it and asks for the links wanted meanwhile
+// (engine); if making it failed, it refuses the requests and tries again
+// after rcRetryAfter.
+func (t *Transport) msgLinksMade(ml *msgLinks, err error) {
+	t.mlMaking = false
+	waiting, wanted := t.mlWaiting, t.mlWanted
+	t.mlWaiting, t.mlWanted = nil, nil
+	if err != nil {
+		t.mlRetry = now() + int64(rcRetryAfter)
+		t.logLimited("rcinit", slog.LevelWarn, "no RC message path", "err", err)
+		for _, w := range waiting {
+			t.refuse(w.from, w.ep.QPN)
+		}
+		return
+	}
+	if t.ml == nil {
+		t.installMsgLinks(ml)
+	} else { // made on the engine meanwhile (initMsgLinks)
+		t.offload(func() {
+			if err := t.closeMsgLinks(ml); err != nil {
+				t.logLimited("rcinit", slog.LevelWarn, "freeing a second message link pool", "err", err)
+			}
+		})
+	}
+	for _, w := range waiting {
+		t.onMsgReq(w.from, w.ep, w.room)
+	}
+	for to, evict := range wanted {
+		t.rcWant(to, now(), evict)
+	}
+}
+
+// msgReqWaiting is a peer's MSGREQ that came while the pool was being
+// made.
+type msgReqWaiting struct {
+	from ranks.Rank
+	ep   ibv.Endpoint
+	room bool
+}
+
+// initMsgLinks makes the pool on the engine itself if it does not exist
+// (a RESEND before any link, and tests).
 func (t *Transport) initMsgLinks() error {
 	if t.ml != nil {
 		return nil
 	}
+	ml, err := t.newMsgLinks()
+	if err != nil {
+		return err
+	}
+	t.installMsgLinks(ml)
+	return nil
+}
+
+// installMsgLinks makes ml the transport's pool (engine).
+func (t *Transport) installMsgLinks(ml *msgLinks) {
+	t.ml = ml
+	t.rcMsgBufs.Store(true)
+	t.eng.fds[3].Fd = int32(ml.cq.ChannelFD())
+}
+
+// newMsgLinks creates the pool: the SRQ, its buffers, the send buffers and
+// the CQ (any goroutine).
+func (t *Transport) newMsgLinks() (*msgLinks, error) {
 	const nb = srqDepth
 	ml := &msgLinks{links: map[ranks.Rank]*msgLink{}, byQPN: map[uint32]*msgLink{},
 		out: make([]uint64, t.cfg.N), in: make([]uint64, t.cfg.N), part: make([]rcPartial, t.cfg.N),
@@ -155,9 +242,9 @@ func (t *Transport) initMsgLinks() error {
 	p.MaxPayload = rcHdr + rcChunk
 	ml.tx, ml.rx = wire.NewCodec(p), wire.NewCodec(p)
 	var err error
-	fail := func(err error) error {
+	fail := func(err error) (*msgLinks, error) {
 		t.closeMsgLinks(ml)
-		return err
+		return nil, err
 	}
 	if ml.cq, err = t.ctx.CreateCQ(4*nb, true); err != nil {
 		return fail(err)
@@ -182,10 +269,7 @@ func (t *Transport) initMsgLinks() error {
 	if err := ml.cq.Arm(false); err != nil {
 		return fail(err)
 	}
-	t.ml = ml
-	t.rcMsgBufs.Store(true)
-	t.eng.fds[3].Fd = int32(ml.cq.ChannelFD())
-	return nil
+	return ml, nil
 }
 
 // closeMsgLinks frees the links and the pool (Close, or a failed init).
@@ -616,8 +700,13 @@ func (t *Transport) rcResend(to ranks.Rank, m *rcMsg) {
 // evicts the least recently used idle link when evict is set (a message
 // above one datagram), and otherwise asks nothing (a frequent partner).
 func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
-	if err := t.initMsgLinks(); err != nil {
-		t.logLimited("rcinit", slog.LevelWarn, "no RC message path", "err", err)
+	if !t.startMsgLinks() {
+		if t.mlMaking { // asked again once the pool exists
+			if t.mlWanted == nil {
+				t.mlWanted = map[ranks.Rank]bool{}
+			}
+			t.mlWanted[to] = t.mlWanted[to] || evict
+		}
 		return
 	}
 	ml := t.ml
@@ -741,8 +830,17 @@ func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint, room bool) {
 		t.refuse(from, ep.QPN)
 		return
 	}
-	if err := t.initMsgLinks(); err != nil {
-		t.refuse(from, ep.QPN)
+	if !t.startMsgLinks() {
+		if !t.mlMaking { // making it failed lately
+			t.refuse(from, ep.QPN)
+			return
+		}
+		w := msgReqWaiting{from, ep, room}
+		if i := slices.IndexFunc(t.mlWaiting, func(w msgReqWaiting) bool { return w.from == from }); i >= 0 {
+			t.mlWaiting[i] = w // a newer request replaces the older
+		} else {
+			t.mlWaiting = append(t.mlWaiting, w)
+		}
 		return
 	}
 	ml := t.ml
@@ -910,6 +1008,8 @@ func (t *Transport) msgPeerGone(to ranks.Rank) {
 // messages it still held (counted, as the UD ones are), and message
 // numbers both ways start again.
 func (t *Transport) msgPeerRestarted(r ranks.Rank) {
+	t.mlWaiting = slices.DeleteFunc(t.mlWaiting, func(w msgReqWaiting) bool { return w.from == r })
+	delete(t.mlWanted, r)
 	if t.ml == nil {
 		return
 	}

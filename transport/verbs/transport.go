@@ -142,6 +142,14 @@ type Transport struct {
 	passive   []*passiveQP
 	ml        *msgLinks  // the RC message links (nil until first used)
 	hot       []hotCount // per peer: small messages sent lately (hotPeer)
+	// mlMaking: the link worker is making the pool (startMsgLinks);
+	// mlWaiting: the peers' requests that wait for it; mlWanted: the
+	// peers a link was wanted to meanwhile (true: may evict); mlRetry: no
+	// new attempt before (ns) after one failed.
+	mlMaking  bool
+	mlWaiting []msgReqWaiting
+	mlWanted  map[ranks.Rank]bool
+	mlRetry   int64
 	ready     []delivery // messages for the handler, from the packet being handled
 
 	// capture, if set (tests, before Start), sees every datagram this
