@@ -109,8 +109,8 @@ func (e *engine) submit(c cmd) bool {
 	default:
 		return false
 	}
-	// Pairs with sleep: either the engine's last look at cmds after it
-	// set sleeping finds c, or this load sees sleeping and wakes it.
+	// Pairs with sleep: either the engine's look at pending after it set
+	// sleeping finds it set, or this load sees sleeping and wakes it.
 	e.pending.Store(1)
 	if e.sleeping.Load() {
 		e.wake()
@@ -310,15 +310,7 @@ func (t *Transport) exec(c cmd) {
 func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 	e := &t.eng
 	e.sleeping.Store(true)
-	select { // see submit
-	case c := <-e.cmds:
-		e.sleeping.Store(false)
-		t.exec(c)
-		t.mu.Unlock()
-		return
-	default:
-	}
-	if t.lk.any.Load() { // see toEngine
+	if e.pending.Load() != 0 { // a command or a worker's result came after progress: see submit
 		e.sleeping.Store(false)
 		t.drainCmds()
 		t.mu.Unlock()

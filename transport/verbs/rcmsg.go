@@ -96,7 +96,7 @@ type msgLink struct {
 	qpn    uint32
 	answer bool   // this end answers the peer's MSGREQ
 	up     bool   // both ends connected: messages take it
-	since  int64  // when the link took its place (ns): see rcSetupTimeout
+	since  int64  // when the link took its place (ns): see stale
 	room   bool   // requested for a frequent partner: the peer must not evict for it
 	remote uint32 // the peer's QP number (once known)
 	used   uint64 // LRU stamp
@@ -711,7 +711,7 @@ func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
 	}
 	ml := t.ml
 	if l := ml.links[to]; l != nil {
-		if !t.setupStale(l, now) {
+		if !l.stale(now) {
 			return
 		}
 		t.dropStale(l)
@@ -763,15 +763,14 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 		return true
 	}
 	tn := now()
-	for _, l := range ml.links {
-		if l.peer != peer && t.setupStale(l, tn) {
-			t.dropStale(l)
-			return true
-		}
-	}
 	var lru *msgLink
 	for _, l := range ml.links {
-		if l.up && len(l.queue) == 0 && l.peer != peer && (lru == nil || l.used < lru.used) {
+		switch {
+		case l.peer == peer:
+		case l.stale(tn): // a handshake that did not finish goes first
+			t.dropStale(l)
+			return true
+		case l.up && len(l.queue) == 0 && (lru == nil || l.used < lru.used):
 			lru = l
 		}
 	}
@@ -807,9 +806,9 @@ func (t *Transport) newLink(peer ranks.Rank, answer bool, remote uint32) *msgLin
 // the peer is wanted again.
 const rcSetupTimeout = 2 * time.Second
 
-// setupStale says whether l is still not up rcSetupTimeout after it took
-// its place.
-func (t *Transport) setupStale(l *msgLink, now int64) bool {
+// stale says whether l is still not up rcSetupTimeout after it took its
+// place.
+func (l *msgLink) stale(now int64) bool {
 	return !l.up && now-l.since > int64(rcSetupTimeout)
 }
 
@@ -851,7 +850,7 @@ func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint, room bool) {
 				t.msgAck(from, l, ep.QPN)
 			} // else: being answered
 			return
-		case !l.answer && !l.up && l.qpn != 0 && t.cfg.Self < from && !t.setupStale(l, now()):
+		case !l.answer && !l.up && l.qpn != 0 && t.cfg.Self < from && !l.stale(now()):
 			return // both asked: ours (sent) wins, the peer answers it
 		default: // the peer dropped its end, or both asked and theirs wins
 			t.rcBreak(l, "replaced by the peer's request", nil)
