@@ -525,6 +525,12 @@ report() {
 	local mp mc
 	mp=$(metric 'tverbs\/BenchmarkMessageLatencyProcs' ns_oneway_p50)
 	ratio msg_two_procs_oneway_p50_us "$mp" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
+	# The same with each ping sent from the pinging rank's handler, as
+	# ib_send_lat posts on its receive completion: no goroutine hand-off
+	# at either end (the transport's own time).
+	local mh
+	mh=$(metric 'tverbs\/BenchmarkMessageLatencyHandler' ns_oneway_p50)
+	ratio msg_two_procs_handler_oneway_p50_us "$mh" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
 	mc=$(metric 'tverbs\/BenchmarkMessageLatencyCold' ns_oneway_p50)
 	ratio msg_cold_two_procs_oneway_p50_us "$mc" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
 	# The same two-process messages against the same pattern in plain C
@@ -543,6 +549,7 @@ report() {
 	local gp
 	gp=$(metric 'verbs\/BenchmarkRCPingPongProcs' ns_oneway_p50)
 	ratio msg_two_procs_oneway_p50_us "$mp" 1000 go_raw_rc_pingpong_us "$gp" 1000
+	ratio msg_two_procs_handler_oneway_p50_us "$mh" 1000 go_raw_rc_pingpong_us "$gp" 1000
 	ratio go_raw_rc_pingpong_us "$gp" 1000 ib_send_lat_typical_us "$sl" 1
 	# The C reference itself against ib_send_lat (RC, back to back).
 	if [[ -n $sl && -n $cw && -n $cc ]]; then

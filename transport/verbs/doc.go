@@ -144,7 +144,8 @@
 // heartbeats never wait for it: they post themselves when its state is
 // free (a TryLock) and otherwise hand the work to it through a queue, as
 // link requests do; received messages go to the handler from the engine
-// itself. After a message sent or received it busy-polls for
+// itself, which releases its state while the handler runs, so a reply
+// the handler sends is posted at once by its Send. After a message sent or received it busy-polls for
 // Config.PollFor (default 1 ms; heartbeat datagrams do not count), then
 // arms the receive CQ (and the message links' CQ) and sleeps in poll(2)
 // on their completion channels, the device's asynchronous event

@@ -31,7 +31,8 @@ import (
 // descriptor and an eventfd that a sender writes only when the engine
 // sleeps. The sleep has a timeout
 // only while a retransmission is pending: an idle engine never wakes up.
-// Received messages go to the handler from the engine itself.
+// Received messages go to the handler from the engine itself, with t.mu
+// released (handOut): a reply the handler sends is posted by its Send.
 type engine struct {
 	cmds     chan cmd
 	efd      int         // eventfd: wakes the sleeping engine
@@ -42,10 +43,10 @@ type engine struct {
 	wakeups atomic.Uint64
 	one     [8]byte        // the eventfd increment (1, little-endian)
 	fds     [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
-	// traffic is set (engine only) when a message was sent or received:
+	// traffic is set (under t.mu) when a message was sent or received:
 	// the engine then polls on for PollFor.
 	traffic bool
-	// delivered is set (engine only) when a message went to the handler.
+	// delivered is set (under t.mu) when a message went to the handler.
 	delivered bool
 	// busy: a Send that posted itself keeps the engine polling until
 	// then (ns), for the reply.

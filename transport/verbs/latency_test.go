@@ -14,13 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/transport"
 )
 
 // BenchmarkMessageLatencyProcs is BenchmarkMessageLatency with the echoing
 // rank in another process, as ib_send_lat runs its client and server: no
 // Go runtime, scheduler or CPU budget is shared between the two ends.
 func BenchmarkMessageLatencyProcs(b *testing.B) {
-	me, pong := echoPeer(b)
+	me, pong := echoPeer(b, nil)
 	msg := make([]byte, 32)
 	ping := func() time.Duration {
 		t0 := time.Now()
@@ -47,6 +48,54 @@ func BenchmarkMessageLatencyProcs(b *testing.B) {
 	b.ReportMetric(float64(me.VerbsStats().Retransmits), "retransmits")
 }
 
+// BenchmarkMessageLatencyHandler is BenchmarkMessageLatencyProcs with
+// each next ping sent from rank 0's handler, as ib_send_lat posts its
+// next send on the receive completion and as a runtime that answers in
+// its handler does: no goroutine hand-off at either end, so it is the
+// transport's own one-way time, to set against ib_send_lat.
+// BenchmarkMessageLatencyProcs adds rank 0's hand-off to a consumer
+// goroutine.
+func BenchmarkMessageLatencyHandler(b *testing.B) {
+	const warm = 20 // address handles, first-message paths
+	msg := make([]byte, 32)
+	rtt := make([]time.Duration, 0, b.N)
+	done := make(chan error, 1)
+	var me *Transport
+	var last time.Time
+	n := 0
+	me, _ = echoPeer(b, func(from ranks.Rank, _ []byte) {
+		t := time.Now()
+		if n >= warm {
+			rtt = append(rtt, t.Sub(last))
+		}
+		n++
+		if n == warm+b.N {
+			done <- nil
+			return
+		}
+		last = time.Now()
+		if err := me.Send(from, msg); err != nil {
+			done <- err
+		}
+	})
+	b.ResetTimer()
+	last = time.Now()
+	if err := me.Send(1, msg); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			b.Fatal(err)
+		}
+	case <-time.After(time.Duration(warm+b.N)*10*time.Millisecond + 10*time.Second):
+		b.Fatalf("ping-pong stalled after %d round trips", len(rtt))
+	}
+	b.StopTimer()
+	reportOneWay(b, rtt)
+	b.ReportMetric(float64(me.VerbsStats().Retransmits), "retransmits")
+}
+
 // coldGap is how long both ends of BenchmarkMessageLatencyCold stay idle
 // before each message: far past Config.PollFor, so the receiver sleeps on
 // its completion channel, as it does before a failure notification.
@@ -59,7 +108,7 @@ const coldGap = 120 * time.Millisecond
 // the cold leg alone, from the Send call to the receiver's handler;
 // ns_rtt_p50 is the whole round trip.
 func BenchmarkMessageLatencyCold(b *testing.B) {
-	me, pong := echoPeer(b)
+	me, pong := echoPeer(b, nil)
 	msg := []byte("T cold ping")
 	ping := func() (oneway, rtt time.Duration) {
 		time.Sleep(coldGap)
@@ -108,8 +157,9 @@ func monoNanos() int64 {
 
 // echoPeer starts rank 0 here and rank 1 in a child process running
 // echoProcess, and returns rank 0 and the channel of the payloads rank 1
-// sends back. The child is stopped at cleanup.
-func echoPeer(b *testing.B) (*Transport, chan []byte) {
+// sends back (to h instead, if not nil: the channel is then nil). The
+// child is stopped at cleanup.
+func echoPeer(b *testing.B, h transport.Handler) (*Transport, chan []byte) {
 	needDevice(b)
 	self, err := os.Executable()
 	if err != nil {
@@ -153,8 +203,12 @@ func echoPeer(b *testing.B) (*Transport, chan []byte) {
 	}
 	addrs := []string{me.Addr(), peer}
 	fmt.Fprintf(in, "%s\n%s\n", addrs[0], addrs[1])
-	pong := make(chan []byte, 1)
-	if err := me.Start(addrs, func(_ ranks.Rank, p []byte) { pong <- slices.Clone(p) }); err != nil {
+	var pong chan []byte
+	if h == nil {
+		pong = make(chan []byte, 1)
+		h = func(_ ranks.Rank, p []byte) { pong <- slices.Clone(p) }
+	}
+	if err := me.Start(addrs, h); err != nil {
 		b.Fatal(err)
 	}
 	return me, pong

@@ -328,7 +328,7 @@ func (t *Transport) createMsgQP(ml *msgLinks, ep *ibv.Endpoint) (*ibv.QP, error)
 	}
 	t.setupDelay()
 	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
-		MaxSendWR: srqDepth, MaxInline: 0, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
+		MaxSendWR: srqDepth, MaxInline: udInline, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +445,17 @@ func (t *Transport) rcPump(l *msgLink) {
 			frame, err := ml.tx.Append(b[off:off:off+rcBuf], wire.Msg, pl)
 			if err == nil {
 				ml.gen[slot]++
-				err = l.qp.PostSend(uint64(slot)|uint64(ml.gen[slot])<<32, ml.sendMR, off, len(frame), true)
+				wrid := uint64(slot) | uint64(ml.gen[slot])<<32
+				if len(frame) <= l.qp.MaxInline() {
+					// Copied into the work request, so the adapter reads
+					// no host memory for it (a DMA read saved on real
+					// hardware; no difference measured under soft-RoCE).
+					// The buffer stays the link's until the completion,
+					// which confirms the chunk.
+					err = l.qp.PostSendInline(wrid, frame, true)
+				} else {
+					err = l.qp.PostSend(wrid, ml.sendMR, off, len(frame), true)
+				}
 			}
 			if err != nil {
 				t.rcBreak(l, "posting a message SEND", err)

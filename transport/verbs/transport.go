@@ -151,6 +151,7 @@ type Transport struct {
 	mlWanted  map[ranks.Rank]bool
 	mlRetry   int64
 	ready     []delivery // messages for the handler, from the packet being handled
+	spare     []delivery // ready's other buffer, while handOut runs the handler
 
 	// capture, if set (tests, before Start), sees every datagram this
 	// transport frames, as posted (t.mu held; frame valid during the call).
@@ -728,18 +729,32 @@ func (t *Transport) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
 	t.handOut()
 }
 
-// handOut runs the handler on the messages ready (engine).
+// handOut runs the handler on the messages ready (engine, t.mu held).
+// It releases t.mu while the handler runs, so that a reply the handler
+// sends is posted at once by its Send (as any Send that finds t.mu free)
+// instead of queued for the engine, and a handler that blocks does not
+// hold up other senders. Only the engine calls handOut, so the handler
+// still sees one message at a time, in order; messages made ready
+// meanwhile (a Send that evicted a link polled them) follow in a next
+// round.
 func (t *Transport) handOut() {
-	if len(t.ready) > 0 {
+	for len(t.ready) > 0 {
 		t.eng.delivered = true
+		// Not asleep (handOut in sleep is followed by its return): a
+		// Send meanwhile need not wake it.
+		t.eng.sleeping.Store(false)
+		batch := t.ready
+		t.ready = t.spare[:0]
+		t.mu.Unlock()
+		for i, d := range batch {
+			t.msgsRecv.Add(1)
+			t.bytesRecv.Add(uint64(len(d.msg)))
+			t.handler(d.from, d.msg)
+			batch[i] = delivery{}
+		}
+		t.mu.Lock()
+		t.spare = batch[:0]
 	}
-	for i, d := range t.ready {
-		t.msgsRecv.Add(1)
-		t.bytesRecv.Add(uint64(len(d.msg)))
-		t.handler(d.from, d.msg)
-		t.ready[i] = delivery{}
-	}
-	t.ready = t.ready[:0]
 }
 
 // deliver receives whole messages, in order, from the reliability layer
