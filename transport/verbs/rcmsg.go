@@ -327,8 +327,15 @@ func (t *Transport) createMsgQP(ml *msgLinks, ep *ibv.Endpoint) (*ibv.QP, error)
 		return nil, transport.ErrClosed
 	}
 	t.setupDelay()
-	qp, err := t.pd.CreateQP(ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
-		MaxSendWR: srqDepth, MaxInline: udInline, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite})
+	// Inline up to what the device granted the UD QP; a device whose RC
+	// limit is smaller gets 64 bytes.
+	cfg := ibv.QPConfig{Type: ibv.RC, SendCQ: ml.cq, RecvCQ: ml.cq, SRQ: ml.srq,
+		MaxSendWR: srqDepth, MaxInline: t.inline, Netdev: t.cfg.Netdev, Access: ibv.AccessLocalWrite}
+	qp, err := t.pd.CreateQP(cfg)
+	if err != nil && cfg.MaxInline > 64 {
+		cfg.MaxInline = 64
+		qp, err = t.pd.CreateQP(cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
