@@ -250,6 +250,7 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 		c.evict(from, now.Mono)
 		return
 	}
+	c.ring.Heard(now.Mono, from) // evidence of life (hb/health.go)
 	switch m := m.(type) {
 	case *wire.NewObserver: // task T4
 		if m.Observer != from {
@@ -292,7 +293,7 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 	case *wire.Agree:
 		c.agreeStep(from, m) // agree.go
 	case *wire.Sync:
-		c.onSync(from, m) // repair.go
+		c.onSync(now.Mono, from, m) // repair.go
 	case *wire.Probe: // block mending: a live rank answers at once
 		if m.Round == 0 {
 			return // a split probe asks nothing of a rank that holds its sender alive (split.go)
@@ -369,7 +370,7 @@ func (c *Core) apply(now Time, out hb.Output) {
 		}
 		dead := append([]ranks.Rank{d.Dead}, d.More...)
 		c.stats.BcastsStarted++
-		c.log(slog.LevelInfo, "detected", "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
+		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
 		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(msg, dead)
 	}
@@ -399,7 +400,7 @@ func (c *Core) propagated(now Time, from ranks.Rank, in *wire.Bcast) {
 			c.rd.Notes = append(c.rd.Notes, Note{Source: m.ID.Source, At: m.DetectedAt, Payload: m.Payload})
 			continue
 		}
-		fresh, observerChanged := c.ring.Learn(m.Dead)
+		fresh, observerChanged := c.ring.Learn(now.Mono, m.Dead)
 		if observerChanged {
 			c.retarget()
 		}

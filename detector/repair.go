@@ -162,7 +162,7 @@ func (c *Core) repairAsk(now int64, to ranks.Rank, candidates []ranks.Rank) {
 
 // onSync handles a SYNC from a live rank: it answers the ranks asked
 // about that this rank holds dead, and learns the records it carries.
-func (c *Core) onSync(from ranks.Rank, m *wire.Sync) {
+func (c *Core) onSync(now int64, from ranks.Rank, m *wire.Sync) {
 	if len(m.Ask) > 0 {
 		var recs []wire.SyncRecord // at most len(m.Ask) ≤ wire.MaxSyncRanks
 		for _, r := range m.Ask {
@@ -186,7 +186,7 @@ func (c *Core) onSync(from ranks.Rank, m *wire.Sync) {
 			c.bad("dropping SYNC record of a live rank", "from", from, "rank", rec.Rank)
 			continue
 		}
-		fresh, observerChanged := c.ring.Learn([]ranks.Rank{rec.Rank}) // as T5
+		fresh, observerChanged := c.ring.Learn(now, []ranks.Rank{rec.Rank}) // as T5
 		if observerChanged {
 			c.retarget()
 		}

@@ -36,6 +36,22 @@ import (
 // probe more than once each: a single failure costs W PROBE and W ALIVE
 // messages.
 
+// Controls. A non-answer is evidence of death only if the path would have
+// carried an answer: under a correlated fault (many ranks killed or
+// stopped at once) every rank's event loop and the message path are loaded
+// together, and live candidates answer late. Each round therefore also
+// probes up to two canaries, ranks expected alive (the first rank not in
+// D_i beyond the candidates, and the first after Self), and a round
+// reports its silent candidates only once some answer, a candidate's or a
+// canary's, has come back in this mending, and no earlier than (3 +
+// score) times as long as that first answer took (health.go: the local
+// health score). Any message from a candidate counts as its answer, an
+// answer to an earlier round of the same mending too (Heard). A round that
+// no answer reached by its deadline is widened rather than resolved: the
+// canary was silent as well, so the block may go on past it. In a quiet
+// job the first answer comes back within a message latency and a dead block
+// is reported at the round's deadline, as before.
+
 // Early probes (RingConfig.ProbeAfter = a > 0). The observer need not wait
 // for its emitter's suspicion to start probing: once the emitter has been
 // silent for a, it probes c1 … cW, the emitter's W first predecessors not
@@ -88,7 +104,19 @@ type mendState struct {
 	window   int          // W of this round
 	cands    []ranks.Rank // c1 … cW, c1 being the emitter when the round began
 	answered ranks.Set
-	deadline int64 // when the round is resolved
+	start    int64  // when the round began
+	deadline int64  // when the round is resolved
+	first    uint64 // the first round of this mending (its early round, if any)
+	late     bool   // an answer came late (health.go)
+	heldOpen bool   // the round was held open for a stalled prober (health.go)
+	// canaries are probed beside the candidates as controls (health.go):
+	// the first rank not in D_i beyond the candidates and the first after
+	// Self, when they are not candidates. control is how long the first
+	// answer, a candidate's or a canary's, took (0: none yet).
+	canaries []ranks.Rank
+	control  int64
+	origin   int64 // when the mending's first round began
+	lastCall bool  // the round's last call was given (decideRound)
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank
@@ -135,6 +163,18 @@ func (r *Ring) crashed(now int64, det *Detection) Output {
 	}
 	r.probeRound(now, r.cfg.Probe, &out)
 	r.mend.reported = []ranks.Rank{det.Dead}
+	r.mend.first = r.mend.round // a new mending
+	if early.early && early.round != 0 && len(early.cands) > 0 && early.cands[0] == r.emitter {
+		// The early round ran out before the suspicion: what it heard is
+		// still evidence of life (health.go), and its late answers count.
+		r.mend.answered = early.answered
+		r.mend.first = early.first
+		r.mend.control = early.control
+		r.mend.origin = early.origin
+		if r.mend.answered.Has(r.emitter) {
+			r.mend.active = false
+		}
+	}
 	return out
 }
 
@@ -159,13 +199,15 @@ func (r *Ring) probeEarly(now int64) Output {
 	if len(cands) == 0 {
 		return Output{}
 	}
-	r.mend = mendState{active: true, early: true, round: r.mend.round + 1, window: r.cfg.Probe, cands: cands,
-		deadline: now + r.probeTimeout()}
-	return Output{Probe: cands, ProbeRound: r.mend.round}
+	round := r.mend.round + 1
+	r.mend = mendState{active: true, early: true, round: round, first: round, window: r.cfg.Probe, cands: cands,
+		canaries: r.canaries(cands), start: now, origin: now, deadline: now + r.roundTimeout(now)}
+	return Output{Probe: r.mend.probed(), ProbeRound: r.mend.round}
 }
 
 // dropExpiredEarly ends an early round whose time ran out before the
-// emitter's suspicion: it reports no one.
+// emitter's suspicion: it reports no one. Its candidates and answers stay,
+// for a suspicion that follows (crashed).
 func (r *Ring) dropExpiredEarly(now int64) {
 	if r.mend.active && r.mend.early && now >= r.mend.deadline {
 		r.mend.active = false
@@ -185,9 +227,9 @@ func withEarly(early, out Output) Output {
 // D_i, beginning with the emitter.
 func (r *Ring) probeRound(now int64, w int, out *Output) {
 	cands := r.candidates(r.emitter, w)
-	r.mend = mendState{active: true, round: r.mend.round + 1, window: w, cands: cands,
-		deadline: now + r.probeTimeout(), reported: r.mend.reported}
-	out.Probe, out.ProbeRound = cands, r.mend.round
+	r.mend = mendState{active: true, round: r.mend.round + 1, first: r.mend.first, origin: now, window: w, cands: cands,
+		canaries: r.canaries(cands), start: now, deadline: now + r.roundTimeout(now), reported: r.mend.reported}
+	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
 }
 
 // candidates returns the w first ranks not in D_i walking back from from
@@ -211,6 +253,56 @@ func (r *Ring) candidates(from ranks.Rank, w int) []ranks.Rank {
 		}
 	}
 	return cands
+}
+
+// widen replaces the open round, which no answer reached, by one with the
+// same first candidate and its candidates followed by as many again from
+// its first canary on (and the rest of that canary's host), with new
+// canaries beyond: the canary did not answer either, so the block may go
+// on past it. Its answers, reports and origin are kept.
+func (r *Ring) widen(now int64, out *Output) {
+	old := r.mend
+	n := ranks.Rank(r.cfg.N)
+	beyond := (old.cands[len(old.cands)-1] + n - 1) % n
+	cands := slices.Clip(old.cands)
+	if beyond != r.cfg.Self {
+		cands = append(cands, r.candidates(beyond, old.window)...)
+	}
+	r.mend = mendState{active: true, round: old.round + 1, first: old.first, origin: old.origin, window: 2 * old.window,
+		cands: cands, canaries: r.canaries(cands), answered: old.answered, reported: old.reported,
+		start: now, deadline: now + r.roundTimeout(now)}
+	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
+	r.stats.RoundsWidened++
+}
+
+// canaries returns the controls of a round probing cands: the first rank
+// not in D_i before the last of cands (walking back towards Self), and
+// the first after Self, each unless it is Self or a candidate.
+func (r *Ring) canaries(cands []ranks.Rank) []ranks.Rank {
+	if len(cands) == 0 {
+		return nil
+	}
+	n := ranks.Rank(r.cfg.N)
+	var out []ranks.Rank
+	for _, k := range []ranks.Rank{(cands[len(cands)-1] + n - 1) % n, (r.cfg.Self + 1) % n} {
+		step := n - 1 // walking back
+		if len(out) > 0 || k == (r.cfg.Self+1)%n {
+			step = 1
+		}
+		for k != r.cfg.Self && r.D.Has(k) {
+			k = (k + step) % n
+		}
+		if k != r.cfg.Self && !inCands(cands, k) && !inCands(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// probed returns the ranks the round probes: its candidates, then its
+// canaries.
+func (m *mendState) probed() []ranks.Rank {
+	return append(slices.Clip(m.cands), m.canaries...)
 }
 
 // HostLabels turns the host name of every rank (indexed by rank, as a
@@ -244,19 +336,18 @@ func (r *Ring) Round() uint64 { return r.mend.round }
 // Probing reports whether a probe round is open.
 func (r *Ring) Probing() bool { return r.mend.active }
 
-// Alive takes ALIVE(round) from rank j: j answered a probe of this round.
-// An answer of another round, or from a rank not probed, is ignored.
+// Alive takes ALIVE(round) from rank j: j answered a probe of this
+// mending (this round or an earlier one of the same mending, such as its
+// early round). An answer of an older mending, or from a rank not probed,
+// is ignored. A driver that calls Heard for every message needs Alive only
+// to be explicit: Heard already counts the answer.
 func (r *Ring) Alive(j ranks.Rank, round uint64) {
 	m := &r.mend
-	if !m.active || round != m.round {
+	if !m.active || round < m.first || round > m.round || !inCands(m.cands, j) && !inCands(m.canaries, j) {
 		return
 	}
-	for _, c := range m.cands {
-		if c == j {
-			m.answered.Add(j)
-			return
-		}
-	}
+	m.answered.Add(j)
+	m.control = max(m.control, 1) // Heard measures it
 }
 
 // heard ends a round: the emitter heartbeated, so it is alive (T2).
@@ -266,8 +357,17 @@ func (r *Ring) heard() { r.mend.active, r.probedEarly = false, false }
 func (r *Ring) resolve(now int64) Output {
 	m := &r.mend
 	m.active = false
-	if m.answered.Has(r.emitter) || len(m.cands) == 0 || m.cands[0] != r.emitter {
-		return Output{} // the emitter is alive, or the ring moved on (LEAVE)
+	if len(m.cands) == 0 || m.cands[0] != r.emitter {
+		return Output{} // the ring moved on (LEAVE)
+	}
+	if m.answered.Has(r.emitter) {
+		// The emitter is alive. If its heartbeats have not come yet, it may
+		// not have had NEWOBSERVER: it goes again, with δ more to start.
+		if r.lastSeq != 0 {
+			return Output{}
+		}
+		r.deadline = max(r.deadline, now+r.cfg.Delta)
+		return Output{NewObserverTo: r.emitter, SendNewObserver: true}
 	}
 	var dead []ranks.Rank
 	next := -1
@@ -287,7 +387,7 @@ func (r *Ring) resolve(now int64) Output {
 	} else {
 		r.emitter = m.cands[len(m.cands)-1] // dead: reconnect goes on from there
 		out = r.reconnect(now, nil)
-		if !r.Alone() {
+		if !r.Alone() && !(m.answered.Has(r.emitter) && inCands(m.canaries, r.emitter)) {
 			r.probeRound(now, 2*m.window, &out)
 		}
 	}

@@ -135,6 +135,12 @@ type Ring struct {
 	left      bool
 
 	mend mendState // block mending (mend.go)
+	// health is the local-health score (health.go); emitterHeard is when
+	// the emitter last sent a message (Heard), 0 for never since it became
+	// the emitter.
+	health       health
+	emitterHeard int64
+	stats        RingStats
 	// probedEarly: this silence of the emitter was probed early
 	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
 	probedEarly bool
@@ -244,8 +250,8 @@ func (r *Ring) checkExpired(now int64, backlog func(emitter ranks.Rank) bool) (o
 	r.dropExpiredEarly(now)
 	if r.mend.active && !r.mend.early { // block mending: the probe round decides (mend.go)
 		r.lastCheck = now
-		if now < r.mend.deadline {
-			return Output{}, false
+		if out, ok := r.decideRound(now); !ok {
+			return out, false
 		}
 		return r.resolve(now), false
 	}
@@ -268,6 +274,9 @@ func (r *Ring) checkExpired(now int64, backlog func(emitter ranks.Rank) bool) (o
 		return Output{}, false
 	}
 	r.expired = 0
+	if out, ok := r.refute(now); ok {
+		return out, false
+	}
 	// task T3
 	dead := r.emitter
 	r.D.Add(dead)
@@ -322,13 +331,16 @@ func (r *Ring) observeExpired(now int64, rec WatchRecord) Output {
 		// On its deadline, with no check after it needed: a live c1 answers
 		// the PROBE, which it handles no later than the NEWOBSERVER that
 		// would start its heartbeats to us.
-		if now < r.mend.deadline {
-			return Output{}
+		if out, ok := r.decideRound(now); !ok {
+			return out
 		}
 		return r.resolve(now)
 	}
 	if rec.CheckedAt < r.deadline {
 		return Output{}
+	}
+	if out, ok := r.refute(now); ok {
+		return out
 	}
 	// task T3
 	dead := r.emitter
@@ -342,6 +354,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	out := Output{Detected: det}
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
+	r.emitterHeard = 0
 	r.expired = 0
 	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
@@ -392,13 +405,13 @@ func (r *Ring) NewObserver(now int64, j ranks.Rank) (Output, error) {
 	return Output{ObserverChanged: true}, nil
 }
 
-// Learn is task T5's D_i ← D_i ∪ {dead}, for ranks learned from a
-// broadcast (crashed or departed). It returns the ranks that were new and
+// Learn is task T5's D_i ← D_i ∪ {dead}, for ranks learned at now from
+// a broadcast (crashed or departed). It returns the ranks that were new and
 // whether observer_i changed (our observer was among them: the emitter
 // thread then heartbeats our next alive successor, which is the rank that
 // will send us NEWOBSERVER). Reconnection of our own emitter still waits for
 // SUSP-TIMEOUT, as in Algorithm 1.
-func (r *Ring) Learn(dead []ranks.Rank) (fresh []ranks.Rank, observerChanged bool) {
+func (r *Ring) Learn(now int64, dead []ranks.Rank) (fresh []ranks.Rank, observerChanged bool) {
 	for _, d := range dead {
 		if int64(d) < int64(r.cfg.N) && d != r.cfg.Self && r.D.Add(d) {
 			fresh = append(fresh, d)

@@ -159,7 +159,7 @@ func (s *ringSim) apply(i ranks.Rank, out hb.Output) {
 				if !nj.alive {
 					return
 				}
-				fresh, oc := nj.ring.Learn([]ranks.Rank{d.Dead})
+				fresh, oc := nj.ring.Learn(s.now, []ranks.Rank{d.Dead})
 				for _, f := range fresh {
 					nj.learnt[f] = s.now
 				}

@@ -1,0 +1,196 @@
+package hb
+
+import "github.com/vigil-hpc/vigil/ranks"
+
+// Local health, after Lifeguard (Dadgar, Phillips and Currey, "Lifeguard:
+// Local Health Awareness for More Accurate Failure Detection", DSN-W 2018).
+//
+// A probe round (mend.go) reports a rank on its own silence: it did not
+// answer a PROBE within the round's time-out. A live rank's answer goes
+// through its event loop and the message path, which a correlated fault
+// (many ranks killed or stopped at once, a stalled host) loads for every
+// rank at the same moment: answers then arrive late, and a fixed time-out
+// would report live ranks, whose eviction is a real failure that loads
+// the path further. The ring therefore scores how far it can trust its own
+// view of time, 0 (healthy) to MaxHealth, and stretches what a non-answer
+// must last by (1 + score):
+//
+//   - a failure learned from another rank's broadcast while a probe round
+//     is open (failures are not alone: the path is loaded);
+//   - an answer that arrives after a quarter of the round's time-out (the
+//     path is slow), once per round;
+//   - the driver coming to a round's deadline a quarter time-out late (this
+//     rank itself was stalled, and answers may be waiting unread);
+//
+// each add one. The score falls by one every HealthDecay time-outs without
+// a rise. Heartbeat suspicion (T3) is not stretched: it rests on the
+// emitter's own heartbeat thread, which a loaded message path does not
+// delay, so a single crash is still known at about δ.
+//
+// Evidence of life (Heard): any message from a rank proves it alive when it
+// arrives. A probed rank that sent anything since its round began counts as
+// having answered, an answer to an earlier round of the same mending
+// included; an emitter that sends messages but whose heartbeats have not
+// arrived is not suspected: NEWOBSERVER goes to it again (it may not have
+// had it) and SUSP-TIMEOUT is re-armed.
+
+// MaxHealth is the highest local-health score: a probe round's time-out
+// grows to at most (1 + MaxHealth) times RingConfig.ProbeTimeout.
+const MaxHealth = 8
+
+// HealthDecay is how many probe time-outs the score needs without a rise
+// to fall by one.
+const HealthDecay = 4
+
+// health is the local-health score.
+type health struct {
+	score int
+	at    int64 // when the score last rose, or last decayed
+}
+
+// Health returns the local-health score at now (0: healthy).
+func (r *Ring) Health(now int64) int {
+	h := &r.health
+	if h.score > 0 {
+		step := HealthDecay * r.probeTimeout()
+		if k := (now - h.at) / step; k > 0 {
+			h.score = max(0, h.score-int(k))
+			h.at += k * step
+		}
+	}
+	return h.score
+}
+
+// distrust raises the score by one (up to MaxHealth) and stretches the open
+// probe round's deadline to match.
+func (r *Ring) distrust(now int64) {
+	if r.Health(now) < MaxHealth {
+		r.health.score++
+		r.stats.HealthRises++
+	}
+	r.health.at = now
+	if m := &r.mend; m.active {
+		m.deadline = max(m.deadline, m.start+r.roundTimeout(now))
+	}
+}
+
+// roundTimeout is the probe time-out stretched by the local-health score.
+func (r *Ring) roundTimeout(now int64) int64 {
+	return r.probeTimeout() * int64(1+r.Health(now))
+}
+
+// Heard takes a message from rank j, arrived at now, as evidence that j is
+// alive: a candidate of the open probe round has answered, and an emitter
+// that talks is not suspected before it has been silent for δ.
+func (r *Ring) Heard(now int64, j ranks.Rank) {
+	if j == r.emitter {
+		r.emitterHeard = now
+	}
+	m := &r.mend
+	if !m.active || m.answered.Has(j) || !inCands(m.cands, j) && !inCands(m.canaries, j) {
+		return
+	}
+	m.answered.Add(j)
+	if m.control == 0 {
+		m.control = max(1, now-m.origin)
+	}
+	if !m.late && now-m.start > r.probeTimeout()/4 {
+		m.late = true
+		r.distrust(now)
+	}
+}
+
+// inCands reports whether j is one of cands.
+func inCands(cands []ranks.Rank, j ranks.Rank) bool {
+	for _, c := range cands {
+		if c == j {
+			return true
+		}
+	}
+	return false
+}
+
+// RingStats are a ring's counters of how it protected live ranks.
+type RingStats struct {
+	// HealthRises counts rises of the local-health score.
+	HealthRises uint64
+	// RoundsStretched counts probe rounds that reached their first
+	// deadline with a candidate unanswered and were held open (the prober
+	// was stalled, or its score rose).
+	RoundsStretched uint64
+	// RoundsWidened counts probe rounds that no answer reached by their
+	// deadline, widened instead of resolved (decideRound).
+	RoundsWidened uint64
+	// Refuted counts suspicions of the emitter withheld because it sent
+	// messages within δ (Heard).
+	Refuted uint64
+}
+
+// Stats returns the ring's counters.
+func (r *Ring) Stats() RingStats { return r.stats }
+
+// refute withholds T3 from an emitter that sent a message within δ: it is
+// alive, and its heartbeats do not reach this rank, most likely because it
+// has not handled NEWOBSERVER yet. SUSP-TIMEOUT is re-armed to δ after that
+// message and NEWOBSERVER goes again.
+func (r *Ring) refute(now int64) (Output, bool) {
+	if r.emitterHeard == 0 || now-r.emitterHeard >= r.cfg.Delta {
+		return Output{}, false
+	}
+	r.stats.Refuted++
+	r.deadline = r.emitterHeard + r.cfg.Delta
+	return Output{NewObserverTo: r.emitter, SendNewObserver: true}, true
+}
+
+// decideRound reports whether the open probe round may be resolved at now
+// (see "Controls" in mend.go). Past its deadline it is held open while
+// this rank was stalled (stalled); until (3 + score) times as long as the
+// mending's first answer took; and, on a path seen slow, an eighth of a
+// time-out more for the answers that arrived meanwhile (a last call). A
+// round that no answer reached at all is widened instead (out carries its
+// probes): the same first candidate, twice the window, new canaries
+// beyond, its answers kept. A round whose candidates take in every other
+// rank not known dead has no control and resolves at its deadline.
+func (r *Ring) decideRound(now int64) (out Output, ok bool) {
+	m := &r.mend
+	if now < m.deadline || r.stalled(now) {
+		return Output{}, false
+	}
+	if m.control == 0 {
+		if len(m.canaries) == 0 {
+			return Output{}, true
+		}
+		r.widen(now, &out)
+		return out, false
+	}
+	if d := m.origin + int64(3+r.Health(now))*m.control; now < d {
+		m.deadline = d
+		return Output{}, false
+	}
+	if !m.lastCall && (r.Health(now) > 0 || m.control > r.probeTimeout()/8) {
+		// Answers that reached this host while the decision was due are
+		// read first: the driver goes back to its input once more (on a
+		// path seen slow).
+		m.lastCall = true
+		m.deadline = now + r.probeTimeout()/8
+		return Output{}, false
+	}
+	return Output{}, true
+}
+
+// stalled reports whether the driver came to the open probe round's
+// deadline so late that this rank itself was stalled: answers may be
+// waiting unread, so the round is held open a quarter time-out longer
+// (once per round) and the score rises.
+func (r *Ring) stalled(now int64) bool {
+	m := &r.mend
+	quarter := r.probeTimeout() / 4
+	if m.heldOpen || now-m.deadline <= quarter {
+		return false
+	}
+	m.heldOpen = true
+	r.stats.RoundsStretched++
+	r.distrust(now)
+	m.deadline = max(m.deadline, now+quarter)
+	return true
+}

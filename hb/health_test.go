@@ -1,0 +1,117 @@
+package hb_test
+
+import (
+	"testing"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// stormRing returns rank 15 of 16 with block mending (window 4), its
+// emitter 14 found dead by T3 at 110: the first round probes 13 … 10 and
+// the canaries.
+func stormRing(t *testing.T) *hb.Ring {
+	t.Helper()
+	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, 100)
+	r.Check(10, 1)
+	out := r.Check(110, 1)
+	if out.Detected == nil || out.Detected.Dead != 14 || !probesFirst(out.Probe, []ranks.Rank{13, 12, 11, 10}) {
+		t.Fatalf("T3: %+v", out)
+	}
+	return r
+}
+
+// Under a storm every live candidate answers, but later than the probe
+// time-out: nobody is reported, and the round waits for the answers.
+func TestRingStormAnswersLate(t *testing.T) {
+	r := stormRing(t)
+	if out := r.Check(210, 0); out.Detected != nil {
+		t.Fatalf("reported with no answer back: %+v", out.Detected)
+	} else if out.Probe == nil {
+		t.Fatal("a round no answer reached was not widened")
+	}
+	for i, c := range []ranks.Rank{11, 13, 12, 10, 9, 8, 7, 6} {
+		now := int64(250 + 60*i)
+		r.Heard(now, c)
+		if out := r.Check(now+1, 0); out.Detected != nil {
+			t.Fatalf("after %d answered at %d: reported %+v", c, now, out.Detected)
+		}
+	}
+	for now := int64(800); now < 3000; now += 20 {
+		if out := r.Check(now, uint64(now)); out.Detected != nil { // 13 heartbeats once it had NEWOBSERVER
+			t.Fatalf("at %d: reported %+v", now, out.Detected)
+		}
+	}
+	if r.Emitter() != 13 || r.Probing() {
+		t.Fatalf("emitter %d, probing %v", r.Emitter(), r.Probing())
+	}
+	if st := r.Stats(); st.RoundsWidened != 1 || st.HealthRises == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A dead block with a prompt control: a canary's answer comes back at
+// once, the block is reported at the round's deadline, as before.
+func TestRingControlPromptBlockReported(t *testing.T) {
+	r := stormRing(t)
+	r.Heard(111, 0) // the canary after Self
+	r.Heard(112, 11)
+	out := r.Check(210, 0)
+	if out.Detected == nil || out.Detected.Dead != 13 {
+		t.Fatalf("resolution: %+v", out.Detected)
+	}
+	if r.Emitter() != 11 || r.Dead().Has(11) || !r.Dead().Has(12) {
+		t.Fatalf("emitter %d, D %v", r.Emitter(), r.Dead())
+	}
+}
+
+// Any message from a candidate is its answer, whatever the round it
+// answers; one from the emitter withholds its suspicion.
+func TestRingHeardIsEvidenceOfLife(t *testing.T) {
+	r := stormRing(t)
+	r.Heard(111, 0)
+	r.Heard(150, 13) // a broadcast forwarded by 13, say
+	for now := int64(160); now <= 340; now += 10 {
+		if out := r.Check(now, 0); out.Detected != nil {
+			t.Fatalf("at %d: %+v", now, out.Detected)
+		}
+	}
+	if r.Emitter() != 13 || r.Probing() {
+		t.Fatalf("emitter %d, probing %v", r.Emitter(), r.Probing())
+	}
+	// 13 never heartbeats (it has not had NEWOBSERVER) but talks: not
+	// suspected, NEWOBSERVER goes again.
+	r.Heard(350, 13)
+	out := r.Check(440, 0)
+	if out.Detected != nil || !out.SendNewObserver || out.NewObserverTo != 13 {
+		t.Fatalf("emitter that talks: %+v", out)
+	}
+	out = r.Check(451, 0)
+	if out.Detected == nil || out.Detected.Dead != 13 {
+		t.Fatalf("silent for δ since its last message: %+v", out)
+	}
+	if r.Stats().Refuted != 1 {
+		t.Fatalf("stats %+v", r.Stats())
+	}
+}
+
+// A prober that comes to its round's deadline late (it was stalled) holds
+// the round open: the answers may be waiting unread.
+func TestRingStalledProberWaits(t *testing.T) {
+	r := stormRing(t)
+	r.Heard(111, 0)
+	if out := r.Check(300, 0); out.Detected != nil {
+		t.Fatalf("resolved by a stalled prober: %+v", out.Detected)
+	}
+	r.Heard(301, 13)
+	if out := r.Check(400, 0); out.Detected != nil {
+		t.Fatalf("%+v", out.Detected)
+	}
+	if r.Health(400) == 0 || r.Health(400+hb.HealthDecay*100*hb.MaxHealth) != 0 {
+		t.Fatalf("health %d, then %d", r.Health(400), r.Health(400+hb.HealthDecay*100*hb.MaxHealth))
+	}
+}
