@@ -15,14 +15,13 @@ import "github.com/vigil-hpc/vigil/ranks"
 // view of time, 0 (healthy) to MaxHealth, and stretches what a non-answer
 // must last by (1 + score):
 //
-//   - a failure learned from another rank's broadcast while a probe round
-//     is open (failures are not alone: the path is loaded);
 //   - an answer that arrives after a quarter of the round's time-out (the
 //     path is slow), once per round;
 //   - the driver coming to a round's deadline a quarter time-out late (this
 //     rank itself was stalled, and answers may be waiting unread);
 //
-// each add one. The score falls by one every HealthDecay time-outs without
+// each add one (a failure learned from another rank does not: two hosts
+// lost at once are still known at their rounds' deadlines). The score falls by one every HealthDecay time-outs without
 // a rise. Heartbeat suspicion (T3) is not stretched: it rests on the
 // emitter's own heartbeat thread, which a loaded message path does not
 // delay, so a single crash is still known at about δ.
@@ -91,9 +90,7 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		return
 	}
 	m.answered.Add(j)
-	if m.control == 0 {
-		m.control = max(1, now-m.origin)
-	}
+	m.control = max(m.control, 1, now-m.origin) // the slowest answer so far
 	if !m.late && now-m.start > r.probeTimeout()/4 {
 		m.late = true
 		r.distrust(now)
@@ -145,7 +142,8 @@ func (r *Ring) refute(now int64) (Output, bool) {
 // decideRound reports whether the open probe round may be resolved at now
 // (see "Controls" in mend.go). Past its deadline it is held open while
 // this rank was stalled (stalled); until (3 + score) times as long as the
-// mending's first answer took; and, on a path seen slow, an eighth of a
+// mending's slowest answer so far took (answers still trickling in keep it
+// open); and, on a path seen slow, an eighth of a
 // time-out more for the answers that arrived meanwhile (a last call). A
 // round that no answer reached at all is widened instead (out carries its
 // probes): the same first candidate, twice the window, new canaries

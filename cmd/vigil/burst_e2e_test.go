@@ -103,7 +103,9 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 	if stop {
 		time.Sleep(3 * delta)
 		for r := range hit {
-			j.signal(r, syscall.SIGCONT)
+			if err := j.job.Signal(r, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT to rank %d: %v", r, err)
+			}
 		}
 	}
 	// Lost: the ranks reported, for a kill every rank hit.
