@@ -7,7 +7,7 @@
  *
  *   make libvigil
  *   gcc -Wall -o watch csrc/examples/watch.c -I out/include -L out/lib -lvigil -Wl,-rpath,$PWD/out/lib
- *   mpirun --mca orte_abort_on_non_zero_status 0 -n 4 ./watch
+ *   mpirun --mca orte_abort_on_non_zero_status 0 -x VIGIL_H=100ms -x VIGIL_DELTA=1s -n 4 ./watch
  */
 #include <signal.h>
 #include <stdio.h>

@@ -25,19 +25,41 @@ type tree struct {
 }
 
 // copyTree copies the files git knows in root (tracked, and untracked but
-// not ignored: the working tree as it is) into a temporary directory.
+// not ignored: the working tree as it is) into a directory of its own. The
+// directory's path is always the same, os.TempDir()/vigil-docstest/vigil,
+// so that Go's build cache, whose keys include a package's directory, serves
+// the builds of the previous run; it is emptied first and removed at the
+// end, and a lock on its parent keeps two runs apart.
 func copyTree(t *testing.T, root string) *tree {
 	t.Helper()
 	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "-co", "--exclude-standard").Output()
 	if err != nil {
 		t.Fatalf("git ls-files in %s: %v (the docs test copies the files git knows)", root, err)
 	}
-	dst := filepath.Join(t.TempDir(), "vigil")
+	parent := filepath.Join(os.TempDir(), "vigil-docstest")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.Open(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("locking %s: %v", parent, err)
+	}
+	dst := filepath.Join(parent, "vigil")
+	t.Cleanup(func() {
+		os.RemoveAll(dst)
+		lock.Close() // unlocks
+	})
+	if err := os.RemoveAll(dst); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
 		src := filepath.Join(root, f)
 		st, err := os.Lstat(src)
 		if err != nil {
-			if errorsIsNotExist(err) {
+			if os.IsNotExist(err) {
 				continue // deleted in the working tree
 			}
 			t.Fatal(err)
@@ -67,8 +89,6 @@ func copyTree(t *testing.T, root string) *tree {
 	env := append(os.Environ(), "PATH=/usr/local/go/bin:"+os.Getenv("PATH"), "TERM=dumb")
 	return &tree{dir: dst, env: env}
 }
-
-func errorsIsNotExist(err error) bool { return os.IsNotExist(err) }
 
 // shell is a block running in bash, in a process group of its own.
 type shell struct {
