@@ -161,7 +161,7 @@ func checkInstall(t *testing.T, tr *tree, b Block) {
 				}
 			}
 		}
-		if m := regexp.MustCompile(`^go version\s+#\s*go(1\.\d+) or later`).FindStringSubmatch(l); m != nil {
+		if m := regexp.MustCompile(`^go version\s+#\s*go(1\.\d+) or later\b`).FindStringSubmatch(l); m != nil {
 			goVersion = m[1]
 		}
 	}
