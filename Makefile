@@ -3,7 +3,7 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all build build-verbs vigil-bench demo test unit e2e fuzz lint bench bench-full microbench sim bench-sim clean rxe-test
+.PHONY: all build build-verbs vigil-bench demo test unit e2e docs-test fuzz lint bench bench-full microbench sim bench-sim clean rxe-test
 
 
 all: build
@@ -33,11 +33,15 @@ test:
 	scripts/test.sh
 
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /cmd/vigil$$)
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /cmd/vigil$$ -e /internal/docstest$$)
 	$(GO) -C bench test -race -count=1 ./...
 
 e2e:
 	$(GO) test -count=1 -p 1 -v ./cmd/vigil/
+
+# The README's quick starts, run as written (internal/docstest).
+docs-test:
+	$(GO) test -count=1 -timeout 10m -v ./internal/docstest/
 
 fuzz:
 	FUZZTIME=60s scripts/test.sh

@@ -99,7 +99,7 @@ enum {
  * library filled, and a field added later goes into a new struct and
  * function, not here (a program that builds events itself, to test its
  * callback say, should name the fields: version sits before
- * detected_unix_ns). The schema of vigil agent's JSON lines (README,
+ * detected_unix_ns). The schema of vigil agent's JSON lines (docs/configuration.md,
  * "Agent output") carries the same fields. */
 typedef struct vigil_event {
 	int kind;                  /* VIGIL_EVENT_* */

@@ -27,7 +27,7 @@ import (
 const SchemaVersion = 1
 
 // Line is one JSON line an agent prints on its standard output (the
-// schema is in the README, "Agent output"). Every field of the line's Ev
+// schema is in docs/configuration.md, "Agent output"). Every field of the line's Ev
 // (its ev tag) is written, at zero too; a field of another kind only when
 // set (MarshalJSON decides, not the json tags, which only name the keys).
 type Line struct {

@@ -329,7 +329,7 @@ func (n *Node) loop() {
 // (UDP alone): over verbs, heartbeats to other hosts would enter Go at
 // every period; over UDP without the verification, collecting the
 // observer's datagrams would need Go at every check, where the Go thread
-// measured as cheap or cheaper (README, "Silence").
+// measured as cheap or cheaper (docs/results/detector.md).
 func nativeSinks(tr transport.Transport) (heartbeat.SinkFunc, heartbeat.SignFunc, transport.HeartbeatVerifier) {
 	d, ok := tr.(transport.Datagrams)
 	if !ok {

@@ -25,8 +25,9 @@ staticcheck -tags pmix,verbs ./...
 
 # Unit, property and in-process cluster tests under the race detector. The
 # multi-process package runs alone afterwards so that its timing-sensitive
-# failure-free runs do not share the two cores with the rest.
-unit=$(go list ./... | grep -v '/cmd/vigil$')
+# failure-free runs do not share the two cores with the rest, and so does the
+# docs test (internal/docstest), which runs the README's quick starts.
+unit=$(go list ./... | grep -v -e '/cmd/vigil$' -e '/internal/docstest$')
 stage "unit tests (-race)"
 go test -race -count=1 -timeout 20m $unit
 stage "bench module tests (-race; the simulator's studies without it)"
@@ -42,6 +43,12 @@ stage "PMIx bootstrap under mpirun (-tags pmix)"
 go test -count=1 -tags pmix -timeout 10m ./bootstrap/pmix/...
 stage "C ABI: libvigil, C examples, PMPI library"
 make -s libvigil c-examples pmpi pmix-bridge >/dev/null
+
+stage "the README's quick starts, as written (internal/docstest)"
+# Every sh block of README.md, in order, in a copy of this tree: C and Go
+# under mpirun with a rank killed, across four network-namespace hosts with
+# a host killed, the daemons, the metrics (docs/testing.md).
+go test -count=1 -timeout 10m -v ./internal/docstest/
 
 stage "fuzzing every decoder (${FUZZTIME:=5s} each)"
 FUZZTIME=$FUZZTIME scripts/fuzz.sh

@@ -2,6 +2,7 @@ package mpitest
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"net/netip"
@@ -40,11 +41,12 @@ type Hosts struct {
 var hostsSeq atomic.Int32
 
 type host struct {
-	name  string     // namespace and host name
-	addr  netip.Addr // its address, and its name for mpirun
-	port  string     // its link's end on the bridge (LinkDown cuts it)
-	links []string   // root-namespace links to delete at the end
-	relay *relay     // when its link can be delayed (and lossy)
+	name     string     // network namespace (and host name unless hostname is set)
+	hostname string     // host name (HostsOptions.Names), "" for name
+	addr     netip.Addr // its address, and its name for mpirun
+	port     string     // its link's end on the bridge (LinkDown cuts it)
+	links    []string   // root-namespace links to delete at the end
+	relay    *relay     // when its link can be delayed (and lossy)
 }
 
 // EnvRequireHosts, set to 1 in the environment (as scripts/test.sh does),
@@ -93,6 +95,11 @@ type HostsOptions struct {
 	// (DecoyAddr), which no other host can reach: in interface order it
 	// is the host's first non-loopback address.
 	Decoys bool
+	// Names are the hosts' names, such as node1 (default: their network
+	// namespaces' names, unique to the test process): the host name
+	// commands see there, and a name the launcher agent accepts besides
+	// the address. HostsFile maps them to the addresses.
+	Names []string
 }
 
 // NewHosts creates n hosts, deleted when the test ends; the hosts listed
@@ -127,6 +134,9 @@ func NewHostsWith(t testing.TB, n int, o HostsOptions) *Hosts {
 	}
 	for i := 0; i < n; i++ {
 		hs := host{name: fmt.Sprintf("%sh%d", tag, i+1), addr: h.ip(byte(i + 1))}
+		if i < len(o.Names) {
+			hs.hostname = o.Names[i]
+		}
 		if out, err := exec.Command("ip", "netns", "add", hs.name).CombinedOutput(); err != nil {
 			if i == 0 {
 				skipHosts(t, "cannot create a network namespace (ip netns add: %v: %s): simulated hosts need them", err, bytes.TrimSpace(out))
@@ -221,12 +231,16 @@ host=$1
 shift
 case $host in
 `)
-	for _, hs := range h.hosts {
-		fmt.Fprintf(&b, "%s) ns=%s ;;\n", hs.addr, hs.name)
+	for i, hs := range h.hosts {
+		if hs.hostname != "" {
+			fmt.Fprintf(&b, "%s|%s) ns=%s name=%s ;;\n", hs.addr, hs.hostname, hs.name, h.HostName(i))
+			continue
+		}
+		fmt.Fprintf(&b, "%s) ns=%s name=%s ;;\n", hs.addr, hs.name, h.HostName(i))
 	}
 	b.WriteString(`*) echo "$0: unknown host $host" >&2; exit 255 ;;
 esac
-exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$ns" "$*"
+exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$name" "$*"
 `)
 	return b.String()
 }
@@ -237,8 +251,34 @@ func (h *Hosts) N() int { return len(h.hosts) }
 // Addr returns host i's address, its name for mpirun.
 func (h *Hosts) Addr(i int) netip.Addr { return h.hosts[i].addr }
 
-// Name returns host i's host name (and network namespace).
+// Name returns host i's network namespace (and host name, unless
+// HostsOptions.Names named it).
 func (h *Hosts) Name(i int) string { return h.hosts[i].name }
+
+// HostName returns host i's host name: HostsOptions.Names[i], or its
+// network namespace's name.
+func (h *Hosts) HostName(i int) string { return cmp.Or(h.hosts[i].hostname, h.hosts[i].name) }
+
+// HostsFile returns lines "address name" for every host, in the format of
+// /etc/hosts.
+func (h *Hosts) HostsFile() string {
+	var b strings.Builder
+	for i, hs := range h.hosts {
+		fmt.Fprintf(&b, "%s %s\n", hs.addr, h.HostName(i))
+	}
+	return b.String()
+}
+
+// Env returns, as OMPI_MCA_ environment variables, the site settings that
+// Flags passes on mpirun's command line besides the host list and the
+// options that keep a job alive when a host dies: the launcher agent, the
+// hosts' subnet for the daemons' and MPI's TCP traffic, and the session
+// directories. A cluster keeps such settings in openmpi-mca-params.conf.
+func (h *Hosts) Env() []string {
+	return []string{"OMPI_MCA_plm_rsh_agent=" + h.agent,
+		"OMPI_MCA_oob_tcp_if_include=" + h.subnet.String(), "OMPI_MCA_btl_tcp_if_include=" + h.subnet.String(),
+		"OMPI_MCA_orte_tmpdir_base=" + h.dir}
+}
 
 // Subnet returns the hosts' subnet.
 func (h *Hosts) Subnet() netip.Prefix { return h.subnet }
