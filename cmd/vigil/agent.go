@@ -41,6 +41,9 @@ func agentMain(args []string) error {
 	if err := checkMetricsAddr(*metricsAddr); err != nil {
 		return err
 	}
+	if err := df.validate(1); err != nil { // before the launcher: again with the job's size below
+		return err
+	}
 	logger, err := df.log.logger(os.Stderr)
 	if err != nil {
 		return err

@@ -114,11 +114,22 @@ func daemonMain(args []string) error {
 	if *tport != "tcp" && *tport != "verbs" {
 		return usageErrorf("daemon: -transport %q, want tcp or verbs", *tport)
 	}
-	if err := df.check(*h, *delta, *pin); err != nil {
+	switch {
+	case *ppn < 0:
+		return usageErrorf("daemon: -ppn %d: want ≥ 0", *ppn)
+	case *spawnN < 0:
+		return usageErrorf("daemon: -spawn %d: want ≥ 0 (0: every hosted rank)", *spawnN)
+	case *hang < 0:
+		return usageErrorf("daemon: -hang %v: want ≥ 0 (0: δ)", *hang)
+	}
+	if err := df.check(*h, *delta, *pin, *realtime); err != nil {
 		return asUsage(fmt.Errorf("daemon: %w", err))
 	}
 	df.apply(&cfg)
 	if *peers != "" {
+		if n := strings.Count(*peers, ",") + 1; *nodeIdx >= uint(n) {
+			return usageErrorf("daemon: -node %d: want below the %d addresses of -peers", *nodeIdx, n)
+		}
 		if *tport == "verbs" {
 			return usageErrorf("daemon: -transport verbs needs the launcher's bootstrap (mpirun, srun or vigil run) to exchange RDMA addresses, not -peers")
 		}
