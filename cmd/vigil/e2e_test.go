@@ -30,6 +30,9 @@ import (
 var vigilBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envShmConnect) != "" {
+		shmConnectMain() // hostile_e2e_test.go: run again as another user
+	}
 	dir, err := os.MkdirTemp("", "vigil-e2e-")
 	if err != nil {
 		panic(err)
