@@ -87,9 +87,9 @@ type Transport struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex // guards out, in
-	out  map[ranks.Rank]*peer
-	in   map[net.Conn]bool // incoming connections: true until their Hello (pending)
+	mu  sync.Mutex // guards out, in, pending, stop
+	out map[ranks.Rank]*peer
+	in  map[net.Conn]bool // incoming connections: true until their Hello (pending)
 	// pending lists the incoming connections without a Hello yet, oldest
 	// first (MaxPending caps them).
 	pending []net.Conn
