@@ -12,6 +12,7 @@ import (
 // the environment and C ABI (capi) and Config name their errors from it,
 // and docs/configuration-bounds.md lists it.
 type Setting struct {
+	Title string // what it is, for the docs
 	Field string // the Go field (node.Config, vigil.Config)
 	Flag  string // the vigil command-line flag, without the dash
 	Env   string // vigil_init_from_env's environment variable
@@ -31,24 +32,24 @@ type Setting struct {
 
 // The timing settings.
 var (
-	SettingH = &Setting{Field: "HeartbeatPeriod", Flag: "h", Env: "VIGIL_H", C: "heartbeat_ns",
+	SettingH = &Setting{Title: "h, heartbeat period", Field: "HeartbeatPeriod", Flag: "h", Env: "VIGIL_H", C: "heartbeat_ns",
 		Min: MinHeartbeatPeriod, Max: MaxHeartbeatPeriod, Default: "10ms",
 		Rule: fmt.Sprintf("≥ %v when the heartbeat thread is real-time", RealTimeMinPeriod)}
-	SettingDelta = &Setting{Field: "SuspectTimeout", Flag: "delta", Env: "VIGIL_DELTA", C: "suspect_ns",
+	SettingDelta = &Setting{Title: "δ, suspicion time-out", Field: "SuspectTimeout", Flag: "delta", Env: "VIGIL_DELTA", C: "suspect_ns",
 		Min: MinSuspectTimeout, Max: MaxSuspectTimeout, Default: "max(5h, 100µs)", Rule: "≥ 2h"}
-	SettingCheck = &Setting{Field: "CheckPeriod", Flag: "check", Env: "VIGIL_CHECK", C: "check_ns",
+	SettingCheck = &Setting{Title: "observer check period", Field: "CheckPeriod", Flag: "check", Env: "VIGIL_CHECK", C: "check_ns",
 		Min: MinHeartbeatPeriod, Max: MaxSuspectTimeout, Default: "max(δ/8, h)", Rule: "≤ δ"}
-	SettingGrace = &Setting{Field: "StartGrace", Flag: "grace", Env: "VIGIL_GRACE", C: "grace_ns",
+	SettingGrace = &Setting{Title: "start-up grace", Field: "StartGrace", Flag: "grace", Env: "VIGIL_GRACE", C: "grace_ns",
 		Min: 0, Max: MaxStartGrace, Default: "2s + δ"}
 	// SettingRealTime is the real-time heartbeat thread (a flag: it has
 	// no bounds, but h has a floor with it).
-	SettingRealTime = &Setting{Field: "RealTime", Flag: "realtime", Env: "VIGIL_REALTIME", C: "realtime", Bool: true,
+	SettingRealTime = &Setting{Title: "real-time heartbeat thread", Field: "RealTime", Flag: "realtime", Env: "VIGIL_REALTIME", C: "realtime", Bool: true,
 		Default: "off (the vigil command: on)"}
 	// SettingStartTimeout bounds the C library's vigil_start exchange.
-	SettingStartTimeout = &Setting{Env: "VIGIL_START_TIMEOUT", C: "start_timeout_ms", CMillis: true,
+	SettingStartTimeout = &Setting{Title: "start time-out (C library)", Env: "VIGIL_START_TIMEOUT", C: "start_timeout_ms", CMillis: true,
 		Min: 0, Max: MaxStartTimeout, Default: "60s"}
 	// SettingRunFor is `vigil run -t`: how long the job runs.
-	SettingRunFor = &Setting{Flag: "t", Min: 0, Max: math.MaxInt64, Default: "until interrupted"}
+	SettingRunFor = &Setting{Title: "job duration (`vigil run`)", Flag: "t", Min: 0, Max: math.MaxInt64, Default: "until interrupted"}
 )
 
 // Settings lists every timing setting, in documentation order.

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,17 @@ func TestSettingsTable(t *testing.T) {
 	}
 	if satAdd(math.MaxInt64-1, 5) != math.MaxInt64 || satMul(math.MaxInt64/2, 3) != math.MaxInt64 || satMul(time.Second, 5) != 5*time.Second {
 		t.Error("saturating arithmetic")
+	}
+}
+
+// TestBoundsDoc: docs/configuration-bounds.md lists Settings as
+// BoundsMarkdown renders them.
+func TestBoundsDoc(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration-bounds.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := BoundsMarkdown(); !strings.Contains(string(b), want) {
+		t.Errorf("docs/configuration-bounds.md does not hold the table of node.Settings; it should read:\n%s", want)
 	}
 }

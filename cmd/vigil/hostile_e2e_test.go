@@ -427,3 +427,43 @@ func jobID(pid int) (uint64, error) {
 	f := strings.Split(s, "/")
 	return strconv.ParseUint(f[1], 16, 64)
 }
+
+// TestE2ERunEndsOnSIGTERM: `vigil run` ends, its agents with it, within a
+// second of SIGTERM, once the job is up and during its start-up.
+func TestE2ERunEndsOnSIGTERM(t *testing.T) {
+	for _, up := range []bool{true, false} {
+		cmd := exec.Command(vigilBin, "run", "-n", "4", "-t", "60s")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out := startPiped(t, cmd)
+		if up {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() && !strings.Contains(sc.Text(), "ranks up") {
+			}
+		} else {
+			time.Sleep(20 * time.Millisecond) // the agents are starting
+			go io.Copy(io.Discard, out)
+		}
+		t0 := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			took := time.Since(t0)
+			t.Logf("job up %v: vigil run ended %v after SIGTERM (%v)", up, took.Round(time.Millisecond), err)
+			if took > time.Second {
+				t.Errorf("job up %v: vigil run took %v to end after SIGTERM, want < 1 s", up, took)
+			}
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			t.Fatalf("job up %v: vigil run still running 5 s after SIGTERM", up)
+		}
+		// Its agents (same process group) are gone too.
+		time.Sleep(100 * time.Millisecond)
+		if err := syscall.Kill(-cmd.Process.Pid, 0); err == nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Errorf("job up %v: processes of vigil run's group still alive after it ended", up)
+		}
+	}
+}

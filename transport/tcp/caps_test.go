@@ -120,6 +120,9 @@ func TestPendingConnectionsCapped(t *testing.T) {
 	}
 	waitFor(t, "rank 2's message amid the flood", func() bool { return cl.col.count.Load() == 1 })
 	waitFor(t, "the evictions counted", func() bool { return tr.Stats().Rejected["pending_cap"] >= 1000-DefaultMaxPending })
+	// The readers of the evicted connections end (their sockets are
+	// closed at once).
+	waitFor(t, "the evicted connections' readers to end", func() bool { in, _ := open(); return in <= DefaultMaxPending+1 })
 	in, pending := open()
 	t.Logf("1000 idle connections: at most %d without Hello; now %d incoming connections (%d without Hello); rejected %v", most, in, pending, tr.Stats().Rejected)
 	if most > DefaultMaxPending || in > DefaultMaxPending+1 {
