@@ -276,11 +276,15 @@ func TestE2EHostileResourceCaps(t *testing.T) {
 	if closed != len(cs) {
 		t.Errorf("(b) %d of %d idle connections closed within 4 s, want all", closed, len(cs))
 	}
-	if m := scrape(t, ready[1].Metrics); m["vigil_heartbeats_sent_total"] == 0 {
+	m := scrape(t, ready[1].Metrics)
+	if m["vigil_heartbeats_sent_total"] == 0 {
 		t.Errorf("(b) scrape after the flood: %v", m)
 	}
+	if r := m["vigil_metrics_connections_refused_total"]; r < float64(len(cs)-metricsMaxConns) {
+		t.Errorf("(b) %v connections counted as refused, want at least %d", r, len(cs)-metricsMaxConns)
+	}
 
-	// (c) 1,200 idle connections to rank 2's message port.
+	// (c) 1,200 idle connections to rank 2's message port, counted.
 	fd2 := fdCount(t, pid(2))
 	cs = dialMany(t, ready[2].Addr, 1200)
 	time.Sleep(300 * time.Millisecond)
@@ -288,7 +292,12 @@ func TestE2EHostileResourceCaps(t *testing.T) {
 	for _, c := range cs {
 		c.Close()
 	}
-	t.Logf("(c) 1200 idle connections to rank 2's port: %d fds before, %d with them open", fd2, fdPeak)
+	m = scrape(t, ready[2].Metrics)
+	t.Logf("(c) 1200 idle connections to rank 2's port: %d fds before, %d with them open; %v counted as pending_cap", fd2, fdPeak,
+		m[`vigil_frames_rejected_total{reason="pending_cap"}`])
+	if m[`vigil_frames_rejected_total{reason="pending_cap"}`] < 1200-64 {
+		t.Errorf("(c) %v connections counted as pending_cap, want at least %d", m[`vigil_frames_rejected_total{reason="pending_cap"}`], 1200-64)
+	}
 	if fdPeak > fd2+64+4 {
 		t.Errorf("(c) %d fds with the connections open, %d before: want at most 68 more (64 without Hello)", fdPeak, fd2)
 	}

@@ -24,6 +24,9 @@ import (
 type metricsSource struct {
 	stats func() node.Stats
 	info  [][2]string // label name, value
+	// refused, if set, counts the endpoint's connections closed for its
+	// cap (serveMetrics sets it).
+	refused func() uint64
 }
 
 // metricsServer serves the Prometheus text exposition format (version
@@ -78,13 +81,14 @@ func serveMetrics(addr string, src metricsSource, logger *slog.Logger) (*metrics
 		logger.Warn("metrics endpoint listens on every interface: anyone who can reach this host can read the job's counters (give a host, such as 127.0.0.1:9464, to restrict it)",
 			"addr", ln.Addr().String())
 	}
+	capped := limit.Cap(ln, metricsMaxConns)
+	src.refused = capped.Refused
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		writeMetrics(w, src)
 	})
 	logs := limit.NewLog(logger, time.Second)
-	capped := limit.Cap(ln, metricsMaxConns)
 	m := &metricsServer{ln: capped, srv: &http.Server{Handler: mux,
 		ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: metricsHeaderTimeout, IdleTimeout: metricsIdleTimeout,
 		WriteTimeout: metricsWriteTimeout, MaxHeaderBytes: 8 << 10,
@@ -195,6 +199,9 @@ func writeMetrics(out io.Writer, src metricsSource) error {
 	sample("vigil_agreement_duration_seconds_sum", "", float64(st.AgreeLatencyNs)/1e9)
 	sample("vigil_agreement_duration_seconds_count", "", float64(st.AgreeReturned))
 	gauge("vigil_agreement_max_duration_seconds", "Longest time from an Agree call to its decision.", float64(st.AgreeMaxLatencyNs)/1e9)
+	if src.refused != nil {
+		counter("vigil_metrics_connections_refused_total", "Connections to this endpoint closed at once because 32 were open.", src.refused())
+	}
 	return w.Flush()
 }
 
