@@ -22,7 +22,7 @@ type Setting struct {
 	// Bool: an on/off setting, not a duration (Min and Max unused).
 	Bool bool
 	// Min and Max bound an explicit value (0 takes Default). A bound that
-	// depends on another setting (δ ≥ 2h) is in Rule.
+	// depends on another setting (δ ≥ 2 × h) is in Rule.
 	Min, Max time.Duration
 	// Default describes the value 0 stands for.
 	Default string
@@ -36,7 +36,7 @@ var (
 		Min: MinHeartbeatPeriod, Max: MaxHeartbeatPeriod, Default: "10ms",
 		Rule: fmt.Sprintf("≥ %v when the heartbeat thread is real-time", RealTimeMinPeriod)}
 	SettingDelta = &Setting{Title: "δ, suspicion time-out", Field: "SuspectTimeout", Flag: "delta", Env: "VIGIL_DELTA", C: "suspect_ns",
-		Min: MinSuspectTimeout, Max: MaxSuspectTimeout, Default: "max(5h, 100µs)", Rule: "≥ 2h"}
+		Min: MinSuspectTimeout, Max: MaxSuspectTimeout, Default: "max(5 × h, 100µs)", Rule: "≥ 2 × h"}
 	SettingCheck = &Setting{Title: "observer check period", Field: "CheckPeriod", Flag: "check", Env: "VIGIL_CHECK", C: "check_ns",
 		Min: MinHeartbeatPeriod, Max: MaxSuspectTimeout, Default: "max(δ/8, h)", Rule: "≤ δ"}
 	SettingGrace = &Setting{Title: "start-up grace", Field: "StartGrace", Flag: "grace", Env: "VIGIL_GRACE", C: "grace_ns",

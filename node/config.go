@@ -23,13 +23,14 @@ type Config struct {
 
 	// HeartbeatPeriod is h (default 10 ms).
 	HeartbeatPeriod time.Duration
-	// SuspectTimeout is δ (default 5h, at least 100µs). It must exceed
+	// SuspectTimeout is δ (default 5 × h, at least 100µs). It must exceed
 	// HeartbeatPeriod plus the worst message delay and scheduling hiccup the
 	// platform shows, or live ranks will be suspected.
 	//
 	// The timing settings have bounds (Settings, checked by Validate):
-	// h from 10µs to 1 min (50µs with RealTime), δ from max(2h, 100µs) to
-	// 1 h, the check period from 10µs to δ, the grace up to 1 h.
+	// h from 10µs to 1 minute (50µs with RealTime), δ from max(2 × h,
+	// 100µs) to 1 hour, the check period from 10µs to δ, the grace up to 2
+	// hours.
 	SuspectTimeout time.Duration
 	// CheckPeriod is how often the observer checks its emitter's slot
 	// word (default δ/8, at least h). The check runs on the heartbeat

@@ -27,10 +27,10 @@ type detectorFlags struct {
 }
 
 func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
-	durationVar(fs, &d.h, "h", h, "heartbeat period h, 10µs to 1m (at least 50µs with -realtime)")
-	durationVar(fs, &d.delta, "delta", delta, "suspicion time-out δ, at least 2h and 100µs, at most 1h")
+	durationVar(fs, &d.h, "h", h, "heartbeat period h: 10µs to 1 minute (at least 50µs with -realtime)")
+	durationVar(fs, &d.delta, "delta", delta, "suspicion time-out δ: at least twice -h and 100µs, at most 1 hour")
 	durationVar(fs, &d.check, "check", 0, "observer check period, run on the heartbeat thread, 10µs to δ (default max(δ/8, h))")
-	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion, up to 2h (default 2s + δ)")
+	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion, up to 2 hours (default 2s + δ)")
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation: hba (double hypercube, seed 000), bmg (binomial graph, seed 003), or a corrected gossip of seed 002: ocg, ccg, fcg, or ctree (greedy LogP tree + FCG's correction); see -gossip-*")
 	durationVar(fs, &d.gossip.Step, "gossip-step", node.DefaultGossipStep, "corrected gossips: o, one step (a rank sends at most one gossip and one correction message per step); keep it above the per-message CPU cost times the ranks per core, or a broadcast overloads the host")
 	durationVar(fs, &d.gossip.Latency, "gossip-latency", node.DefaultGossipLatency, "corrected gossips: L, the expected one-way message latency (a message counts as arriving ⌈L/o⌉+1 steps after it was sent)")
