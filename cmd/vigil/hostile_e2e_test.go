@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/launch"
 )
@@ -474,5 +476,69 @@ func TestE2ERunEndsOnSIGTERM(t *testing.T) {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			t.Errorf("job up %v: processes of vigil run's group still alive after it ended", up)
 		}
+	}
+}
+
+// TestE2EHostileFdExhaustion: an agent whose open-files limit leaves it 8
+// spare descriptors gets 200 connections at its message port and 200 at
+// its metrics endpoint: its accept loops run out of descriptors (EMFILE)
+// and back off, logging at most a line a second each (it used to log
+// "too many open files" millions of times a minute), no live rank is
+// reported dead, and once the connections are gone the endpoint answers
+// again.
+func TestE2EHostileFdExhaustion(t *testing.T) {
+	const n = 3
+	lc := &lineCounter{t: t, with: map[string]int{"accept": 0, "too many open files": 0}}
+	start := time.Now()
+	job, err := launch.Start(n, []string{vigilBin, "agent", "-h", "10ms", "-delta", "200ms", "-metrics-addr", "127.0.0.1:0"},
+		launch.Options{Stderr: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[uint32]launch.Line{}
+	var early []launch.Line
+	timeout := time.After(60 * time.Second)
+	for len(ready) < n {
+		select {
+		case l, ok := <-job.Lines:
+			if !ok {
+				t.Fatal("agents exited before all were ready")
+			}
+			if l.Ev == "ready" {
+				ready[l.Rank] = l
+			}
+			early = append(early, l)
+		case <-timeout:
+			job.Stop(time.Second)
+			t.Fatalf("%d of %d agents ready", len(ready), n)
+		}
+	}
+	j := followJob(t, job, early)
+	pid := job.Procs[1].Cmd.Process.Pid
+	time.Sleep(300 * time.Millisecond)
+	fds := fdCount(t, pid)
+	lim := unix.Rlimit{Cur: uint64(fds + 8), Max: uint64(fds + 8)}
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	cs := append(dialMany(t, ready[1].Addr, 200), dialMany(t, ready[1].Metrics, 200)...)
+	time.Sleep(2 * time.Second) // out of descriptors meanwhile
+	peak := fdCount(t, pid)
+	for _, c := range cs {
+		c.Close()
+	}
+	time.Sleep(1500 * time.Millisecond) // the back-off ends (at most 1 s), the strangers' sockets are accepted and closed
+	if m := scrape(t, ready[1].Metrics); m["vigil_heartbeats_sent_total"] == 0 {
+		t.Errorf("scrape after the exhaustion: %v", m)
+	}
+	j.checkAccuracy(nil)
+	secs := int(time.Since(start).Seconds()) + 1
+	t.Logf("limit %d descriptors, %d open at the peak; stderr over %d s: %d lines, %d about accept, %d about too many open files",
+		fds+8, peak, secs, lc.all, lc.count("accept"), lc.count("too many open files"))
+	if lc.count("too many open files") == 0 {
+		t.Errorf("no line about the exhaustion: the accept loops did not run out of descriptors")
+	}
+	if got := lc.count("too many open files"); got > 2*secs {
+		t.Errorf("%d lines about too many open files in %d s, want at most one a second per accept loop", got, secs)
 	}
 }
