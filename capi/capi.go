@@ -176,7 +176,7 @@ func envSettings(inst *instance) error {
 			return nil
 		}
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
+		if err != nil {
 			return fmt.Errorf("%s=%q is not a duration such as 10ms", name, v)
 		}
 		*dst = d
@@ -231,7 +231,16 @@ func envSettings(inst *instance) error {
 		}
 		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, cpu
 	}
-	return nil
+	// The timing's bounds now, before joining the launcher (finishInit
+	// checks again with the job's size).
+	c := inst.cfg
+	c.Size = 1
+	if err := c.Validate(); err != nil {
+		if _, ok := errors.AsType[*node.BoundError](err); ok {
+			return boundError(err, node.EnvNames)
+		}
+	}
+	return boundError(node.CheckBound(node.SettingStartTimeout, inst.startTimeout), node.EnvNames)
 }
 
 // joinFromEnv joins the launcher this process was started by, as `vigil
@@ -247,14 +256,18 @@ func joinFromEnv() (bootstrap.Bootstrap, error) {
 	return bs, err
 }
 
-// finishInit validates the configuration and installs inst.
-func finishInit(inst *instance) C.int {
+// finishInit validates the configuration, naming settings as names
+// does (node.EnvNames or node.CNames), and installs inst.
+func finishInit(inst *instance, names node.Names) C.int {
 	inst.cfg.Rank, inst.cfg.Size, inst.cfg.Logger = ranks.Rank(inst.rank), inst.size, inst.log
+	if err := node.CheckBound(node.SettingStartTimeout, inst.startTimeout); err != nil {
+		return fail(eInvalid, boundError(err, names))
+	}
 	if inst.startTimeout == 0 {
 		inst.startTimeout = defaultStartTimeout
 	}
 	if err := inst.cfg.Validate(); err != nil {
-		return fail(eInvalid, err)
+		return fail(eInvalid, boundError(err, names))
 	}
 	if err := inst.chooseAddr(); err != nil {
 		return fail(eInvalid, err)
@@ -263,6 +276,14 @@ func finishInit(inst *instance) C.int {
 	inst.quit = make(chan struct{})
 	cur.Store(inst)
 	return vOK
+}
+
+// boundError renames a *node.BoundError as names does; other errors pass.
+func boundError(err error, names node.Names) error {
+	if be, ok := errors.AsType[*node.BoundError](err); ok {
+		return errors.New(be.In(names))
+	}
+	return err
 }
 
 // vigil_init_from_env initializes from the launcher's environment (vigil.h).
@@ -287,7 +308,7 @@ func vigil_init_from_env() C.int {
 		return fail(eBootstrap, err)
 	}
 	inst.bs, inst.rank, inst.size = bs, bs.Rank(), bs.Size()
-	if rc := finishInit(inst); rc != vOK {
+	if rc := finishInit(inst, node.EnvNames); rc != vOK {
 		bs.Close()
 		return rc
 	}
@@ -330,9 +351,9 @@ func vigil_init(c *C.vigil_config) C.int {
 	if c == nil {
 		return failf(eInvalid, "vigil_init: NULL configuration")
 	}
-	if c.struct_size < C.vg_config_size_v1() {
-		return failf(eInvalid, "vigil_init: struct_size %d < %d: initialize it with vigil_config_init",
-			c.struct_size, C.vg_config_size_v1())
+	if c.struct_size != C.sizeof_vigil_config && c.struct_size != C.vg_config_size_v2() && c.struct_size != C.vg_config_size_v1() {
+		return failf(eInvalid, "vigil_init: struct_size %d: want sizeof(vigil_config) = %d (or %d or %d, its versions 2 and 1): initialize it with vigil_config_init",
+			c.struct_size, C.sizeof_vigil_config, C.vg_config_size_v2(), C.vg_config_size_v1())
 	}
 	id := staticIdentity{rank: uint32(c.rank), size: int(c.size), jobID: uint64(c.job_id)}
 	switch {
@@ -342,14 +363,14 @@ func vigil_init(c *C.vigil_config) C.int {
 		return failf(eInvalid, "vigil_config.rank = %d, want < size = %d", id.rank, id.size)
 	case id.jobID == 0:
 		return failf(eInvalid, "vigil_config.job_id is 0, want the job's non-zero ID")
-	case c.key == nil || c.key_len < 16:
-		return failf(eInvalid, "vigil_config.key: want at least 16 bytes, have %d", c.key_len)
+	case c.key == nil:
+		return failf(eInvalid, "vigil_config.key is NULL: want the job's key, at least 16 bytes")
+	case c.key_len < 16:
+		return failf(eInvalid, "vigil_config.key_len = %d: want at least 16 bytes", c.key_len)
 	case (c.peers == nil) == (c.allgather == nil):
 		return failf(eInvalid, "vigil_config: set exactly one of peers and allgather")
 	case c.mode != modeRing && c.mode != modeSporadic:
 		return failf(eInvalid, "vigil_config.mode = %d, want VIGIL_MODE_RING or VIGIL_MODE_SPORADIC", c.mode)
-	case c.heartbeat_ns < 0 || c.suspect_ns < 0 || c.check_ns < 0 || c.grace_ns < 0 || c.start_timeout_ms < 0:
-		return failf(eInvalid, "vigil_config: negative duration")
 	}
 	id.key = C.GoBytes(unsafe.Pointer(c.key), C.int(c.key_len))
 	inst := &instance{rank: id.rank, size: id.size, mode: int(c.mode)}
@@ -415,7 +436,7 @@ func vigil_init(c *C.vigil_config) C.int {
 		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, int(c.pin_cpu)
 	}
 	inst.startTimeout = time.Duration(c.start_timeout_ms) * time.Millisecond
-	return finishInit(inst)
+	return finishInit(inst, node.CNames)
 }
 
 // get returns the current instance, or fails with VIGIL_ERR_STATE.

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -69,7 +70,7 @@ func vigil_init_daemon(socketPath *C.char, rank C.uint32_t) C.int {
 	inst.dc = cl
 	inst.size = cl.Layout().Procs()
 	inst.bs = &staticBootstrap{staticIdentity: staticIdentity{rank: inst.rank, size: inst.size}}
-	if rc := finishInit(inst); rc != vOK {
+	if rc := finishInit(inst, node.CNames); rc != vOK {
 		cl.Close(false)
 		return rc
 	}

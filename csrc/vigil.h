@@ -134,16 +134,25 @@ typedef int (*vigil_allgather_fn)(const void *send, void *recv, size_t len, void
 #define VIGIL_ADDR_MAX 256
 
 /* Explicit configuration. Initialize with vigil_config_init, then set the
- * fields; zero durations take the defaults. */
+ * fields; zero durations take the defaults. Durations out of their bounds
+ * (docs/configuration-bounds.md; the same as the vigil command's flags and
+ * VIGIL_* variables) make vigil_init fail with VIGIL_ERR_INVALID, naming
+ * the field in vigil_last_error. */
 typedef struct vigil_config {
-	size_t struct_size;     /* sizeof(vigil_config): set by vigil_config_init */
+	size_t struct_size;     /* sizeof(vigil_config): set by vigil_config_init
+	                           (the size of an earlier version of this struct
+	                           is accepted too; any other value is refused) */
 	uint32_t rank, size;    /* this process's rank, and the number of ranks */
 	int mode;               /* VIGIL_MODE_RING (default) or VIGIL_MODE_SPORADIC */
-	int64_t heartbeat_ns;   /* h: heartbeat period (default 10 ms) */
-	int64_t suspect_ns;     /* delta: suspicion time-out (default 5 h); must
-	                           exceed h plus the worst delay of the platform */
-	int64_t check_ns;       /* observer check period (default min(delta/10, h)) */
-	int64_t grace_ns;       /* start-up grace (default 2 s + delta) */
+	int64_t heartbeat_ns;   /* h: heartbeat period (default 10 ms), 10 us to
+	                           1 min; at least 50 us with realtime */
+	int64_t suspect_ns;     /* delta: suspicion time-out (default 5*h, at
+	                           least 100 us): at least 2*h and 100 us, at
+	                           most 1 hour; must exceed h plus the worst
+	                           delay of the platform */
+	int64_t check_ns;       /* observer check period (default max(delta/8, h)),
+	                           10 us to delta */
+	int64_t grace_ns;       /* start-up grace (default 2 s + delta), up to 2 hours */
 	uint64_t job_id;        /* non-zero, identical on every rank */
 	const uint8_t *key;     /* the job's shared secret, >= 16 bytes, */
 	size_t key_len;         /*   identical on every rank */
@@ -166,7 +175,8 @@ typedef struct vigil_config {
 	                           the same. NULL: "hba" */
 	int realtime;           /* 1: ask SCHED_FIFO for the heartbeat thread */
 	int pin_cpu;            /* pin the heartbeat thread to this CPU; -1: no */
-	int start_timeout_ms;   /* bound on vigil_start's exchange (default 60000) */
+	int start_timeout_ms;   /* bound on vigil_start's exchange (default 60000),
+	                           up to 3600000 */
 	/* Address choice with an allgather (each NULL: as its environment
 	 * variable, VIGIL_ADVERTISE, VIGIL_IF_INCLUDE, VIGIL_IF_EXCLUDE). A
 	 * library built before these fields reads a shorter struct_size and
@@ -348,6 +358,7 @@ static inline void vigil_config_init(vigil_config *cfg)
  *   VIGIL_H         heartbeat period, e.g. 10ms
  *   VIGIL_DELTA     suspicion time-out, e.g. 50ms
  *   VIGIL_CHECK, VIGIL_GRACE                 (Go durations: 500us, 2s, ...)
+ *                   (bounds: as vigil_config's fields above)
  *   VIGIL_BROADCAST hba | bmg | ocg | ccg | fcg | ctree  (vigil_config.broadcast)
  *   VIGIL_GOSSIP_STEP, VIGIL_GOSSIP_LATENCY  durations, e.g. 100us, 500us
  *   VIGIL_GOSSIP_T, VIGIL_GOSSIP_C, VIGIL_GOSSIP_F  integers

@@ -133,15 +133,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("daemon: Config.Node = %d, want < %d nodes", c.Node, c.Layout.Nodes)
 	case c.Transport == nil && c.Exchange == nil && len(c.Peers) != c.Layout.Nodes:
 		return fmt.Errorf("daemon: %d peer addresses for %d nodes (and no Exchange)", len(c.Peers), c.Layout.Nodes)
-	case c.SuspectTimeout <= c.HeartbeatPeriod || c.HeartbeatPeriod < 0:
-		return fmt.Errorf("daemon: SuspectTimeout = %v, want > HeartbeatPeriod = %v > 0", c.SuspectTimeout, c.HeartbeatPeriod)
 	case c.PinEmitter && c.EmitterCPU < 0:
 		return fmt.Errorf("daemon: EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
-	case c.CheckPeriod <= 0 || c.HangTimeout <= 0 || c.StartGrace < 0:
-		return fmt.Errorf("daemon: CheckPeriod = %v, HangTimeout = %v, StartGrace = %v: want > 0", c.CheckPeriod, c.HangTimeout, c.StartGrace)
+	case c.HangTimeout < 0:
+		return fmt.Errorf("daemon: HangTimeout = %v, want > 0 (0: δ)", c.HangTimeout)
 	}
-	// The daemons' detector: Broadcast and Gossip (named
-	// Config.Broadcast and Config.Gossip, as here), and the rest.
+	// The daemons' detector: the timing (the bounds of node.Settings),
+	// Broadcast and Gossip (named Config.Broadcast and Config.Gossip, as
+	// here), and the rest.
 	if err := c.nodeConfig().Validate(); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}

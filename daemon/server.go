@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/unixcred"
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -146,11 +147,15 @@ func peerPID(c *net.UnixConn) (int, error) {
 // serveLocal accepts local processes until ln is closed.
 func (d *Daemon) serveLocal(ln *net.UnixListener) {
 	defer d.wg.Done()
+	// Out of file descriptors: back off and log (once a second at most)
+	// rather than stop serving.
+	acc := limit.Acceptor{Log: limit.NewLog(d.log, time.Second), Key: "daemon: local socket", Stop: d.quit}
 	for {
-		c, err := ln.AcceptUnix()
+		conn, err := acc.Accept(ln)
 		if err != nil {
 			return
 		}
+		c := conn.(*net.UnixConn)
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()

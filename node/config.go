@@ -23,9 +23,14 @@ type Config struct {
 
 	// HeartbeatPeriod is h (default 10 ms).
 	HeartbeatPeriod time.Duration
-	// SuspectTimeout is δ (default 5×h). It must exceed HeartbeatPeriod
-	// plus the worst message delay and scheduling hiccup the platform
-	// shows, or live ranks will be suspected.
+	// SuspectTimeout is δ (default 5 × h, at least 100µs). It must exceed
+	// HeartbeatPeriod plus the worst message delay and scheduling hiccup the
+	// platform shows, or live ranks will be suspected.
+	//
+	// The timing settings have bounds (Settings, checked by Validate):
+	// h from 10µs to 1 minute (50µs with RealTime), δ from max(2 × h,
+	// 100µs) to 1 hour, the check period from 10µs to δ, the grace up to 2
+	// hours.
 	SuspectTimeout time.Duration
 	// CheckPeriod is how often the observer checks its emitter's slot
 	// word (default δ/8, at least h). The check runs on the heartbeat
@@ -149,13 +154,13 @@ func (c Config) withDefaults() Config {
 		c.HeartbeatPeriod = DefaultHeartbeatPeriod
 	}
 	if c.SuspectTimeout == 0 {
-		c.SuspectTimeout = 5 * c.HeartbeatPeriod
+		c.SuspectTimeout = max(satMul(c.HeartbeatPeriod, 5), MinSuspectTimeout)
 	}
 	if c.CheckPeriod == 0 {
 		c.CheckPeriod = max(c.SuspectTimeout/8, c.HeartbeatPeriod)
 	}
 	if c.StartGrace == 0 {
-		c.StartGrace = DefaultStartGrace + c.SuspectTimeout
+		c.StartGrace = satAdd(DefaultStartGrace, c.SuspectTimeout)
 	}
 	if c.AgreeResend == 0 {
 		c.AgreeResend = DefaultAgreeResend
@@ -193,22 +198,19 @@ func (c Config) housekeeping() time.Duration {
 	return min(max(c.SuspectTimeout, 5*time.Millisecond), 250*time.Millisecond)
 }
 
-// Validate reports the first bad field, after defaults are applied.
+// Validate reports the first bad field, after defaults are applied. The
+// timing settings are checked against their bounds (Settings) first; such
+// an error is a *BoundError, which front ends rename (BoundError.In).
 func (c Config) Validate() error {
+	if err := checkTiming(c, c.withDefaults()); err != nil {
+		return err
+	}
 	c = c.withDefaults()
 	switch {
 	case c.Size < 1:
 		return fmt.Errorf("node: Config.Size = %d, want ≥ 1", c.Size)
 	case int64(c.Rank) >= int64(c.Size):
 		return fmt.Errorf("node: Config.Rank = %d, want < Size = %d", c.Rank, c.Size)
-	case c.HeartbeatPeriod < 0:
-		return fmt.Errorf("node: Config.HeartbeatPeriod = %v, want > 0", c.HeartbeatPeriod)
-	case c.SuspectTimeout <= c.HeartbeatPeriod:
-		return fmt.Errorf("node: Config.SuspectTimeout = %v, want > HeartbeatPeriod = %v", c.SuspectTimeout, c.HeartbeatPeriod)
-	case c.CheckPeriod <= 0 || c.CheckPeriod > c.SuspectTimeout:
-		return fmt.Errorf("node: Config.CheckPeriod = %v, want in (0, SuspectTimeout]", c.CheckPeriod)
-	case c.StartGrace < 0:
-		return fmt.Errorf("node: Config.StartGrace = %v, want ≥ 0", c.StartGrace)
 	case c.MendEarly >= c.SuspectTimeout:
 		return fmt.Errorf("node: Config.MendEarly = %v, want below SuspectTimeout = %v (or negative: none)", c.MendEarly, c.SuspectTimeout)
 	case c.Hosts != nil && len(c.Hosts) != c.Size:

@@ -20,13 +20,21 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/limit"
 )
 
 const (
 	probeReqLen   = 8 + 16
 	probeAnswerTO = 5 * time.Second // how long the answering side waits for a request
+	// maxProbeConns caps the connections being answered: beyond it the
+	// oldest is closed. A rank's probe sends its request as soon as it
+	// connects, so strangers' idle connections, closed oldest first, do not
+	// make it fail.
+	maxProbeConns = 64
 )
 
 // Prober answers the probes of this rank and probes the others.
@@ -39,6 +47,9 @@ type Prober struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	order []net.Conn // conns, oldest first (and some closed ones)
+	stop  chan struct{}
+	once  sync.Once // closes stop
 	wg    sync.WaitGroup
 }
 
@@ -52,7 +63,7 @@ func Listen(addr string, rank uint32, jobID uint64, key []byte) (*Prober, error)
 	if err != nil {
 		return nil, fmt.Errorf("sporadic: %w", err)
 	}
-	p := &Prober{rank: rank, jobID: jobID, key: key, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Prober{rank: rank, jobID: jobID, key: key, ln: ln, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -79,13 +90,26 @@ func (p *Prober) answer(nonce []byte, rank uint32) []byte {
 
 func (p *Prober) accept() {
 	defer p.wg.Done()
+	acc := limit.Acceptor{Key: "sporadic", Stop: p.stop} // backs off when out of file descriptors
 	for {
-		c, err := p.ln.Accept()
+		c, err := acc.Accept(p.ln)
 		if err != nil {
 			return
 		}
 		p.mu.Lock()
+		for len(p.conns) >= maxProbeConns {
+			old := p.order[0]
+			p.order = p.order[1:]
+			if _, ok := p.conns[old]; ok {
+				delete(p.conns, old)
+				old.Close()
+			}
+		}
+		if len(p.order) > 2*maxProbeConns { // drop the closed ones
+			p.order = slices.DeleteFunc(p.order, func(o net.Conn) bool { _, ok := p.conns[o]; return !ok })
+		}
 		p.conns[c] = struct{}{}
+		p.order = append(p.order, c)
 		p.mu.Unlock()
 		p.wg.Add(1)
 		go func() {
@@ -148,6 +172,7 @@ func (p *Prober) Probe(r uint32, timeout time.Duration) error {
 
 // Close stops answering; later probes of this rank find nobody.
 func (p *Prober) Close() {
+	p.once.Do(func() { close(p.stop) })
 	p.ln.Close()
 	p.mu.Lock()
 	for c := range p.conns {

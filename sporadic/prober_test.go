@@ -1,6 +1,7 @@
 package sporadic_test
 
 import (
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +55,48 @@ func TestProbe(t *testing.T) {
 func TestListenRejectsShortKey(t *testing.T) {
 	if _, err := sporadic.Listen("127.0.0.1:0", 0, 1, []byte("short")); err == nil {
 		t.Fatal("a 5-byte key was accepted")
+	}
+}
+
+// TestIdleStrangersDoNotSilenceAPeer: 500 idle connections to a prober
+// (strangers who send no request) hold at most 64 of its connections, the
+// oldest closed first, and a probe amid them is answered.
+func TestIdleStrangersDoNotSilenceAPeer(t *testing.T) {
+	a, b := listen(t, 0, 7, key), listen(t, 1, 7, key)
+	defer a.Close()
+	defer b.Close()
+	a.SetPeers([]string{a.Addr(), b.Addr()})
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range 500 {
+		c, err := net.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if i == 250 {
+			if err := a.Probe(1, 2*time.Second); err != nil {
+				t.Fatalf("probe amid idle strangers: %v", err)
+			}
+		}
+	}
+	if err := a.Probe(1, 2*time.Second); err != nil {
+		t.Fatalf("probe after 500 idle strangers: %v", err)
+	}
+	closed := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				closed++
+			}
+		}
+	}
+	if open := len(conns) - closed; open > 64 {
+		t.Errorf("%d idle connections still open, want at most 64", open)
 	}
 }

@@ -25,7 +25,7 @@ func agentMain(args []string) error {
 	var nf addrFlags // addrflags.go
 	nf.register(fs)
 	statsEvery := duration(fs, "stats-every", 0, "print a stats line this often (0: only at SIGUSR1 and at the end)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics over HTTP at host:port/metrics (port 0: a free port, printed in the ready line; default: no endpoint)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics over HTTP at host:port/metrics (no host, as in :9464: loopback only; 0.0.0.0: every interface, with a warning; port 0: a free port, printed in the ready line; at most 32 connections, idle ones closed after 5s; default: no endpoint)")
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}
@@ -39,6 +39,9 @@ func agentMain(args []string) error {
 		return usageErrorf("-stats-every %v: want ≥ 0 (0: only at SIGUSR1 and at the end)", *statsEvery)
 	}
 	if err := checkMetricsAddr(*metricsAddr); err != nil {
+		return err
+	}
+	if err := df.validate(1); err != nil { // before the launcher: again with the job's size below
 		return err
 	}
 	logger, err := df.log.logger(os.Stderr)

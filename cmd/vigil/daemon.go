@@ -66,7 +66,7 @@ func daemonMain(args []string) error {
 	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
 	var lf logFlags // logflags.go: -log-level, -log-json, -v
 	lf.register(fs)
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics of this daemon's detector over HTTP at host:port/metrics (port 0: a free port, printed in the ready line; default: no endpoint)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics of this daemon's detector over HTTP at host:port/metrics (no host, as in :9464: loopback only; 0.0.0.0: every interface, with a warning; port 0: a free port, printed in the ready line; at most 32 connections, idle ones closed after 5s; default: no endpoint)")
 	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	tport := fs.String("transport", "tcp", "the daemons' transport: tcp, or verbs (RDMA; launcher bootstrap only; falls back to tcp with a warning when no RDMA device is there)")
 	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
@@ -114,11 +114,22 @@ func daemonMain(args []string) error {
 	if *tport != "tcp" && *tport != "verbs" {
 		return usageErrorf("daemon: -transport %q, want tcp or verbs", *tport)
 	}
-	if err := df.check(*h, *delta, *pin); err != nil {
+	switch {
+	case *ppn < 0:
+		return usageErrorf("daemon: -ppn %d: want ≥ 0", *ppn)
+	case *spawnN < 0:
+		return usageErrorf("daemon: -spawn %d: want ≥ 0 (0: every hosted rank)", *spawnN)
+	case *hang < 0:
+		return usageErrorf("daemon: -hang %v: want ≥ 0 (0: δ)", *hang)
+	}
+	if err := df.check(*h, *delta, *pin, *realtime); err != nil {
 		return asUsage(fmt.Errorf("daemon: %w", err))
 	}
 	df.apply(&cfg)
 	if *peers != "" {
+		if n := strings.Count(*peers, ",") + 1; *nodeIdx >= uint(n) {
+			return usageErrorf("daemon: -node %d: want below the %d addresses of -peers", *nodeIdx, n)
+		}
 		if *tport == "verbs" {
 			return usageErrorf("daemon: -transport verbs needs the launcher's bootstrap (mpirun, srun or vigil run) to exchange RDMA addresses, not -peers")
 		}

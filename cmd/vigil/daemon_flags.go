@@ -34,11 +34,11 @@ func (f *daemonDetectorFlags) register(fs *flag.FlagSet) {
 }
 
 // check validates the flags with detectorFlags.validate, naming them, given
-// the daemon's heartbeat period, time-out and pinned CPU (-pin). The
+// the daemon's heartbeat period, time-out, pinned CPU (-pin) and -realtime. The
 // number of daemons is not known yet: daemon.Start checks again.
-func (f *daemonDetectorFlags) check(h, delta time.Duration, pin int) error {
+func (f *daemonDetectorFlags) check(h, delta time.Duration, pin int, realtime bool) error {
 	d := f.d
-	d.h, d.delta, d.pin = h, delta, pin
+	d.h, d.delta, d.pin, d.realtime = h, delta, pin, realtime
 	d.transport, d.heartbeat = "tcp", "shm" // the daemon checks its -transport itself
 	return d.validate(1)
 }

@@ -73,6 +73,9 @@ func demoMain(args []string) error {
 	if err := df.validate(*n); err != nil {
 		return err
 	}
+	if *settle < 0 {
+		return usageErrorf("-settle %v: want ≥ 0", *settle)
+	}
 	cfg := df.config()
 	cfg.Size = *n
 	check := cfg.CheckPeriod

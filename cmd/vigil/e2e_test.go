@@ -30,6 +30,9 @@ import (
 var vigilBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envShmConnect) != "" {
+		shmConnectMain() // hostile_e2e_test.go: run again as another user
+	}
 	dir, err := os.MkdirTemp("", "vigil-e2e-")
 	if err != nil {
 		panic(err)
@@ -535,7 +538,18 @@ func TestE2EBadInvocationsGiveClearErrors(t *testing.T) {
 		{[]string{"sim", "all"}, nil, "vigil-bench sim", 2},
 		{[]string{"run", "-n", "2", "-h", "10"}, nil, "with a unit", 2},
 		{[]string{"run", "-n", "2000000000"}, nil, "mpirun", 2},
-		{[]string{"run", "-n", "2", "-h", "0s", "-delta", "0s"}, nil, "-h 0s", 2},
+		{[]string{"run", "-n", "2", "-h", "1ns", "-delta", "2ns"}, nil, "-h 1ns: want 10µs to 1m0s", 2},
+		{[]string{"run", "-n", "2", "-h", "-1s"}, nil, "-h -1s: want 10µs to 1m0s", 2},
+		{[]string{"run", "-n", "2", "-h", "10ms", "-delta", "15ms"}, nil, "-delta 15ms: want ≥ 2 × -h = 20ms", 2},
+		{[]string{"run", "-n", "2", "-h", "20us"}, nil, "-h 20µs: want ≥ 50µs with a real-time heartbeat thread (or -realtime off)", 2},
+		{[]string{"run", "-n", "2", "-check", "1s"}, nil, "-check 1s: want ≤ -delta = 50ms", 2},
+		{[]string{"run", "-n", "2", "-grace", "-1s"}, nil, "-grace -1s", 2},
+		{[]string{"run", "-n", "2", "-t", "-1s"}, nil, "-t -1s: want ≥ 0s", 2},
+		{[]string{"run", "-n", "2", "-ranks-per-host", "-1"}, nil, "-ranks-per-host -1", 2},
+		{[]string{"agent", "-h", "1ns"}, nil, "-h 1ns", 2},
+		{[]string{"daemon", "-h", "1ns", "-delta", "2ns"}, nil, "-h 1ns", 2},
+		{[]string{"daemon", "-peers", "127.0.0.1:1,127.0.0.1:2", "-node", "5"}, nil, "-node 5", 2},
+		{[]string{"daemon", "-ppn", "-1"}, nil, "-ppn -1", 2},
 		{[]string{"run", "-n", "2", "-h", "10ms", "-delta", "5ms"}, nil, "-delta 5ms", 2},
 		{[]string{"run", "-n", "2", "-pin", "9999"}, nil, "-pin 9999", 2},
 		{[]string{"run", "-no-such-flag"}, nil, "-no-such-flag", 2},

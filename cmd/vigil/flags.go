@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"runtime"
@@ -26,10 +27,10 @@ type detectorFlags struct {
 }
 
 func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
-	durationVar(fs, &d.h, "h", h, "heartbeat period h")
-	durationVar(fs, &d.delta, "delta", delta, "suspicion time-out δ (must exceed h)")
-	durationVar(fs, &d.check, "check", 0, "observer check period, run on the heartbeat thread (default max(δ/8, h))")
-	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion (default 2s + δ)")
+	durationVar(fs, &d.h, "h", h, "heartbeat period h: 10µs to 1 minute (at least 50µs with -realtime)")
+	durationVar(fs, &d.delta, "delta", delta, "suspicion time-out δ: at least twice -h and 100µs, at most 1 hour")
+	durationVar(fs, &d.check, "check", 0, "observer check period, run on the heartbeat thread, 10µs to δ (default max(δ/8, h))")
+	durationVar(fs, &d.grace, "grace", 0, "start-up grace before the first suspicion, up to 2 hours (default 2s + δ)")
 	fs.StringVar(&d.broadcast, "broadcast", "hba", "propagation: hba (double hypercube, seed 000), bmg (binomial graph, seed 003), or a corrected gossip of seed 002: ocg, ccg, fcg, or ctree (greedy LogP tree + FCG's correction); see -gossip-*")
 	durationVar(fs, &d.gossip.Step, "gossip-step", node.DefaultGossipStep, "corrected gossips: o, one step (a rank sends at most one gossip and one correction message per step); keep it above the per-message CPU cost times the ranks per core, or a broadcast overloads the host")
 	durationVar(fs, &d.gossip.Latency, "gossip-latency", node.DefaultGossipLatency, "corrected gossips: L, the expected one-way message latency (a message counts as arriving ⌈L/o⌉+1 steps after it was sent)")
@@ -107,17 +108,17 @@ func (d *detectorFlags) checkValues(size int) error {
 	if d.mendProbe < 0 {
 		return fmt.Errorf("-mend-probe %d: want ≥ 0 (0: Algorithm 1's one-at-a-time mending)", d.mendProbe)
 	}
-	// The flags' own names first; Config.Validate stays the backstop.
+	// The timing's bounds are node.Config.Validate's (node.Settings),
+	// named as flags.
+	c := d.config()
+	c.Size = max(size, 1)
+	if err := c.Validate(); err != nil {
+		if be, ok := errors.AsType[*node.BoundError](err); ok {
+			return errors.New(be.In(node.FlagNames))
+		}
+	}
 	switch {
-	case d.h <= 0:
-		return fmt.Errorf("-h %v: want a heartbeat period > 0, such as 10ms", d.h)
-	case d.delta <= d.h:
-		return fmt.Errorf("-delta %v: want a suspicion time-out above -h %v (the default δ is 5×h)", d.delta, d.h)
-	case d.check < 0 || d.check > d.delta:
-		return fmt.Errorf("-check %v: want 0 (default max(δ/8, h)) or a period up to -delta %v", d.check, d.delta)
-	case d.grace < 0:
-		return fmt.Errorf("-grace %v: want ≥ 0 (0: 2s + δ)", d.grace)
-	case d.mendEarly >= d.delta:
+	case d.mendEarly >= c.WithDefaults().SuspectTimeout:
 		return fmt.Errorf("-mend-early %v: want below -delta %v (0: the default; negative: probe at the suspicion)", d.mendEarly, d.delta)
 	case d.pin >= runtime.NumCPU():
 		return fmt.Errorf("-pin %d: this machine has CPUs 0–%d (-1: not pinned)", d.pin, runtime.NumCPU()-1)
@@ -136,7 +137,6 @@ func (d *detectorFlags) checkValues(size int) error {
 	case d.gossip.F < 1 || d.gossip.F > 3:
 		return fmt.Errorf("-gossip-f %d: want 1 to 3", d.gossip.F)
 	}
-	c := d.config()
 	c.Size = size
 	return c.Validate()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )
@@ -22,6 +24,9 @@ import (
 type metricsSource struct {
 	stats func() node.Stats
 	info  [][2]string // label name, value
+	// refused, if set, counts the endpoint's connections closed for its
+	// cap (serveMetrics sets it).
+	refused func() uint64
 }
 
 // metricsServer serves the Prometheus text exposition format (version
@@ -32,21 +37,64 @@ type metricsServer struct {
 	ln  net.Listener
 }
 
-// serveMetrics listens on addr (host:port; port 0 picks a free one) and
-// serves src in the background.
+// The metrics endpoint's limits: anyone who can reach its port can
+// connect, so connections are capped and time out.
+const (
+	// metricsMaxConns is the most connections open at once; beyond it a new
+	// one is closed at once.
+	metricsMaxConns = 32
+	// metricsHeaderTimeout bounds the wait for a request's headers (a
+	// connection that sends nothing is closed after it).
+	metricsHeaderTimeout = 2 * time.Second
+	// metricsIdleTimeout closes a keep-alive connection idle this long.
+	metricsIdleTimeout = 5 * time.Second
+	// metricsWriteTimeout bounds the time to answer one request.
+	metricsWriteTimeout = 5 * time.Second
+)
+
+// metricsListenAddr is where -metrics-addr listens: an address without a
+// host (":9464") on loopback only; it reports whether the address is a
+// wildcard (every interface).
+func metricsListenAddr(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, false
+	}
+	if host == "" {
+		return net.JoinHostPort("127.0.0.1", port), false
+	}
+	ip := net.ParseIP(host)
+	return addr, ip != nil && ip.IsUnspecified()
+}
+
+// serveMetrics listens on addr (host:port; port 0 picks a free one; no
+// host: loopback) and serves src in the background, with at most
+// metricsMaxConns connections, each timing out, and its errors logged at
+// most once a second.
 func serveMetrics(addr string, src metricsSource, logger *slog.Logger) (*metricsServer, error) {
-	ln, err := net.Listen("tcp", addr)
+	bind, all := metricsListenAddr(addr)
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("-metrics-addr %q: %w", addr, err)
 	}
+	if all {
+		logger.Warn("metrics endpoint listens on every interface: anyone who can reach this host can read the job's counters (give a host, such as 127.0.0.1:9464, to restrict it)",
+			"addr", ln.Addr().String())
+	}
+	capped := limit.Cap(ln, metricsMaxConns)
+	src.refused = capped.Refused
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		writeMetrics(w, src)
 	})
-	m := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	logs := limit.NewLog(logger, time.Second)
+	m := &metricsServer{ln: capped, srv: &http.Server{Handler: mux,
+		ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: metricsHeaderTimeout, IdleTimeout: metricsIdleTimeout,
+		WriteTimeout: metricsWriteTimeout, MaxHeaderBytes: 8 << 10,
+		ErrorLog: log.New(logs.Writer("metrics endpoint", slog.LevelWarn), "", 0)}}
 	go func() {
-		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.srv.Serve(capped); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Warn("metrics endpoint stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
@@ -151,6 +199,9 @@ func writeMetrics(out io.Writer, src metricsSource) error {
 	sample("vigil_agreement_duration_seconds_sum", "", float64(st.AgreeLatencyNs)/1e9)
 	sample("vigil_agreement_duration_seconds_count", "", float64(st.AgreeReturned))
 	gauge("vigil_agreement_max_duration_seconds", "Longest time from an Agree call to its decision.", float64(st.AgreeMaxLatencyNs)/1e9)
+	if src.refused != nil {
+		counter("vigil_metrics_connections_refused_total", "Connections to this endpoint closed at once because 32 were open.", src.refused())
+	}
 	return w.Flush()
 }
 
@@ -176,7 +227,7 @@ func checkMetricsAddr(addr string) error {
 		return nil
 	}
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-		return usageErrorf("-metrics-addr %q: want host:port, such as 127.0.0.1:9464 or :0 (a free port)", addr)
+		return usageErrorf("-metrics-addr %q: want host:port, such as 127.0.0.1:9464, or :0 (a free port on loopback)", addr)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -19,6 +20,11 @@ import (
 // maxLocalRanks bounds vigil run's job: every rank is an agent process on
 // this machine.
 const maxLocalRanks = 4096
+
+// stopGrace is how long vigil run's agents may take to leave once the job
+// ends (SIGTERM, SIGINT, -t) before they are killed: the job ends within a
+// second of the signal.
+const stopGrace = 800 * time.Millisecond
 
 func runMain(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -42,12 +48,15 @@ func runMain(args []string) error {
 	if err := df.validate(*n); err != nil {
 		return err
 	}
+	if err := node.CheckBound(node.SettingRunFor, *dur); err != nil {
+		return usageError{errors.New(err.(*node.BoundError).In(node.FlagNames))}
+	}
 	if err := checkRunMetricsAddr(*metricsAddr); err != nil {
 		return err
 	}
 	var opts launch.Options
 	if *perHost < 0 {
-		return fmt.Errorf("-ranks-per-host %d: want ≥ 0", *perHost)
+		return usageErrorf("-ranks-per-host %d: want ≥ 0 (0: no hosts)", *perHost)
 	} else if *perHost > 0 {
 		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(*perHost)}
 	}
@@ -59,15 +68,35 @@ func runMain(args []string) error {
 	if *metricsAddr != "" {
 		argv = append(argv, "-metrics-addr", *metricsAddr)
 	}
+	// SIGTERM and SIGINT end the job at any time, start-up included,
+	// within stopGrace: the agents leave, and are killed if they have not
+	// exited by then.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	job, err := launch.Start(*n, argv, opts)
 	if err != nil {
 		return err
 	}
-	defer job.Stop(3 * time.Second)
+	defer job.Stop(stopGrace)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	go func() {
+		select {
+		case s := <-sigs:
+			select {
+			case sigs <- s: // for the loop below, if start-up just ended
+			default:
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	_, err = job.WaitReady(ctx)
 	cancel()
 	if err != nil {
+		if len(sigs) > 0 {
+			return nil // interrupted during start-up
+		}
 		return err
 	}
 	fmt.Printf("vigil: %d ranks up (h=%v δ=%v, %s over %s); kill any agent to see it reported\n",
@@ -77,8 +106,6 @@ func runMain(args []string) error {
 			fmt.Printf("rank %d: metrics at http://%s/metrics\n", l.Rank, l.Metrics)
 		}
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	var stop <-chan time.Time
 	if *dur > 0 {
 		stop = time.After(*dur)

@@ -165,7 +165,14 @@ int main(void)
 	cfg.allgather = NULL;
 	cfg.key_len = 8;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* short key */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.key_len = 8") != NULL, "last error %s", msg);
+	cfg.key = NULL;
 	cfg.key_len = sizeof key;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* no key */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.key is NULL") != NULL, "last error %s", msg);
+	cfg.key = key;
 	cfg.job_id = 0;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* job 0 */
 	cfg.job_id = 0x1234;
@@ -175,8 +182,28 @@ int main(void)
 	cfg.suspect_ns = cfg.heartbeat_ns;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* delta <= h */
 	vigil_last_error(msg, sizeof msg);
-	CHECK(strstr(msg, "SuspectTimeout") != NULL, "last error %s", msg);
+	CHECK(strstr(msg, "vigil_config.suspect_ns = 10000000 (10ms): want ≥ 2 × vigil_config.heartbeat_ns") != NULL,
+	      "last error %s", msg);
 	cfg.suspect_ns = 100000000;
+	/* The bounds of docs/configuration-bounds.md, as the CLI's and Go's. */
+	cfg.heartbeat_ns = 1;
+	cfg.suspect_ns = 2;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* h = 1 ns */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.heartbeat_ns = 1 (1ns): want 10µs to 1m0s") != NULL, "last error %s", msg);
+	cfg.heartbeat_ns = 20000;   /* 20 us: accepted, but not real-time */
+	cfg.suspect_ns = 100000000;
+	cfg.realtime = 1;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID);
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.realtime off") != NULL, "last error %s", msg);
+	cfg.realtime = 0;
+	cfg.heartbeat_ns = 10000000;
+	cfg.start_timeout_ms = -1;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID);
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "vigil_config.start_timeout_ms = -1") != NULL, "last error %s", msg);
+	cfg.start_timeout_ms = 0;
 	cfg.broadcast = "flood";
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* unknown overlay */
 	cfg.broadcast = NULL;
@@ -201,6 +228,12 @@ int main(void)
 	cfg.if_exclude = NULL;
 	cfg.struct_size = offsetof(vigil_config, advertise_addr) - 1;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* struct_size too small */
+	cfg.struct_size = sizeof cfg - 1;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* not a known version */
+	vigil_last_error(msg, sizeof msg);
+	CHECK(strstr(msg, "struct_size") != NULL, "last error %s", msg);
+	cfg.struct_size = (size_t)1 << 40;
+	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* nor is a huge one */
 	cfg.struct_size = sizeof cfg;
 
 	/* A job of one: static table. */

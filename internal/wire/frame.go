@@ -144,6 +144,9 @@ type Codec struct {
 	sum [sha256.Size]byte
 	hdr [HeaderSize]byte
 	buf []byte // ReadFrame's payload+tag buffer, reused
+	// readLimit, if positive, bounds the payloads read below MaxPayload
+	// (SetReadLimit).
+	readLimit int
 
 	// Bind's connection: its challenge and the index of the next frame.
 	bound bool
@@ -161,6 +164,12 @@ func NewChallenge() Challenge {
 	_, _ = rand.Read(c[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return c
 }
+
+// SetReadLimit bounds the payload of the frames Decode and ReadFrame
+// accept to n bytes (0: MaxPayload again), for instance while a
+// connection has not authenticated: a stranger's frame then costs at most
+// n bytes, whatever length it announces.
+func (c *Codec) SetReadLimit(n int) { c.readLimit = n }
 
 // Bind ties the codec to one connection and one direction of it: from
 // now on every frame's tag also covers ch and the frame's index since Bind
@@ -265,9 +274,12 @@ func (c *Codec) checkHeader(h []byte) (Frame, int, error) {
 	if c.p.N > 0 && int64(f.Sender) >= int64(c.p.N) {
 		return Frame{}, 0, errf(ReasonUnknownRank, "", "sender rank %d not below %d", f.Sender, c.p.N)
 	}
-	n := binary.LittleEndian.Uint32(h[24:])
-	if uint64(n) > uint64(c.p.MaxPayload) {
-		return Frame{}, 0, errf(ReasonTooLarge, "", "payload length %d above %d", n, c.p.MaxPayload)
+	n, most := binary.LittleEndian.Uint32(h[24:]), c.p.MaxPayload
+	if c.readLimit > 0 {
+		most = min(most, c.readLimit)
+	}
+	if uint64(n) > uint64(most) {
+		return Frame{}, 0, errf(ReasonTooLarge, "", "payload length %d above %d", n, most)
 	}
 	return f, int(n), nil
 }

@@ -61,7 +61,8 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 // FuzzReadFrames feeds a byte stream to ReadFrame and a Session, as a
-// transport's connection reader does.
+// transport's connection reader does: payloads limited to 64 bytes
+// (SetReadLimit) until a Hello is accepted.
 func FuzzReadFrames(f *testing.F) {
 	frames := fuzzFrames(f)
 	f.Add(bytes.Join(frames, nil))
@@ -71,8 +72,14 @@ func FuzzReadFrames(f *testing.F) {
 		dec := NewCodec(testParams(0))
 		s := &Session{Self: 0, Incarnations: NewIncarnations(8)}
 		r := bufio.NewReader(bytes.NewReader(b))
+		const limit = 64
+		dec.SetReadLimit(limit)
+		limited := true
 		for {
 			fr, err := dec.ReadFrame(r)
+			if limited && (len(fr.Payload) > limit || cap(dec.buf) > limit+TagSize) {
+				t.Fatalf("before the Hello: a payload of %d bytes, a buffer of %d", len(fr.Payload), cap(dec.buf))
+			}
 			if err == io.EOF {
 				return
 			}
@@ -87,6 +94,10 @@ func FuzzReadFrames(f *testing.F) {
 					t.Fatalf("untyped error %v", err)
 				}
 				return
+			}
+			if fr.Type == Hello {
+				dec.SetReadLimit(0)
+				limited = false
 			}
 			if cap(dec.buf) > 2*len(b)+4096 {
 				t.Fatalf("buffer %d for %d input bytes", cap(dec.buf), len(b))

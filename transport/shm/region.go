@@ -1,16 +1,17 @@
 package shm
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/unixcred"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/transport"
@@ -37,6 +38,8 @@ type Region struct {
 	slots *transport.Slots
 	ln    *net.UnixListener
 	log   *slog.Logger
+	logs  *limit.Log // what a stranger's connection makes us log
+	stop  chan struct{}
 	wg    sync.WaitGroup
 
 	mu     sync.Mutex
@@ -74,7 +77,7 @@ func NewRegion(p wire.Params, log *slog.Logger) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: listening for the ranks of this host: %w", err)
 	}
-	r := &Region{p: p, fd: fd, mem: mem, ln: ln, log: log,
+	r := &Region{p: p, fd: fd, mem: mem, ln: ln, log: log, logs: limit.NewLog(log, time.Second), stop: make(chan struct{}),
 		slots: transport.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), p.N))}
 	r.wg.Add(1)
 	go r.serve()
@@ -104,17 +107,17 @@ func (r *Region) serve() {
 		r.log.Error("shm: encoding the region's hello", "err", err)
 		return
 	}
+	// Anyone on the host can connect (the socket's name is in
+	// /proc/net/unix): failures are logged once a second at most, and an
+	// accept that fails (out of file descriptors) backs off.
+	acc := limit.Acceptor{Log: r.logs, Key: "shm", Stop: r.stop}
 	for {
-		c, err := r.ln.AcceptUnix()
+		c, err := acc.Accept(r.ln)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			r.log.Warn("shm: accept", "err", err)
-			continue
+			return // closed
 		}
-		if err := r.give(c, frame); err != nil {
-			r.log.Warn("shm: not sharing the slot array", "err", err)
+		if err := r.give(c.(*net.UnixConn), frame); err != nil {
+			r.logs.Log("refused", slog.LevelWarn, "shm: not sharing the slot array", "err", err)
 		}
 		c.Close()
 	}
@@ -159,6 +162,7 @@ func (r *Region) Close() error {
 	}
 	r.closed = true
 	r.mu.Unlock()
+	close(r.stop)
 	err := r.ln.Close()
 	r.wg.Wait()
 	unix.Close(r.fd)

@@ -18,6 +18,12 @@ const (
 	DefaultHelloTimeout = 10 * time.Second
 	DefaultMaxPayload   = wire.DefaultMaxPayload
 	DefaultQueueLen     = 1024
+	// DefaultMaxPending is the default of Config.MaxPending.
+	DefaultMaxPending = 64
+	// helloLimit bounds the payload of a frame read before the Hello: a
+	// Hello's is 4 bytes, so a stranger's connection costs its read buffer
+	// and no more, whatever frame length it announces.
+	helloLimit = 64
 	// MaxMaxPayload is the largest MaxPayload accepted.
 	MaxMaxPayload = 1 << 30
 )
@@ -57,6 +63,12 @@ type Config struct {
 	// QueueLen bounds the messages queued for each peer; Send drops (and
 	// counts) messages beyond it.
 	QueueLen int
+	// MaxPending caps the accepted connections that have not authenticated
+	// yet (no Hello): beyond it, the oldest is closed (counted as rejected
+	// "pending_cap"). The job's ranks send their Hello as soon as they
+	// connect, so a flood of strangers' connections delays them by at most
+	// a redial; authenticated connections are not capped.
+	MaxPending int
 	// Incarnation identifies this start of the process in every frame; 0
 	// draws one with wire.NewIncarnation. Peers reject frames from an
 	// incarnation older than one they have seen.
@@ -106,6 +118,8 @@ func (c *Config) Validate() error {
 		return bad("MaxPayload", "%d not in [0, %d]", c.MaxPayload, MaxMaxPayload)
 	case c.QueueLen < 0:
 		return bad("QueueLen", "negative")
+	case c.MaxPending < 0:
+		return bad("MaxPending", "negative")
 	}
 	if c.ListenAddr != "" {
 		if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
@@ -133,6 +147,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueueLen == 0 {
 		c.QueueLen = DefaultQueueLen
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultMaxPending
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -51,6 +51,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,10 +87,13 @@ type Transport struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex // guards out, in
-	out  map[ranks.Rank]*peer
-	in   map[net.Conn]struct{}
-	stop bool // set under mu by Close: no new goroutines
+	mu  sync.Mutex // guards out, in, pending, stop
+	out map[ranks.Rank]*peer
+	in  map[net.Conn]bool // incoming connections: true until their Hello (pending)
+	// pending lists the incoming connections without a Hello yet, oldest
+	// first (MaxPending caps them).
+	pending []net.Conn
+	stop    bool // set under mu by Close: no new goroutines
 
 	hb      *hbSocket            // heartbeats (udp.go)
 	hbFrame *wire.HeartbeatFrame // the emitter thread's
@@ -127,7 +131,7 @@ func Listen(cfg Config) (*Transport, error) {
 		dialer:   net.Dialer{Timeout: cfg.DialTimeout},
 		done:     make(chan struct{}),
 		out:      make(map[ranks.Rank]*peer),
-		in:       make(map[net.Conn]struct{}),
+		in:       make(map[net.Conn]bool),
 		rejected: make(map[string]uint64),
 		lastLog:  make(map[string]time.Time),
 		muted:    make(map[string]uint64),
@@ -567,9 +571,20 @@ func (t *Transport) acceptLoop() {
 			c.Close()
 			return
 		}
-		t.in[c] = struct{}{}
+		var evicted net.Conn
+		if len(t.pending) >= t.cfg.MaxPending {
+			evicted = t.pending[0]
+			t.pending = t.pending[1:]
+			t.in[evicted] = false
+		}
+		t.in[c] = true
+		t.pending = append(t.pending, c)
 		t.wg.Add(1)
 		t.mu.Unlock()
+		if evicted != nil {
+			evicted.Close() // its reader ends
+			t.reject("pending_cap", fmt.Errorf("%d connections without a Hello: closed the oldest", t.cfg.MaxPending), evicted)
+		}
 		go t.serve(c)
 	}
 }
@@ -579,11 +594,15 @@ func (t *Transport) serve(c net.Conn) {
 	defer t.wg.Done()
 	defer func() {
 		t.mu.Lock()
+		if t.in[c] {
+			t.unpend(c)
+		}
 		delete(t.in, c)
 		t.mu.Unlock()
 		c.Close()
 	}()
 	codec := wire.NewCodec(t.params)
+	codec.SetReadLimit(helloLimit) // until the Hello
 	ch := wire.NewChallenge()
 	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.HelloTimeout))
 	if _, err := c.Write(ch[:]); err != nil {
@@ -616,6 +635,13 @@ func (t *Transport) serve(c net.Conn) {
 		switch f.Type {
 		case wire.Hello:
 			_ = c.SetReadDeadline(time.Time{})
+			codec.SetReadLimit(0)
+			t.mu.Lock()
+			if t.in[c] {
+				t.in[c] = false
+				t.unpend(c)
+			}
+			t.mu.Unlock()
 		case wire.Heartbeat:
 			t.reject(wire.ReasonBadType, errors.New("heartbeat on a message connection"), c)
 			return
@@ -626,6 +652,13 @@ func (t *Transport) serve(c net.Conn) {
 		case wire.Bye:
 			return
 		}
+	}
+}
+
+// unpend removes c from t.pending; t.mu is held.
+func (t *Transport) unpend(c net.Conn) {
+	if i := slices.Index(t.pending, c); i >= 0 {
+		t.pending = slices.Delete(t.pending, i, i+1)
 	}
 }
 

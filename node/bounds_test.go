@@ -1,0 +1,117 @@
+package node
+
+import (
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTimingBounds: Validate refuses the timing settings out of their
+// documented bounds with a *BoundError naming the field, and accepts the
+// bounds themselves; the defaults of a valid h are valid.
+func TestTimingBounds(t *testing.T) {
+	us := time.Microsecond
+	for _, tc := range []struct {
+		c    Config
+		want string // "": valid
+	}{
+		{Config{HeartbeatPeriod: time.Nanosecond, SuspectTimeout: 2}, "Config.HeartbeatPeriod = 1ns: want 10µs to 1m0s"},
+		{Config{HeartbeatPeriod: -time.Second}, "Config.HeartbeatPeriod = -1s"},
+		{Config{HeartbeatPeriod: math.MaxInt64}, "Config.HeartbeatPeriod = 2562047h47m16.854775807s"},
+		{Config{HeartbeatPeriod: 10 * us}, ""}, // δ defaults to 100µs, not 50µs
+		{Config{HeartbeatPeriod: 10 * us, SuspectTimeout: 20 * us}, "Config.SuspectTimeout = 20µs: want 100µs to 1h0m0s"},
+		{Config{HeartbeatPeriod: time.Millisecond, SuspectTimeout: 1999 * us}, "Config.SuspectTimeout = 1.999ms: want ≥ 2 × Config.HeartbeatPeriod = 2ms"},
+		{Config{HeartbeatPeriod: time.Millisecond, SuspectTimeout: 2 * time.Millisecond}, ""},
+		{Config{HeartbeatPeriod: time.Minute, SuspectTimeout: time.Hour}, ""},
+		{Config{SuspectTimeout: time.Hour + 1}, "Config.SuspectTimeout = 1h0m0.000000001s"},
+		{Config{SuspectTimeout: math.MaxInt64}, "want 100µs to 1h0m0s"},
+		{Config{CheckPeriod: time.Second}, "Config.CheckPeriod = 1s: want ≤ Config.SuspectTimeout = 50ms"},
+		{Config{CheckPeriod: time.Nanosecond}, "Config.CheckPeriod = 1ns"},
+		{Config{StartGrace: -1}, "Config.StartGrace = -1ns"},
+		{Config{StartGrace: 3 * time.Hour}, "Config.StartGrace = 3h0m0s: want 0s to 2h0m0s"},
+		{Config{HeartbeatPeriod: 40 * us, RealTime: true}, "Config.HeartbeatPeriod = 40µs: want ≥ 50µs with a real-time heartbeat thread (or Config.RealTime off)"},
+		{Config{HeartbeatPeriod: 50 * us, RealTime: true}, ""},
+		{Config{HeartbeatPeriod: 40 * us}, ""},
+	} {
+		tc.c.Size = 4
+		err := tc.c.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v, want valid", tc.c, err)
+			}
+			continue
+		}
+		var be *BoundError
+		if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("h=%v δ=%v check=%v grace=%v: %v, want a *BoundError with %q", tc.c.HeartbeatPeriod, tc.c.SuspectTimeout,
+				tc.c.CheckPeriod, tc.c.StartGrace, err, tc.want)
+		}
+	}
+}
+
+// TestBoundErrorNames: a bound error names its setting as each interface
+// does.
+func TestBoundErrorNames(t *testing.T) {
+	err := Config{Size: 1, HeartbeatPeriod: time.Millisecond, SuspectTimeout: time.Millisecond}.Validate()
+	var be *BoundError
+	if !errors.As(err, &be) {
+		t.Fatalf("%v: not a *BoundError", err)
+	}
+	for n, want := range map[Names]string{
+		GoNames:   "Config.SuspectTimeout = 1ms: want ≥ 2 × Config.HeartbeatPeriod = 2ms",
+		FlagNames: "-delta 1ms: want ≥ 2 × -h = 2ms",
+		EnvNames:  "VIGIL_DELTA=1ms: want ≥ 2 × VIGIL_H = 2ms",
+		CNames:    "vigil_config.suspect_ns = 1000000 (1ms): want ≥ 2 × vigil_config.heartbeat_ns = 2ms",
+	} {
+		if got := be.In(n); got != want {
+			t.Errorf("names %d: %q, want %q", n, got, want)
+		}
+	}
+	if got := CheckBound(SettingStartTimeout, -time.Millisecond).(*BoundError).In(CNames); !strings.HasPrefix(got, "vigil_config.start_timeout_ms = -1 (-1ms)") {
+		t.Errorf("start time-out: %q", got)
+	}
+}
+
+// TestSettingsTable: every setting has its names and sane bounds, and
+// the defaults of the extreme valid h are valid (no overflow).
+func TestSettingsTable(t *testing.T) {
+	for _, s := range Settings {
+		if s.Field == "" && s.Flag == "" && s.Env == "" && s.C == "" {
+			t.Errorf("%+v: no name", s)
+		}
+		if !s.Bool && (s.Min < 0 || s.Max < s.Min) {
+			t.Errorf("%+v: bounds", s)
+		}
+		if s.Default == "" {
+			t.Errorf("%+v: no default described", s)
+		}
+	}
+	for _, h := range []time.Duration{MinHeartbeatPeriod, MaxHeartbeatPeriod} {
+		c := Config{Size: 2, HeartbeatPeriod: h}
+		if err := c.Validate(); err != nil {
+			t.Errorf("h = %v with defaults: %v", h, err)
+		}
+		d := c.WithDefaults()
+		if d.StartGrace <= 0 || d.MendEarly <= 0 || d.CheckPeriod <= 0 {
+			t.Errorf("h = %v: defaults %+v", h, d)
+		}
+	}
+	if satAdd(math.MaxInt64-1, 5) != math.MaxInt64 || satMul(math.MaxInt64/2, 3) != math.MaxInt64 || satMul(time.Second, 5) != 5*time.Second {
+		t.Error("saturating arithmetic")
+	}
+}
+
+// TestBoundsDoc: docs/configuration-bounds.md lists Settings as
+// BoundsMarkdown renders them.
+func TestBoundsDoc(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration-bounds.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := BoundsMarkdown(); !strings.Contains(string(b), want) {
+		t.Errorf("docs/configuration-bounds.md does not hold the table of node.Settings; it should read:\n%s", want)
+	}
+}
