@@ -19,6 +19,9 @@ import "github.com/vigil-hpc/vigil/ranks"
 //     path is slow), once per round;
 //   - the driver coming to a round's deadline a quarter time-out late (this
 //     rank itself was stalled, and answers may be waiting unread);
+//   - this rank's own checks, or its driver, stopped for longer than δ:
+//     it was most likely declared dead meanwhile (a SIGSTOP, a swap-out),
+//     and the score goes to MaxHealth at once;
 //
 // each add one (a failure learned from another rank does not: two hosts
 // lost at once are still known at their rounds' deadlines). The score falls by one every HealthDecay time-outs without
@@ -126,6 +129,18 @@ type RingStats struct {
 // Stats returns the ring's counters.
 func (r *Ring) Stats() RingStats { return r.stats }
 
+// selfStalled is this rank finding it was itself silent for longer than δ
+// (stopped, or starved): the job has most likely declared it dead, and its
+// view of the others is stale. The score goes to its maximum, so that the
+// EVICTED notice it is due arrives before any round of its own reports
+// anyone.
+func (r *Ring) selfStalled(now int64) {
+	for r.Health(now) < MaxHealth {
+		r.distrust(now)
+	}
+	r.health.at = now
+}
+
 // refute withholds T3 from an emitter that sent a message within δ: it is
 // alive, and its heartbeats do not reach this rank, most likely because it
 // has not handled NEWOBSERVER yet. SUSP-TIMEOUT is re-armed to δ after that
@@ -188,6 +203,9 @@ func (r *Ring) stalled(now int64) bool {
 	}
 	m.heldOpen = true
 	r.stats.RoundsStretched++
+	if now-m.deadline > r.cfg.Delta {
+		r.selfStalled(now)
+	}
 	r.distrust(now)
 	m.deadline = max(m.deadline, now+quarter)
 	return true
