@@ -52,7 +52,7 @@ type Daemon struct {
 
 	mu        sync.Mutex
 	conns     map[*net.UnixConn]struct{} // local connections, closed by Close
-	events    chan Event // Events: one channel
+	events    chan Event                 // Events: one channel
 	closing   bool
 	closeOnce sync.Once
 }

@@ -113,10 +113,10 @@ type Node struct {
 	quit    chan struct{}
 	done    chan struct{}
 
-	mu      sync.Mutex
-	events  []Event // in delivery order
-	byRank  map[ranks.Rank]int
-	evCh    chan Event // Events: one channel, Size events deep
+	mu     sync.Mutex
+	events []Event // in delivery order
+	byRank map[ranks.Rank]int
+	evCh   chan Event // Events: one channel, Size events deep
 
 	started, forwarded, bad, syncsSent, wakes atomic.Uint64 // published by flush
 	undecodable                               atomic.Uint64 // payloads handle could not decode
