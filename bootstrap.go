@@ -47,7 +47,7 @@ func FromEnvironment(ctx context.Context) (bootstrap.Bootstrap, error) {
 		}
 		return c, nil
 	}
-	return nil, fmt.Errorf("%w: start with `vigil run -n N` (local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
+	return nil, fmt.Errorf("%w: start the program with `vigil run -n N -- PROGRAM [ARGS...]` (the local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
 		ErrNoLauncher, bootstrap.EnvServer, pmix.EnvRank)
 }
 
