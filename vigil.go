@@ -49,7 +49,7 @@ type Config struct {
 	Addresses netaddr.Config
 }
 
-// DefaultConfig returns the defaults: node's timing (h = 10 ms, δ = 5h),
+// DefaultConfig returns the defaults: node's timing (h = 10 ms, δ = 5×h = 50 ms),
 // the double hypercube broadcast, TCP with shared-memory heartbeats, the
 // bootstrap from the environment.
 func DefaultConfig() Config {

@@ -453,7 +453,7 @@ func (s *Suite) Summary(files []string) string {
 	}
 	if len(s.H2H) > 0 {
 		p("## Head-to-head: Vigil vs hashicorp/memberlist v0.7.0\n\n")
-		p("Same period %v: Vigil h = %v, δ = 5h; memberlist ProbeInterval = %v, ProbeTimeout = period/2, other LAN defaults. "+
+		p("Same period %v: Vigil h = %v, δ = 5×h; memberlist ProbeInterval = %v, ProbeTimeout = period/2, other LAN defaults. "+
 			"kill -9 of one rank; then of %d ranks at once, spread over the ring (no two neighbours); and, in a fresh job, of %d "+
 			"adjacent ranks (1, 2, …: the observation ring's worst case, where Vigil reconnects one failure after the other; "+
 			"seed 000's Theorem 1 bounds it by T(f) ≥ f(f+1)δ, i.e. 12δ for f = 3); each kill at a random phase of the period. Each cell is first report / last survivor "+

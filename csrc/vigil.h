@@ -140,9 +140,9 @@ typedef struct vigil_config {
 	uint32_t rank, size;    /* this process's rank, and the number of ranks */
 	int mode;               /* VIGIL_MODE_RING (default) or VIGIL_MODE_SPORADIC */
 	int64_t heartbeat_ns;   /* h: heartbeat period (default 10 ms) */
-	int64_t suspect_ns;     /* delta: suspicion time-out (default 5 h); must
+	int64_t suspect_ns;     /* delta: suspicion time-out (default 5*h = 50 ms); must
 	                           exceed h plus the worst delay of the platform */
-	int64_t check_ns;       /* observer check period (default min(delta/10, h)) */
+	int64_t check_ns;       /* observer check period (default max(delta/8, h)) */
 	int64_t grace_ns;       /* start-up grace (default 2 s + delta) */
 	uint64_t job_id;        /* non-zero, identical on every rank */
 	const uint8_t *key;     /* the job's shared secret, >= 16 bytes, */

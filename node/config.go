@@ -23,7 +23,7 @@ type Config struct {
 
 	// HeartbeatPeriod is h (default 10 ms).
 	HeartbeatPeriod time.Duration
-	// SuspectTimeout is δ (default 5h). It must exceed HeartbeatPeriod
+	// SuspectTimeout is δ (default 5×h). It must exceed HeartbeatPeriod
 	// plus the worst message delay and scheduling hiccup the platform
 	// shows, or live ranks will be suspected.
 	SuspectTimeout time.Duration
@@ -59,7 +59,7 @@ type Config struct {
 	// MendEarly + δ after the crash instead of 2δ. Default
 	// hb.EarlyProbeAfter(δ, the check interval): the first check at or
 	// past 0.4δ that sees no heartbeat, the second in a row at least, at
-	// most δ/2 (0.4δ at the default δ = 5h); negative: probe at the
+	// most δ/2 (0.4δ at the default δ = 5×h); negative: probe at the
 	// suspicion.
 	MendEarly time.Duration
 	// Hosts is the host of every rank, indexed by rank (nil: unknown):

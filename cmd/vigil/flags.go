@@ -112,7 +112,7 @@ func (d *detectorFlags) checkValues(size int) error {
 	case d.h <= 0:
 		return fmt.Errorf("-h %v: want a heartbeat period > 0, such as 10ms", d.h)
 	case d.delta <= d.h:
-		return fmt.Errorf("-delta %v: want a suspicion time-out above -h %v (the default is 5h)", d.delta, d.h)
+		return fmt.Errorf("-delta %v: want a suspicion time-out above -h %v (the default δ is 5×h)", d.delta, d.h)
 	case d.check < 0 || d.check > d.delta:
 		return fmt.Errorf("-check %v: want 0 (default max(δ/8, h)) or a period up to -delta %v", d.check, d.delta)
 	case d.grace < 0:
