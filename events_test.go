@@ -2,6 +2,7 @@ package vigil_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -67,4 +68,29 @@ loop:
 	if dead := ds[0].Dead(); len(dead) != 1 || dead[0] != 2 {
 		t.Fatalf("Dead() = %v, want [2]", dead)
 	}
+}
+
+// TestJoinDoesNotWaitForEver: a rank whose peer never joins (it died
+// before) gets an ErrBootstrap after JoinTimeout, even with a context
+// without deadline, as a user's context.Background().
+func TestJoinDoesNotWaitForEver(t *testing.T) {
+	defer func(d time.Duration) { vigil.JoinTimeout = d }(vigil.JoinTimeout)
+	vigil.JoinTimeout = 300 * time.Millisecond
+	job, err := vigil.NewLocalJob(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	cfg := vigil.DefaultConfig()
+	cfg.Bootstrap = job.Bootstrap(0)
+	t0 := time.Now()
+	d, err := vigil.Join(context.Background(), cfg)
+	if err == nil {
+		d.Close()
+		t.Fatal("joined without rank 1")
+	}
+	if !errors.Is(err, vigil.ErrBootstrap) || time.Since(t0) > 10*time.Second {
+		t.Fatalf("after %v: %v, want an ErrBootstrap after JoinTimeout", time.Since(t0), err)
+	}
+	t.Logf("after %v: %v", time.Since(t0).Round(time.Millisecond), err)
 }

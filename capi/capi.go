@@ -672,12 +672,11 @@ func vigil_dead_set(buf *C.uint32_t, n C.size_t) C.long {
 	if buf == nil && n > 0 {
 		return C.long(failf(eInvalid, "vigil_dead_set: NULL buffer of length %d", n))
 	}
-	d := inst.evl.dead()
+	var out []uint32
 	if n > 0 {
-		out := unsafe.Slice((*uint32)(unsafe.Pointer(buf)), int(n))
-		copy(out, d)
+		out = unsafe.Slice((*uint32)(unsafe.Pointer(buf)), int(n))
 	}
-	return C.long(len(d))
+	return C.long(inst.evl.copyDead(out))
 }
 
 // vigil_stats_get fills the counters since vigil_start (vigil.h).
@@ -694,7 +693,7 @@ func vigil_stats_get(st *C.vigil_stats) C.int {
 			C.sizeof_vigil_stats, C.vg_stats_size_v1(), C.vg_stats_size_v2())
 	}
 	size := st.struct_size
-	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(len(inst.evl.dead()))}
+	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(inst.evl.copyDead(nil))}
 	if inst.started.Load() && inst.nd != nil {
 		fillStats(&full, inst.nd.Stats())
 	}
