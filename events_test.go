@@ -39,7 +39,7 @@ func TestEventsInSelectLoop(t *testing.T) {
 	}
 	defer ds[0].Close()
 	defer ds[1].Close()
-	if ds[0].Events() != ds[0].Events() {
+	if first, again := ds[0].Events(), ds[0].Events(); first != again {
 		t.Fatal("Events returned two different channels")
 	}
 	ds[2].Close()

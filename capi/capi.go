@@ -133,7 +133,7 @@ func fail(def C.int, err error) C.int {
 	switch {
 	case errors.As(err, &ce):
 		code = ce.code
-	case errors.Is(err, pmix.ErrNotBuilt):
+	case errors.Is(err, pmix.ErrNotBuilt), errors.Is(err, pmix.ErrNoLibrary):
 		code = eNoPMIx
 	case errors.Is(err, context.DeadlineExceeded):
 		code = eTimeout

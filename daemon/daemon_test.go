@@ -238,7 +238,7 @@ func TestReattachAfterLeave(t *testing.T) {
 // as a user would: the killed process is received once.
 func TestEventsInSelectLoop(t *testing.T) {
 	ds, _ := cluster(t, 2, 1)
-	if ds[0].Events() != ds[0].Events() {
+	if first, again := ds[0].Events(), ds[0].Events(); first != again {
 		t.Fatal("Events returned two different channels")
 	}
 	time.Sleep(500 * time.Millisecond)

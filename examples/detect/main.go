@@ -10,10 +10,11 @@
 // (vigil.DefaultConfig's by default: 10ms and 5×h). A busy machine needs a
 // larger δ, such as -delta 500ms: a rank silent for δ is declared dead.
 //
-// Under mpirun or srun (PMIx), build it with -tags pmix:
+// The same binary runs under mpirun or srun: it loads the PMIx library at
+// run time (Debian: libpmix2, which Open MPI brings; -tags pmix links it
+// instead):
 //
-//	go build -tags pmix -o detect ./examples/detect
-//	mpirun -n 4 ./detect
+//	mpirun -n 4 ./detect -delta 500ms
 //
 // Lines on standard output:
 //
