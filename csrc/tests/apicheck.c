@@ -39,6 +39,9 @@ static int checks, failures;
 #define EQ(got, want) CHECK((got) == (want), "got %ld, want %ld", (long)(got), (long)(want))
 
 static const uint8_t key[32] = "0123456789abcdef0123456789abcdef";
+/* This process's job ID: the shared-memory heartbeats' socket is named
+ * after it, host-wide, so two apicheck runs at once must differ. */
+static uint64_t job_id;
 static pthread_t main_thread;
 
 /* State shared with the callback. */
@@ -115,7 +118,7 @@ static void base_config(vigil_config *cfg, uint32_t size)
 	vigil_config_init(cfg);
 	cfg->rank = 0;
 	cfg->size = size;
-	cfg->job_id = 0x1234;
+	cfg->job_id = job_id;
 	cfg->key = key;
 	cfg->key_len = sizeof key;
 	cfg->heartbeat_ns = 10000000;  /* 10 ms */
@@ -134,6 +137,7 @@ int main(void)
 	const char *two[] = {"127.0.0.1:0", "127.0.0.1:1"};
 
 	main_thread = pthread_self();
+	job_id = 0x12340000ULL ^ (uint64_t)getpid();
 	unsetenv("PMIX_RANK");
 	unsetenv("PMIX_NAMESPACE");
 	unsetenv("VIGIL_BOOTSTRAP");
@@ -185,7 +189,7 @@ int main(void)
 	cfg.key_len = sizeof key;
 	cfg.job_id = 0;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* job 0 */
-	cfg.job_id = 0x1234;
+	cfg.job_id = job_id;
 	cfg.rank = 1;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* rank >= size */
 	cfg.rank = 0;
