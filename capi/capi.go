@@ -903,7 +903,7 @@ func vigil_strerror(code C.int) *C.char {
 			eInvalid:   "invalid argument or configuration",
 			eState:     "call out of order (not initialized, not started, already started, or wrong mode)",
 			eBootstrap: "launcher bootstrap or address exchange failed",
-			eNoPMIx:    "libvigil built without PMIx support",
+			eNoPMIx:    "started by PMIx, but the PMIx library cannot be loaded (libpmix2)",
 			eTransport: "transport failure (listen, connect or send)",
 			eTimeout:   "timed out",
 			eEvicted:   "this process was declared dead by the job",
