@@ -26,7 +26,8 @@ const pmixTimeout = 60 * time.Second
 //     direct parent, so they win over PMIx variables that a `vigil run`
 //     started under mpirun passes on to its children;
 //   - PMIx when PMIX_RANK or PMIX_NAMESPACE is set (mpirun, srun, prterun);
-//     a binary built without `-tags pmix` reports that it lacks PMIx support;
+//     libpmix is loaded at run time (linked with `-tags pmix`), and a
+//     process that cannot load it gets an error saying what to install;
 //   - otherwise an error naming both ways to start.
 func FromEnvironment(ctx context.Context) (bootstrap.Bootstrap, error) {
 	switch {
@@ -40,14 +41,14 @@ func FromEnvironment(ctx context.Context) (bootstrap.Bootstrap, error) {
 		}
 		c, err := pmix.Join(ctx)
 		if err != nil {
-			if errors.Is(err, pmix.ErrNotBuilt) {
+			if errors.Is(err, pmix.ErrNotBuilt) || errors.Is(err, pmix.ErrNoLibrary) {
 				return nil, fmt.Errorf("started by a PMIx launcher (%s/%s set), but %w", pmix.EnvRank, pmix.EnvNamespace, err)
 			}
 			return nil, err
 		}
 		return c, nil
 	}
-	return nil, fmt.Errorf("%w: start with `vigil run -n N` (local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
+	return nil, fmt.Errorf("%w: start the program with `vigil run -n N -- PROGRAM [ARGS...]` (the local launcher, sets %s) or under a PMIx launcher such as mpirun (sets %s)",
 		ErrNoLauncher, bootstrap.EnvServer, pmix.EnvRank)
 }
 

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -109,9 +110,14 @@ type Detector struct {
 	verbs     *verbsTransport // over verbs: for VerbsStats
 }
 
+// JoinTimeout bounds Join's address exchange when ctx has no deadline: a
+// rank that never calls Join (it died first) fails the others' Join
+// instead of holding them for ever.
+var JoinTimeout = 60 * time.Second
+
 // Join starts this process's detector: it joins the bootstrap, opens the
-// transport, exchanges addresses with every rank (ctx bounds the
-// exchange) and starts the heartbeat thread. Every rank of the job must
+// transport, exchanges addresses with every rank (ctx bounds the exchange,
+// JoinTimeout when ctx has no deadline) and starts the heartbeat thread. Every rank of the job must
 // call it. A rank that fails after joining the bootstrap (a bad address
 // setting, a port in use…) still takes part in the exchange, publishing no
 // address, so the others do not hang: they start and report it dead.
@@ -119,6 +125,11 @@ type Detector struct {
 // cfg.Hosts is set, the bootstrap's placement (bootstrap.Hosts) fills it,
 // for host-aware block mending.
 func Join(ctx context.Context, cfg Config) (*Detector, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, JoinTimeout)
+		defer cancel()
+	}
 	if cfg.Transport == "" {
 		cfg.Transport = "tcp"
 	}

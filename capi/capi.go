@@ -133,7 +133,7 @@ func fail(def C.int, err error) C.int {
 	switch {
 	case errors.As(err, &ce):
 		code = ce.code
-	case errors.Is(err, pmix.ErrNotBuilt):
+	case errors.Is(err, pmix.ErrNotBuilt), errors.Is(err, pmix.ErrNoLibrary):
 		code = eNoPMIx
 	case errors.Is(err, context.DeadlineExceeded):
 		code = eTimeout
@@ -693,12 +693,11 @@ func vigil_dead_set(buf *C.uint32_t, n C.size_t) C.long {
 	if buf == nil && n > 0 {
 		return C.long(failf(eInvalid, "vigil_dead_set: NULL buffer of length %d", n))
 	}
-	d := inst.evl.dead()
+	var out []uint32
 	if n > 0 {
-		out := unsafe.Slice((*uint32)(unsafe.Pointer(buf)), int(n))
-		copy(out, d)
+		out = unsafe.Slice((*uint32)(unsafe.Pointer(buf)), int(n))
 	}
-	return C.long(len(d))
+	return C.long(inst.evl.copyDead(out))
 }
 
 // vigil_stats_get fills the counters since vigil_start (vigil.h).
@@ -715,7 +714,7 @@ func vigil_stats_get(st *C.vigil_stats) C.int {
 			C.sizeof_vigil_stats, C.vg_stats_size_v1(), C.vg_stats_size_v2())
 	}
 	size := st.struct_size
-	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(len(inst.evl.dead()))}
+	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(inst.evl.copyDead(nil))}
 	if inst.started.Load() && inst.nd != nil {
 		fillStats(&full, inst.nd.Stats())
 	}
@@ -925,7 +924,7 @@ func vigil_strerror(code C.int) *C.char {
 			eInvalid:   "invalid argument or configuration",
 			eState:     "call out of order (not initialized, not started, already started, or wrong mode)",
 			eBootstrap: "launcher bootstrap or address exchange failed",
-			eNoPMIx:    "libvigil built without PMIx support",
+			eNoPMIx:    "started by PMIx, but the PMIx library cannot be loaded (libpmix2)",
 			eTransport: "transport failure (listen, connect or send)",
 			eTimeout:   "timed out",
 			eEvicted:   "this process was declared dead by the job",

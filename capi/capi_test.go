@@ -302,16 +302,19 @@ func detectLocal(t *testing.T, n int, victims []uint32, env ...string) {
 	}
 }
 
-// TestCDetectNoPMIx: a libvigil built without PMIx, started with a PMIx
-// environment, fails with VIGIL_ERR_NO_PMIX and says how to fix it.
+// TestCDetectNoPMIx: a libvigil built without the pmix tag, started with a
+// PMIx environment where the PMIx library cannot be loaded, fails with
+// VIGIL_ERR_NO_PMIX and says what to install.
 func TestCDetectNoPMIx(t *testing.T) {
 	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "PMIX_RANK=0", "PMIX_NAMESPACE=x", "VIGIL_BOOTSTRAP=")
+	cmd.Env = append(os.Environ(), "PMIX_RANK=0", "PMIX_NAMESPACE=x", "VIGIL_BOOTSTRAP=", "VIGIL_LIBPMIX=/nonexistent/libpmix.so.2")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "without PMIx support") || !strings.Contains(string(out), "(-4)") {
-		t.Fatalf("detect with PMIx variables and no PMIx support: %v\n%s", err, out)
+	if err == nil || !strings.Contains(string(out), "cannot load the PMIx library") || !strings.Contains(string(out), "apt-get install libpmix2") ||
+		!strings.Contains(string(out), "(-4)") {
+		t.Fatalf("detect with PMIx variables and no PMIx library: %v\n%s", err, out)
 	}
+	t.Logf("%s", out)
 }
 
 // TestCDetectUnderMpirun is the C ABI end-to-end test: detect.c linked

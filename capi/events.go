@@ -26,6 +26,7 @@ type eventLog struct {
 	mu      sync.Mutex
 	evs     []event
 	gone    map[uint32]bool // failed or left
+	sorted  []uint32        // the same ranks, increasing
 	evicted bool
 	notify  chan struct{} // signalled (non-blocking) on append
 	pollAt  int
@@ -51,6 +52,8 @@ func (l *eventLog) add(e event) bool {
 			return false
 		}
 		l.gone[e.rank] = true
+		i, _ := slices.BinarySearch(l.sorted, e.rank)
+		l.sorted = slices.Insert(l.sorted, i, e.rank)
 	}
 	l.evs = append(l.evs, e)
 	l.mu.Unlock()
@@ -86,16 +89,14 @@ func (l *eventLog) poll() (event, bool) {
 	return l.evs[l.pollAt-1], true
 }
 
-// dead returns the failed or departed ranks in increasing order.
-func (l *eventLog) dead() []uint32 {
+// copyDead copies the failed or departed ranks, in increasing order, to
+// out (as many as fit) and returns how many there are, without allocating:
+// vigil_dead_set and vigil_stats_get may be called in a tight loop.
+func (l *eventLog) copyDead(out []uint32) int {
 	l.mu.Lock()
-	d := make([]uint32, 0, len(l.gone))
-	for r := range l.gone {
-		d = append(d, r)
-	}
-	l.mu.Unlock()
-	slices.Sort(d)
-	return d
+	defer l.mu.Unlock()
+	copy(out, l.sorted)
+	return len(l.sorted)
 }
 
 // isDead reports whether rank r failed or left.

@@ -6,8 +6,9 @@
 //	go build -tags pmix -buildmode=c-archive -o out/lib/libvigil.a  ./capi
 //
 // (`make libvigil` with mk/capi.mk does both.) Without -tags pmix the
-// library works with explicit configurations and the local launcher, and
-// vigil_init_from_env under PMIx returns VIGIL_ERR_NO_PMIX.
+// library loads libpmix at run time (dlopen of libpmix.so.2, or
+// $VIGIL_LIBPMIX) when vigil_init_from_env finds a PMIx launcher, and
+// returns VIGIL_ERR_NO_PMIX, saying what to install, where it is missing.
 //
 // The library holds one detector per process. In ring mode it is a
 // node.Node over the TCP transport, exactly what `vigil agent` runs; in

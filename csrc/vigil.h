@@ -65,8 +65,9 @@ enum {
 	VIGIL_ERR_STATE = -2,     /* out of order: not initialized, not started,
 	                             already started, wrong mode */
 	VIGIL_ERR_BOOTSTRAP = -3, /* no launcher, or the rank/address exchange failed */
-	VIGIL_ERR_NO_PMIX = -4,   /* started by PMIx, but libvigil was built
-	                             without PMIx support */
+	VIGIL_ERR_NO_PMIX = -4,   /* started by PMIx, but the PMIx library
+	                             cannot be loaded (Debian: libpmix2;
+	                             or $VIGIL_LIBPMIX names it) */
 	VIGIL_ERR_TRANSPORT = -5, /* listening or connecting failed */
 	VIGIL_ERR_TIMEOUT = -6,   /* an operation did not finish in time */
 	VIGIL_ERR_EVICTED = -7,   /* the job declared this process dead */
@@ -376,6 +377,8 @@ static inline void vigil_config_init(vigil_config *cfg)
  *                   memory for ranks of this host, UDP to the others) | udp
  *   VIGIL_REALTIME  1 to ask for SCHED_FIFO; VIGIL_PIN_CPU n
  *   VIGIL_LOG       error | warn (default) | info | debug | off  (stderr)
+ *   VIGIL_LIBPMIX   the PMIx library to load under PMIx (default
+ *                   libpmix.so.2; a libvigil built with -tags pmix links it)
  * Returns VIGIL_OK, VIGIL_ERR_BOOTSTRAP (no launcher; see
  * vigil_last_error), VIGIL_ERR_NO_PMIX, VIGIL_ERR_INVALID or VIGIL_ERR_STATE
  * (already initialized). */

@@ -52,7 +52,7 @@ type Daemon struct {
 
 	mu        sync.Mutex
 	conns     map[*net.UnixConn]struct{} // local connections, closed by Close
-	subs      []chan Event
+	events    chan Event                 // Events: one channel
 	closing   bool
 	closeOnce sync.Once
 }
@@ -75,6 +75,7 @@ func Start(cfg Config) (*Daemon, error) {
 		evicted: make(chan struct{}), noteSig: make(chan struct{}, 1), gone: make(chan localGone, 64),
 		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
 		quit: make(chan struct{}), done: make(chan struct{}), conns: map[*net.UnixConn]struct{}{},
+		events: make(chan Event, l.Procs()+l.Nodes+16),
 	}
 	if d.table, err = NewHeartbeatTable(max(l.PPN, 1)); err != nil {
 		return nil, err
@@ -281,16 +282,12 @@ func (d *Daemon) deliver(evs []Event) {
 		}
 	}
 	d.past = append(d.past, evs...)
-	d.mu.Lock()
-	for _, c := range d.subs {
-		for _, ev := range evs {
-			select {
-			case c <- ev:
-			default: // a subscriber that does not read loses events
-			}
+	for _, ev := range evs {
+		select {
+		case d.events <- ev:
+		default: // Events' buffer is full: nobody reads it
 		}
 	}
-	d.mu.Unlock()
 }
 
 // stopEvicted obeys the detector's eviction: the other daemons declared
@@ -324,20 +321,12 @@ func (d *Daemon) isEvicted() bool {
 // killed then and it takes no further part: close it and exit.
 func (d *Daemon) Evicted() <-chan struct{} { return d.evicted }
 
-// Events returns a channel receiving every failure this daemon learns
-// from now on. Its buffer holds one event per node and per rank, so it
-// never fills (each is reported at most once). Closed by Close.
-func (d *Daemon) Events() <-chan Event {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := make(chan Event, d.cfg.Layout.Procs()+d.cfg.Layout.Nodes+16)
-	if d.closing {
-		close(c)
-	} else {
-		d.subs = append(d.subs, c)
-	}
-	return c
-}
+// Events returns the daemon's event channel: every failure this daemon
+// learns since Start, each once. Every call returns the same channel (as
+// context.Context's Done), so it may be called in a select loop. Its
+// buffer holds one event per node and per rank; events that find it full
+// (nobody reads) are dropped. It is closed by Close.
+func (d *Daemon) Events() <-chan Event { return d.events }
 
 // Locals returns the pid of each local process the daemon watches, by
 // rank (nil once the daemon is closed).
@@ -402,11 +391,6 @@ func (d *Daemon) shutdown() error {
 	if d.table != nil {
 		d.table.Close()
 	}
-	d.mu.Lock()
-	for _, c := range d.subs {
-		close(c)
-	}
-	d.subs = nil
-	d.mu.Unlock()
+	close(d.events) // the loop has ended: nothing delivers any more
 	return err
 }

@@ -233,3 +233,36 @@ func TestReattachAfterLeave(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsInSelectLoop calls Events in every iteration of a select loop,
+// as a user would: the killed process is received once.
+func TestEventsInSelectLoop(t *testing.T) {
+	ds, _ := cluster(t, 2, 1)
+	if first, again := ds[0].Events(), ds[0].Events(); first != again {
+		t.Fatal("Events returned two different channels")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(pidOf(t, ds[1], 1), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	deadline := time.After(15 * time.Second)
+	var quiet <-chan time.Time
+loop:
+	for {
+		select {
+		case ev := <-ds[0].Events():
+			got[key(ev)]++
+			if quiet == nil {
+				quiet = time.After(500 * time.Millisecond)
+			}
+		case <-quiet:
+			break loop
+		case <-deadline:
+			t.Fatal("the kill was not received in 15 s")
+		}
+	}
+	if len(got) != 1 || got["proc 1 crashed"] != 1 {
+		t.Fatalf("received %v (event → times), want proc 1 crashed once", got)
+	}
+}

@@ -116,7 +116,7 @@ func TestEarlyProbingLateEmitter(t *testing.T) {
 	c := newCluster(t, n, func(cfg *detector.Config) { cfg.Probe, cfg.ProbeAfter = 4, delta/2 })
 	c.run(3 * delta)
 	for r := range ranks.Rank(n) {
-		c.beating[r] = false // silent for 3h: past δ/2 = 2.5h, before δ = 5h
+		c.beating[r] = false // silent for 3×h: past δ/2 = 2.5×h, before δ = 5×h
 		c.run(3 * h)
 		c.beating[r] = true
 		c.run(2 * delta)

@@ -77,8 +77,8 @@ import (
 // beat late by a whole period, or lost. EarlyProbeAfter fires at the
 // first check at or past 0.4δ, and at least at the second: the k-th check
 // without growth, k = max(2, ⌈0.4δ/c⌉), by asking for (k − ½)c of
-// silence, capped at δ/2. With δ = 5h and checks every h the probes go at
-// 2h = 0.4δ and the block is known by 1.4δ + B(n), where a = δ/2 fell at
+// silence, capped at δ/2. With δ = 5×h and checks every h the probes go at
+// 2×h = 0.4δ and the block is known by 1.4δ + B(n), where a = δ/2 fell at
 // the third check, 0.6δ, and 1.6δ.
 
 // Host labels (RingConfig.Hosts). A round of window W probes its W first

@@ -507,7 +507,7 @@ func TestHostBlockBound(t *testing.T) {
 func TestEarlyProbeAfter(t *testing.T) {
 	const c = 1000
 	for _, tc := range []struct{ delta, check, want int64 }{
-		{5 * c, c, 3 * c / 2},     // δ = 5h, checks every h: the second check, 0.4δ
+		{5 * c, c, 3 * c / 2},     // δ = 5×h, checks every h: the second check, 0.4δ
 		{10 * c, c, 7 * c / 2},    // the fourth, 0.4δ
 		{8 * c, c, 7 * c / 2},     // the fourth, the first past 0.4δ: δ/2
 		{100e6, 13e6, 45_500_000}, // δ = 100 ms, checks every 13 ms: the fourth

@@ -1,6 +1,7 @@
-// Package launch starts a Vigil job on this machine: N agent processes
-// (`vigil agent`) bootstrapped by the local launcher, whose event lines it
-// collects. `vigil run`, the demo and the multi-process tests use it.
+// Package launch starts a Vigil job on this machine: N processes
+// bootstrapped by the local launcher, by default agents (`vigil agent`)
+// whose event lines it collects, or any program (Options.Stdout). `vigil
+// run`, the demo and the multi-process tests use it.
 package launch
 
 import (
@@ -158,6 +159,9 @@ type Proc struct {
 	err    error
 }
 
+// Pid is the process's id.
+func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
+
 // Exited is closed when the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
@@ -181,10 +185,17 @@ type Options struct {
 	Stderr io.Writer
 	// ExtraEnv is added to every agent's environment.
 	ExtraEnv []string
+	// Stdout, if set, receives the processes' standard output as it is,
+	// for a program that is not an agent: its lines are not read, and
+	// Lines receives nothing (it is closed once every process exited).
+	Stdout io.Writer
 }
 
-// Start launches n copies of argv (argv[0] is the program) with the local
-// bootstrap in their environment.
+// Start launches n copies of argv (argv[0] is the program, looked up in
+// PATH unless it contains a slash) with the local bootstrap in their
+// environment. Each process runs in its own process group (a terminal's
+// Ctrl-C reaches the launcher alone, which decides what to forward) and is
+// killed if the launcher dies.
 func Start(n int, argv []string, opt Options) (*Job, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("launch: -n %d, want ≥ 1", n)
@@ -205,11 +216,16 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(append(os.Environ(), opt.ExtraEnv...), srv.Identity(uint32(r)).Env()...)
 		cmd.Stderr = opt.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			j.Stop(0)
-			return nil, err
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		var out io.Reader = strings.NewReader("")
+		if opt.Stdout != nil {
+			cmd.Stdout = opt.Stdout
+		} else {
+			var err error
+			if out, err = cmd.StdoutPipe(); err != nil {
+				j.Stop(0)
+				return nil, err
+			}
 		}
 		if err := cmd.Start(); err != nil {
 			j.Stop(0)

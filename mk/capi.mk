@@ -9,9 +9,9 @@
 #   make capi-test    the Go tests of the C ABI and of PMIx (need gcc; the
 #                     mpirun ones need openmpi-bin, libopenmpi-dev, libpmix-dev)
 #
-# VIGIL_TAGS=pmix (the default) needs libpmix-dev and pkg-config; build with
-# VIGIL_TAGS= for a libvigil without PMIx (vigil_init_from_env then works
-# only under `vigil run`).
+# VIGIL_TAGS=pmix (the default) links libpmix and needs libpmix-dev and
+# pkg-config; with VIGIL_TAGS= libvigil loads libpmix at run time instead
+# (dlopen of libpmix.so.2, Debian's libpmix2, or $VIGIL_LIBPMIX).
 
 GO         ?= go
 CC         ?= gcc

@@ -113,11 +113,10 @@ type Node struct {
 	quit    chan struct{}
 	done    chan struct{}
 
-	mu      sync.Mutex
-	events  []Event // in delivery order
-	byRank  map[ranks.Rank]int
-	subs    []chan Event
-	closing bool
+	mu     sync.Mutex
+	events []Event // in delivery order
+	byRank map[ranks.Rank]int
+	evCh   chan Event // Events: one channel, Size events deep
 
 	started, forwarded, bad, syncsSent, wakes atomic.Uint64 // published by flush
 	undecodable                               atomic.Uint64 // payloads handle could not decode
@@ -153,6 +152,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		done:    make(chan struct{}),
 		byRank:  map[ranks.Rank]int{},
 		evicted: make(chan struct{}),
+		evCh:    make(chan Event, cfg.Size),
 	}
 	if n.slots == nil {
 		n.slots = transport.NewSlots(cfg.Size)
@@ -521,30 +521,18 @@ func (n *Node) deliver(evs []detector.Event) {
 			n.learned.Add(1)
 		}
 		n.events = append(n.events, ev)
-		for _, c := range n.subs {
-			c <- ev // never blocks: each channel holds Size events, and a rank goes once
-		}
+		n.evCh <- ev // never blocks: it holds Size events, and a rank goes once
 	}
 }
 
-// Events returns a channel that receives every failure or departure this
-// node knows of, past ones first, each exactly once. Its buffer holds Size
-// events, so it never fills: a rank is reported at most once. It is closed
-// by Close.
-func (n *Node) Events() <-chan Event {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c := make(chan Event, n.cfg.Size)
-	for _, ev := range n.events {
-		c <- ev
-	}
-	if n.closing {
-		close(c)
-	} else {
-		n.subs = append(n.subs, c)
-	}
-	return c
-}
+// Events returns the node's event channel: it receives every failure or
+// departure this node learns, since Start, each exactly once. Every call
+// returns the same channel (as context.Context's Done), so it may be called
+// in a select loop; events are not replayed to a second reader (use Dead
+// or Known for the state so far). Its buffer holds Size events, so the
+// node never waits for a reader: a rank is reported at most once. It is
+// closed by Close.
+func (n *Node) Events() <-chan Event { return n.evCh }
 
 // Dead returns the ranks this node knows are gone (crashed or departed),
 // in increasing order.
@@ -665,7 +653,7 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 }
 
 // Close stops the event loop, the emitter thread and the transport, and
-// waits for all of them. Event channels are closed.
+// waits for all of them. The Events channel is closed.
 func (n *Node) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
@@ -676,13 +664,7 @@ func (n *Node) Close() error {
 			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-1))
 		}
 		err = n.tr.Close()
-		n.mu.Lock()
-		n.closing = true
-		for _, c := range n.subs {
-			close(c)
-		}
-		n.subs = nil
-		n.mu.Unlock()
+		close(n.evCh) // after the loop: nothing delivers any more
 	})
 	return err
 }

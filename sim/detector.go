@@ -84,7 +84,7 @@ type DetectorConfig struct {
 	// of its first candidate's host. nil: no labels.
 	Hosts []uint32
 	// Start is the time of the failure phase, after the ring reached its
-	// steady state (default 2h + Check + the heartbeat delay bound).
+	// steady state (default 2×h + Check + the heartbeat delay bound).
 	Start int64
 	// Horizon bounds the simulated time after Start (default 1000 δ).
 	Horizon int64

@@ -1,4 +1,4 @@
-//go:build !pmix || !cgo
+//go:build !cgo
 
 package pmix
 

@@ -24,14 +24,25 @@ func goBuild(t *testing.T, args ...string) {
 	}
 }
 
-// TestMpirunExchange runs this test binary (built with -tags pmix) as 5
-// ranks under mpirun: every rank joins, exchanges addresses twice and
-// prints what it learned; all must agree.
+// TestMpirunExchange runs this test binary as 5 ranks under mpirun, built
+// with -tags pmix (libpmix linked) and without (libpmix loaded with
+// dlopen): every rank joins, exchanges addresses twice and prints what it
+// learned; all must agree.
 func TestMpirunExchange(t *testing.T) {
 	mpitest.Need(t)
+	for _, tags := range []string{"pmix", ""} {
+		name := "linked"
+		if tags == "" {
+			name = "dlopen"
+		}
+		t.Run(name, func(t *testing.T) { mpirunExchange(t, tags) })
+	}
+}
+
+func mpirunExchange(t *testing.T, tags string) {
 	const n = 5
 	bin := filepath.Join(t.TempDir(), "pmix.test")
-	goBuild(t, "test", "-c", "-tags", "pmix", "-o", bin, ".")
+	goBuild(t, "test", "-c", "-tags", tags, "-o", bin, ".")
 	j := mpitest.Start(t, n, []string{helperEnv + "=1"}, nil, bin)
 	deadline := time.After(90 * time.Second)
 	reps := map[uint32]helperReport{}

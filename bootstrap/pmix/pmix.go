@@ -7,13 +7,18 @@
 //
 // # Build
 //
-// The PMIx client is cgo code against libpmix (Debian: libpmix-dev, found
-// with pkg-config) and is compiled only with the build tag "pmix":
+// The PMIx client is cgo code. By default it loads libpmix at run time
+// with dlopen (libpmix.so.2, or the path in $VIGIL_LIBPMIX; Debian:
+// libpmix2, which Open MPI's packages bring): a plain `go build` works
+// under mpirun and srun, and Join returns ErrNoLibrary, saying what to
+// install, where the library is missing. With the build tag "pmix" it is
+// linked against libpmix instead (Debian: libpmix-dev, found with
+// pkg-config):
 //
 //	go build -tags pmix ./cmd/vigil
 //
-// Without the tag (or without cgo) the package still compiles: Detect,
-// DeriveKey and JobIDOf work, and Join returns ErrNotBuilt.
+// Without cgo the package still compiles: Detect, DeriveKey and JobIDOf
+// work, and Join returns ErrNotBuilt.
 //
 // # Identity
 //
@@ -46,9 +51,17 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 )
 
-// ErrNotBuilt is returned by Join in a binary built without the "pmix"
-// build tag (or without cgo).
-var ErrNotBuilt = errors.New("vigil built without PMIx support (build with -tags pmix)")
+// ErrNotBuilt is returned by Join in a binary built without cgo.
+var ErrNotBuilt = errors.New("vigil built without cgo, so without PMIx support (build with CGO_ENABLED=1, and -tags pmix to link libpmix)")
+
+// ErrNoLibrary is returned by Join when libpmix cannot be loaded at run
+// time (a build without the "pmix" tag loads it with dlopen); the error
+// names the library, why dlopen failed and what to install.
+var ErrNoLibrary = errors.New("pmix: cannot load the PMIx library")
+
+// EnvLibrary names the PMIx library to load at run time (default
+// libpmix.so.2, found by the dynamic loader).
+const EnvLibrary = "VIGIL_LIBPMIX"
 
 // Environment variables a PMIx server sets for the processes it launches.
 const (
@@ -69,7 +82,8 @@ const (
 // SecretLen is the length of the secret rank 0 draws.
 const SecretLen = 32
 
-// Available reports whether this binary was built with PMIx support.
+// Available reports whether this binary was built with PMIx support:
+// with cgo (whether libpmix can be loaded is known at Join).
 func Available() bool { return available }
 
 // Detect reports whether this process looks like it was started by a PMIx

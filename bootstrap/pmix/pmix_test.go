@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +160,52 @@ func TestJoinWithoutSupport(t *testing.T) {
 	if !strings.Contains(err.Error(), "-tags pmix") {
 		t.Fatalf("error %q does not say how to build with PMIx", err)
 	}
+}
+
+// TestDlopenABI compiles testdata/abicheck.c, which checks the PMIx types
+// and constants vgpmix_dl.c declares for itself against pmix.h, where
+// libpmix-dev is installed.
+func TestDlopenABI(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skipf("no gcc (%v)", err)
+	}
+	cflags, err := exec.Command("pkg-config", "--cflags", "pmix").Output()
+	if err != nil {
+		t.Skipf("no pmix.h to check against (pkg-config --cflags pmix: %v; Debian: libpmix-dev)", err)
+	}
+	bin := filepath.Join(t.TempDir(), "abicheck")
+	args := append([]string{"-Wall", "-Wextra", "-Werror", "-I."}, strings.Fields(string(cflags))...)
+	args = append(args, "-o", bin, "testdata/abicheck.c", "-ldl")
+	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if out, err := exec.Command(bin).CombinedOutput(); err != nil {
+		t.Fatalf("abicheck: %v\n%s", err, out)
+	}
+}
+
+// TestJoinNoLibrary: where the PMIx library cannot be loaded, Join fails
+// at once with ErrNoLibrary, naming what to install. It runs in a child
+// process: a library loaded once stays loaded.
+func TestJoinNoLibrary(t *testing.T) {
+	if !Available() || tagged {
+		t.Skip("libpmix is linked (tag pmix), or there is no cgo")
+	}
+	const lib = "/nonexistent/libpmix.so.2"
+	if os.Getenv(EnvLibrary) == lib {
+		_, err := Join(context.Background())
+		if !errors.Is(err, ErrNoLibrary) || !strings.Contains(err.Error(), lib) || !strings.Contains(err.Error(), "apt-get install libpmix2") {
+			t.Fatalf("Join without the library: %v, want ErrNoLibrary naming %s and the package", err, lib)
+		}
+		t.Logf("%v", err)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJoinNoLibrary$", "-test.v")
+	cmd.Env = append(os.Environ(), EnvLibrary+"="+lib)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestJoinNoLibrary") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
 }

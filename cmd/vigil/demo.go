@@ -201,6 +201,16 @@ drain:
 		fmt.Printf("\nScenario %d: %s (f = %d, n = %d, %s = %v)\n", i+1, sc.name, f, alive, name, bound.Round(time.Millisecond))
 
 		t0 := node.Mono()
+		// The scenario's timeline, printed in time order at its end: the
+		// agents' lines arrive later than the times they carry.
+		type entry struct {
+			at   int64
+			text string
+		}
+		var timeline []entry
+		note := func(at int64, format string, args ...any) {
+			timeline = append(timeline, entry{at, fmt.Sprintf("%s %+9.1f ms  ", stamp(at), ms(at-t0)) + fmt.Sprintf(format, args...)})
+		}
 		killAt := map[uint32]int64{}
 		pending := append([]kill(nil), sc.kills...)
 		sort.Slice(pending, func(a, b int) bool { return pending[a].after < pending[b].after })
@@ -237,7 +247,7 @@ drain:
 					killed[k.rank] = true
 					killAt[k.rank] = node.Mono()
 					job.Signal(k.rank, syscall.SIGKILL)
-					fmt.Printf("%s %+9.1f ms  SIGKILL rank %d\n", stamp(killAt[k.rank]), ms(killAt[k.rank]-t0), k.rank)
+					note(killAt[k.rank], "SIGKILL rank %d", k.rank)
 				}
 			case l, ok := <-job.Lines:
 				if !ok {
@@ -251,8 +261,8 @@ drain:
 				learned[l.Dead][l.Rank] = l.DeliveredMono
 				if l.Rank == l.Detector {
 					detected[l.Dead] = l
-					fmt.Printf("%s %+9.1f ms  rank %d detects rank %d dead (%.1f ms after its kill)\n",
-						stamp(l.DeliveredMono), ms(l.DeliveredMono-t0), l.Rank, l.Dead, ms(l.DeliveredMono-killAt[l.Dead]))
+					note(l.DeliveredMono, "rank %d detects rank %d dead (%.1f ms after its kill)",
+						l.Rank, l.Dead, ms(l.DeliveredMono-killAt[l.Dead]))
 				}
 			case <-timeout:
 				failures = append(failures, fmt.Sprintf("scenario %d: not every survivor learned every failure within %v", i+1, bound+10*time.Second))
@@ -283,10 +293,12 @@ drain:
 				last = max(last, s.at)
 			}
 		}
-		sort.Slice(sums, func(a, b int) bool { return sums[a].at < sums[b].at })
 		for _, s := range sums {
-			fmt.Printf("%s %+9.1f ms  last survivor to learn rank %d: rank %d (%d of %d survivors know)\n",
-				stamp(s.at), ms(s.at-t0), s.dead, s.rank, s.count, alive-f)
+			note(s.at, "last survivor to learn rank %d: rank %d (%d of %d survivors know)", s.dead, s.rank, s.count, alive-f)
+		}
+		sort.SliceStable(timeline, func(a, b int) bool { return timeline[a].at < timeline[b].at })
+		for _, e := range timeline {
+			fmt.Println(e.text)
 		}
 		firstKill := t0
 		for _, at := range killAt {

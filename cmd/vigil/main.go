@@ -2,6 +2,7 @@
 //
 //	vigil demo             the main demo: 16 ranks over TCP, kills, a timeline
 //	vigil run -n N         launch N agents on this machine (the local launcher)
+//	vigil run -n N -- P    launch N copies of program P, each a rank of one job
 //	vigil agent            one detector process (started by run, or a launcher)
 //
 // Run `vigil <command> -help` (or a bare -h) for a command's flags, and
@@ -62,6 +63,12 @@ func main() {
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return // usage asked for and printed
+	}
+	if ee := (exitError{}); errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, ee.msg)
+		}
+		os.Exit(ee.code)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil:", err)
@@ -127,7 +134,8 @@ func usage() {
 commands:
   demo     16 ranks over TCP on this machine, SIGKILL injection, a timeline
            checked against the bound of seed 000's Theorem 1 (exit 0 = all good)
-  run      launch N detector agents on this machine (-n N) and print events
+  run      launch N detector agents on this machine (-n N) and print events,
+           or N copies of a program: vigil run -n N -- PROGRAM [ARGS...]
   agent    one detector process, bootstrapped from its environment
   daemon   one node's daemon (node-level mode, seed 003), or -attach a local process
   keygen   print a new random job key (hex), e.g. for $VIGIL_DAEMON_KEY

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,10 +27,37 @@ const maxLocalRanks = 4096
 // second of the signal.
 const stopGrace = 800 * time.Millisecond
 
+// runUsage is vigil run's usage, before its flags.
+const runUsage = `usage: vigil run -n N [flags]                   N detector agents, their events printed
+       vigil run -n N [-t d] [-ranks-per-host k] -- PROGRAM [ARGS...]
+                                               N copies of PROGRAM, each a rank of one job
+
+With a PROGRAM, every copy gets the environment that vigil.Join (Go) and
+vigil_init_from_env (libvigil) read; the program configures its detector
+itself (libvigil: VIGIL_H, VIGIL_DELTA, ... in the environment, which is
+passed on). vigil run prints a rank → pid table, then each rank's exit with
+the time since the start; SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are
+forwarded to the ranks (a second SIGINT, SIGTERM or SIGHUP kills them).
+Exit status: 0 every rank exited with status 0; 1 vigil run failed; 2 a bad
+invocation; 3 a rank exited with a non-zero status; 4 a rank was killed by
+a signal (the last line names the ranks, their pids and how they ended).
+
+flags:
+`
+
+// programFlags are the flags that apply with a PROGRAM: the others
+// configure vigil's own agents.
+var programFlags = map[string]bool{"n": true, "t": true, "ranks-per-host": true}
+
 func runMain(args []string) error {
+	start, startMono := time.Now(), node.Mono()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), runUsage)
+		fs.PrintDefaults()
+	}
 	n := fs.Int("n", 4, "number of ranks")
-	dur := duration(fs, "t", 0, "stop the job after this long (0: until interrupted)")
+	dur := duration(fs, "t", 0, "stop the job after this long, as SIGTERM would (0: until interrupted)")
 	perHost := fs.Int("ranks-per-host", 0, "pretend the ranks are placed this many per host (rank r on host r/k), for host-aware block mending on one machine (0: no hosts)")
 	metricsAddr := fs.String("metrics-addr", "", "every agent serves Prometheus metrics over HTTP at host:0/metrics, each on a free port, printed at start-up (the agents share the host, so the port must be 0; default: no endpoint)")
 	var df detectorFlags
@@ -39,26 +67,42 @@ func runMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}
-	if err := nf.validate(); err != nil {
-		return asUsage(err)
+	prog, err := programArgs(args, fs.Args(), *n)
+	if err != nil {
+		return err
 	}
 	if *n < 1 || *n > maxLocalRanks {
 		return usageErrorf("-n %d: want 1 to %d (every rank is a process on this machine; launch larger jobs with mpirun or srun)", *n, maxLocalRanks)
 	}
-	if err := df.validate(*n); err != nil {
-		return err
+	var opts launch.Options
+	if *perHost < 0 {
+		return usageErrorf("-ranks-per-host %d: want ≥ 0", *perHost)
+	} else if *perHost > 0 {
+		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(*perHost)}
 	}
 	if err := node.CheckBound(node.SettingRunFor, *dur); err != nil {
 		return usageError{errors.New(err.(*node.BoundError).In(node.FlagNames))}
 	}
-	if err := checkRunMetricsAddr(*metricsAddr); err != nil {
+	if prog != nil {
+		var agentOnly []string
+		fs.Visit(func(f *flag.Flag) {
+			if !programFlags[f.Name] {
+				agentOnly = append(agentOnly, "-"+f.Name)
+			}
+		})
+		if len(agentOnly) > 0 {
+			return usageErrorf("%s configure vigil's own agents, not a program launched after --: the program configures its detector itself (Go: vigil.Config; libvigil: VIGIL_H, VIGIL_DELTA, ... in the environment, which vigil run passes on)", strings.Join(agentOnly, ", "))
+		}
+		return runProgram(*n, prog, *dur, opts, start, startMono)
+	}
+	if err := nf.validate(); err != nil {
+		return asUsage(err)
+	}
+	if err := df.validate(*n); err != nil {
 		return err
 	}
-	var opts launch.Options
-	if *perHost < 0 {
-		return usageErrorf("-ranks-per-host %d: want ≥ 0 (0: no hosts)", *perHost)
-	} else if *perHost > 0 {
-		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(*perHost)}
+	if err := checkRunMetricsAddr(*metricsAddr); err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -68,17 +112,24 @@ func runMain(args []string) error {
 	if *metricsAddr != "" {
 		argv = append(argv, "-metrics-addr", *metricsAddr)
 	}
-	// SIGTERM and SIGINT end the job at any time, start-up included,
-	// within stopGrace: the agents leave, and are killed if they have not
-	// exited by then.
+	// Signals from now on: the agents are in their own process groups, so
+	// a terminal's Ctrl-C reaches vigil run alone, which stops them.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	job, err := launch.Start(*n, argv, opts)
 	if err != nil {
 		return err
 	}
-	defer job.Stop(stopGrace)
+	stopped := false
+	defer func() {
+		if !stopped {
+			job.Stop(stopGrace)
+		}
+	}()
+	w := watchRanks(job, os.Stdout, start, startMono)
+	w.table("vigil agent")
+	// A signal during start-up ends it too, within stopGrace.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	go func() {
 		select {
@@ -110,25 +161,95 @@ func runMain(args []string) error {
 	if *dur > 0 {
 		stop = time.After(*dur)
 	}
-	for {
+	lines := job.Lines
+loop:
+	for lines != nil || w.live > 0 {
 		select {
-		case l, ok := <-job.Lines:
+		case l, ok := <-lines:
 			if !ok {
-				return nil
+				lines = nil
+				continue
 			}
 			if l.Ev == "dead" {
 				what := "crashed"
 				if l.Left {
 					what = "left"
 				}
-				fmt.Printf("rank %d: rank %d %s (detected by %d)\n", l.Rank, l.Dead, what, l.Detector)
+				fmt.Printf("%s rank %d: rank %d (pid %d) %s (detected by %d)\n", w.at(l.Mono), l.Rank, l.Dead, w.pid(l.Dead), what, l.Detector)
 			}
+		case p := <-w.exits:
+			w.exited(p)
 		case <-sigs:
-			return nil
+			break loop
 		case <-stop:
-			return nil
+			break loop
 		}
 	}
+	job.Stop(stopGrace) // the agents leave cleanly
+	stopped = true
+	return w.status()
+}
+
+// programArgs returns the program vigil run is to launch, given the
+// command line and what is left of it after the flags: nil for none (the
+// agents), or a usage error for arguments that are not a program after --.
+func programArgs(args, rest []string, n int) ([]string, error) {
+	dashed := len(args) > len(rest) && args[len(args)-len(rest)-1] == "--"
+	switch {
+	case len(rest) > 0 && !dashed:
+		return nil, usageErrorf("unexpected argument %q: to launch a program, put it after --, as in: vigil run -n %d -- %s",
+			rest[0], n, strings.Join(rest, " "))
+	case dashed && len(rest) == 0:
+		return nil, usageErrorf("nothing after --: give the program to launch, as in: vigil run -n %d -- ./myprog", n)
+	case len(rest) == 0:
+		return nil, nil
+	}
+	return rest, nil
+}
+
+// runProgram launches n copies of prog and follows them until they have
+// all exited: the rank → pid table, each exit, the signals forwarded, and
+// the status naming the ranks that died.
+func runProgram(n int, prog []string, dur time.Duration, opts launch.Options, start time.Time, startMono int64) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	opts.Stdout = os.Stdout
+	job, err := launch.Start(n, prog, opts)
+	if err != nil {
+		return err
+	}
+	defer job.Stop(time.Second) // every rank has exited: releases the bootstrap
+	w := watchRanks(job, os.Stderr, start, startMono)
+	w.table(prog[0])
+	var stop <-chan time.Time
+	if dur > 0 {
+		stop = time.After(dur)
+	}
+	terms := 0 // terminating signals forwarded
+	for w.live > 0 {
+		select {
+		case p := <-w.exits:
+			w.exited(p)
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2:
+				w.signal(sig)
+			case terms == 0:
+				terms++
+				fmt.Fprintf(os.Stderr, "%s vigil run: %s forwarded to the ranks (again: kill them)\n", w.now(), signalName(sig))
+				w.signal(sig)
+			default:
+				fmt.Fprintf(os.Stderr, "%s vigil run: %s again: killing the ranks\n", w.now(), signalName(sig))
+				w.signal(syscall.SIGKILL)
+			}
+		case <-stop:
+			terms++
+			fmt.Fprintf(os.Stderr, "%s vigil run: -t %v elapsed: SIGTERM to the ranks\n", w.now(), dur)
+			w.signal(syscall.SIGTERM)
+		}
+	}
+	return w.status()
 }
 
 // checkRunMetricsAddr checks vigil run's -metrics-addr (empty: no

@@ -4,7 +4,9 @@
  * `vigil run`), print one JSON line per failure from the failure callback,
  * and leave cleanly on SIGTERM or SIGINT.
  *
- *   gcc -Wall -Wextra -I csrc -o detect csrc/examples/detect.c -L out/lib -lvigil
+ *   make libvigil
+ *   gcc -Wall -Wextra -I csrc -o detect csrc/examples/detect.c -L out/lib -lvigil -Wl,-rpath,$PWD/out/lib
+ *   vigil run -n 4 -- ./detect    (one machine; kill -9 a pid it prints)
  *   mpirun -n 4 ./detect          (settings: VIGIL_H, VIGIL_DELTA, ... see vigil.h)
  *
  * Lines (the `vigil agent` format, plus a few fields):

@@ -4,13 +4,15 @@
  * explicit initialization with a static table and with an allgather
  * function, the callback thread, polling, the dead set, sporadic probes,
  * re-initialization after vigil_finalize, the counters (every version of
- * vigil_stats), every field of an event (the death of rank 0).
+ * vigil_stats), every field of an event (the death of rank 0), and the
+ * life cycle in a loop (nothing accumulates: descriptors, threads).
  *
  * Jobs of one real rank: the other ranks' addresses point at a closed port
  * (127.0.0.1:1), so they are detected dead. Exit status 0 iff every check
  * passed; the last line is "apicheck: N checks, F failures".
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -37,6 +39,9 @@ static int checks, failures;
 #define EQ(got, want) CHECK((got) == (want), "got %ld, want %ld", (long)(got), (long)(want))
 
 static const uint8_t key[32] = "0123456789abcdef0123456789abcdef";
+/* This process's job ID: the shared-memory heartbeats' socket is named
+ * after it, host-wide, so two apicheck runs at once must differ. */
+static uint64_t job_id;
 static pthread_t main_thread;
 
 /* State shared with the callback. */
@@ -93,12 +98,27 @@ static int fake_allgather(const void *send, void *recv, size_t len, void *user)
 	return 0;
 }
 
+/* count_dir returns the number of entries of a /proc directory, such as
+ * /proc/self/fd, or -1. */
+static int count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
 static void base_config(vigil_config *cfg, uint32_t size)
 {
 	vigil_config_init(cfg);
 	cfg->rank = 0;
 	cfg->size = size;
-	cfg->job_id = 0x1234;
+	cfg->job_id = job_id;
 	cfg->key = key;
 	cfg->key_len = sizeof key;
 	cfg->heartbeat_ns = 10000000;  /* 10 ms */
@@ -117,6 +137,7 @@ int main(void)
 	const char *two[] = {"127.0.0.1:0", "127.0.0.1:1"};
 
 	main_thread = pthread_self();
+	job_id = 0x12340000ULL ^ (uint64_t)getpid();
 	unsetenv("PMIX_RANK");
 	unsetenv("PMIX_NAMESPACE");
 	unsetenv("VIGIL_BOOTSTRAP");
@@ -175,7 +196,7 @@ int main(void)
 	cfg.key = key;
 	cfg.job_id = 0;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* job 0 */
-	cfg.job_id = 0x1234;
+	cfg.job_id = job_id;
 	cfg.rank = 1;
 	EQ(vigil_init(&cfg), VIGIL_ERR_INVALID); /* rank >= size */
 	cfg.rank = 0;
@@ -417,6 +438,45 @@ int main(void)
 		EQ(vigil_set_failure_callback(NULL, NULL), VIGIL_OK);
 		EQ(vigil_leave(200), VIGIL_OK); /* alone now: departs at once */
 		EQ(vigil_finalize(), VIGIL_OK);
+	}
+
+	/* The life cycle in a loop, as a long-running program or a test
+	 * harness would: init, start, the non-blocking queries many times,
+	 * leave, finalize. Nothing accumulates: after the first round, the
+	 * open descriptors stay the same and the threads do not grow with
+	 * the rounds (the Go runtime may keep a few idle ones). */
+	{
+		int fd0 = -1, th0 = -1, loop_failures = failures;
+		vigil_stats st;
+		for (int i = 0; i < 31; i++) {
+			base_config(&cfg, 1);
+			cfg.peers = one;
+			EQ(vigil_init(&cfg), VIGIL_OK);
+			EQ(vigil_set_failure_callback(on_failure, &user_count), VIGIL_OK);
+			EQ(vigil_start(), VIGIL_OK);
+			for (int k = 0; k < 1000; k++) {
+				EQ(vigil_poll(&ev), 0);
+				EQ(vigil_dead_set(dead, 8), 0);
+				EQ(vigil_is_dead(0), 0);
+				st.struct_size = sizeof st;
+				EQ(vigil_stats_get(&st), VIGIL_OK);
+				if (failures != loop_failures)
+					break;
+			}
+			EQ(vigil_leave(100), VIGIL_OK);
+			EQ(vigil_finalize(), VIGIL_OK);
+			if (failures != loop_failures)
+				break;
+			if (i == 0) {
+				fd0 = count_dir("/proc/self/fd");
+				th0 = count_dir("/proc/self/task");
+			}
+		}
+		int fd1 = count_dir("/proc/self/fd"), th1 = count_dir("/proc/self/task");
+		EQ(fd1, fd0);
+		CHECK(th1 <= th0 + 4, "threads %d after 30 more rounds, %d after the first", th1, th0);
+		printf("apicheck: loop: %d descriptors, %d threads after the first round; %d, %d after 30 more\n",
+		       fd0, th0, fd1, th1);
 	}
 
 	printf("apicheck: %d checks, %d failures\n", checks, failures);
