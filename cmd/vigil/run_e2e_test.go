@@ -22,20 +22,20 @@ import (
 // repoRoot is the module's root, from this package's directory.
 const repoRoot = "../.."
 
-// TestE2ERunProgramGo: `vigil run -n 4 -- ./detect` with the Go example
-// (examples/detect): a rank killed with kill -9 is printed by the three
+// TestE2ERunProgramGo: `vigil run -n 4 -- ./gowatch` with the Go example
+// (examples/gowatch): a rank killed with kill -9 is printed by the three
 // others, vigil run reports it with its pid and the time, and exits 4
 // naming it.
 func TestE2ERunProgramGo(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "detect")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/detect")
+	bin := filepath.Join(t.TempDir(), "gowatch")
+	cmd := exec.Command("go", "build", "-o", bin, "./examples/gowatch")
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/detect: %v\n%s", err, out)
+		t.Fatalf("go build ./examples/gowatch: %v\n%s", err, out)
 	}
 	// δ = 1 s: four processes and the test share two loaded cores.
-	runAndKill(t, nil, regexp.MustCompile(`^rank (\d+) of 4: up$`),
-		regexp.MustCompile(`^rank (\d+): rank 2 crashed \(detected by rank \d+\)$`), regexp.MustCompile(`crashed`),
+	runAndKill(t, nil, regexp.MustCompile(`^rank (\d+) of 4: pid \d+ ready$`),
+		regexp.MustCompile(`^rank (\d+): rank 2 died \(found by rank \d+\)$`), regexp.MustCompile(`died`),
 		bin, "-h", "50ms", "-delta", "1s")
 }
 

@@ -1,9 +1,11 @@
 // Command gowatch is the README's Go quick start: a rank that prints the
 // ranks of its job that die, until SIGTERM or Ctrl-C. Its job comes from
-// the launcher: mpirun or srun (build with -tags pmix), or vigil run.
+// the launcher: mpirun or srun (libpmix is loaded at run time; -tags pmix
+// links it instead), or vigil run.
 //
-//	go build -tags pmix -o gowatch ./examples/gowatch
+//	go build -o gowatch ./examples/gowatch
 //	mpirun --mca orte_abort_on_non_zero_status 0 -n 4 ./gowatch -h 100ms -delta 1s
+//	vigil run -n 4 -- ./gowatch -h 100ms -delta 1s
 package main
 
 import (
@@ -37,6 +39,8 @@ func main() {
 		case ev := <-events:
 			what := map[bool]string{false: "died", true: "left"}[ev.Left]
 			fmt.Printf("rank %d: rank %d %s (found by rank %d)\n", d.Rank(), ev.Rank, what, ev.Detector)
+		case <-d.Evicted(): // declared dead while paused or cut off: fail-stop
+			log.Fatalf("rank %d was declared dead by the job", d.Rank())
 		case <-ctx.Done():
 			d.Leave(context.Background(), 100*time.Millisecond) // the others see "left"
 			d.Close()
