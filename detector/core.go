@@ -11,12 +11,6 @@ import (
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
-// Words reads the heartbeat word each rank writes into this rank's memory
-// (transport.Slots): the zombie check compares them.
-type Words interface {
-	Load(r ranks.Rank) uint64
-}
-
 // Config configures a Core. Times are nanoseconds.
 type Config struct {
 	// Self is this rank and Size the job's number of ranks.
@@ -24,10 +18,6 @@ type Config struct {
 	Size int
 	// SuspectTimeout is δ.
 	SuspectTimeout int64
-	// StallGuard and Confirm are the ring's (hb.RingConfig) for Check;
-	// Observe needs neither.
-	StallGuard int64
-	Confirm    int
 	// Probe and ProbeTimeout turn on block mending (hb.RingConfig): a
 	// dead block of consecutive ranks is known in about 2δ, not 2δ per
 	// rank. 0 is Algorithm 1's mending.
@@ -44,12 +34,27 @@ type Config struct {
 	// Overlay is the broadcast overlay (default bcast.HBA).
 	Overlay bcast.Overlay
 	// Gossip, if set, propagates with a corrected gossip or the corrected
-	// tree (bcast.Gossip) instead of Overlay: the driver must then call
-	// Tick by PropagationDue.
+	// tree (bcast.Gossip) instead of Overlay; its timed steps are due at
+	// NextWake.
 	Gossip *bcast.GossipConfig
-	// Words, if set, are the heartbeat words: a rank held dead whose word
-	// grows is a zombie, told it is evicted (nil: no zombie check).
-	Words Words
+	// Zombies turns on the zombie check: the driver hands the heartbeat
+	// words the Core asks for (WantWords, Words), and a rank held dead
+	// whose word grows is told it is evicted.
+	Zombies bool
+
+	// CheckPeriod is how often the driver's checks of the emitter run (the
+	// heartbeat thread's, whose records Observe takes); 0: the driver
+	// checks at every wake.
+	CheckPeriod int64
+	// Alarm is the silence of the emitter (≤ SuspectTimeout) at which the
+	// driver's checks wake it (heartbeat.Watch.SetAlarm): NextWake leaves
+	// the emitter's silence to that alarm while the emitter is heard. 0: no
+	// alarm; NextWake then names every deadline of the ring.
+	Alarm int64
+	// Housekeeping is how often Tick looks for work (agreement resends,
+	// dead-list questions, split probes, the zombie check) while there is
+	// some (default SuspectTimeout).
+	Housekeeping int64
 
 	// AgreeOps are the operations after the built-ins (OpCustom+i).
 	AgreeOps []era.Op
@@ -79,6 +84,7 @@ type Core struct {
 	agree    *agreeState
 	evicted  bool
 	watched  ranks.Rank // the emitter the last Ready's Watch named
+	wake     wakeState  // wake.go
 	rd       Ready
 	stats    Stats
 }
@@ -88,9 +94,15 @@ func NewCore(cfg Config) (*Core, error) {
 	if cfg.Overlay == nil {
 		cfg.Overlay = bcast.HBA{}
 	}
+	if cfg.Housekeeping <= 0 {
+		cfg.Housekeeping = cfg.SuspectTimeout
+	}
+	if cfg.Alarm < 0 || cfg.Alarm > cfg.SuspectTimeout || cfg.CheckPeriod < 0 {
+		return nil, fmt.Errorf("detector: Alarm = %d, CheckPeriod = %d: want Alarm in [0, SuspectTimeout = %d] and CheckPeriod ≥ 0",
+			cfg.Alarm, cfg.CheckPeriod, cfg.SuspectTimeout)
+	}
 	ring, err := hb.NewRing(hb.RingConfig{Self: cfg.Self, N: cfg.Size, Delta: cfg.SuspectTimeout,
-		StallGuard: cfg.StallGuard, Confirm: cfg.Confirm, Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout, ProbeAfter: cfg.ProbeAfter,
-		Hosts: cfg.Hosts})
+		Probe: cfg.Probe, ProbeTimeout: cfg.ProbeTimeout, ProbeAfter: cfg.ProbeAfter, Hosts: cfg.Hosts})
 	if err != nil {
 		return nil, fmt.Errorf("detector: %w", err)
 	}
@@ -123,6 +135,7 @@ func NewCore(cfg Config) (*Core, error) {
 // Ready points the heartbeat thread and the checks.
 func (c *Core) Start(now, grace int64) {
 	c.ring.Start(now, grace)
+	c.wake.nextHouse = now + c.cfg.Housekeeping
 	c.watched = c.ring.Emitter()
 	c.rd.Watch, c.rd.Emitter = true, c.watched
 	c.retarget()
@@ -150,18 +163,6 @@ func (c *Core) Observer() ranks.Rank { return c.ring.Observer() }
 // Alone reports whether every other rank is known gone.
 func (c *Core) Alone() bool { return c.ring.Alone() }
 
-// Probing reports whether a block-mending probe round is open: its
-// answers should be stepped before the next Observe or Check.
-func (c *Core) Probing() bool { return c.ring.Probing() }
-
-// Deadline returns the ring's suspicion deadline (monotonic ns).
-func (c *Core) Deadline() int64 { return c.ring.Deadline() }
-
-// SuspectDeadline is Deadline without the early probes (hb.Ring): for a
-// driver whose checks raise an alarm when the emitter's silence reaches
-// Config.ProbeAfter.
-func (c *Core) SuspectDeadline() int64 { return c.ring.SuspectDeadline() }
-
 // Dead returns D_i, the ranks known gone. The caller must not modify it.
 func (c *Core) Dead() *ranks.Set { return c.ring.Dead() }
 
@@ -180,55 +181,41 @@ func (c *Core) Stats() Stats { return c.stats }
 // Ring returns the observation ring, for inspection only.
 func (c *Core) Ring() *hb.Ring { return c.ring }
 
-// Busy reports whether Tick has work to do: zombies to watch, agreements
-// to nudge, dead-list questions waiting (repair.go), a timed propagation
-// in progress, or split probes to send (split.go). A driver may skip Tick
-// while it is false.
-func (c *Core) Busy() bool {
-	return !c.evicted && ((c.cfg.Words != nil && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0 ||
-		c.prop.Next() != 0 || c.minority())
-}
-
-// PropagationDue returns when a timed propagation (Config.Gossip) next
-// needs a Tick, 0 for never.
-func (c *Core) PropagationDue() int64 {
-	if c.evicted {
-		return 0
-	}
-	return c.prop.Next()
-}
-
 // Observe hands the ring what the heartbeat thread's checks saw of the
-// emitter (seed 000 T2 and T3, hb.Ring.Observe).
+// emitter (seed 000 T2 and T3, hb.Ring.Observe): the only way into a
+// suspicion. A driver calls it at every wake with the checks' latest
+// record.
 func (c *Core) Observe(now Time, rec hb.WatchRecord) {
 	if c.evicted {
 		return
 	}
+	c.wake.rec = rec
 	c.apply(now, c.ring.Observe(now.Mono, rec))
 }
 
-// Check is the observer's check by the driver itself: word is the
-// emitter's heartbeat word, loaded now (hb.Ring.Check).
-func (c *Core) Check(now Time, word uint64) {
-	if c.evicted {
-		return
-	}
-	c.apply(now, c.ring.Check(now.Mono, word))
-}
-
-// Tick is the passing of time: it looks for zombies, nudges the open
-// agreements, asks the dead-list questions that are due, takes a timed
-// propagation's due steps and sends the split probe that is due. Call it about
-// every δ while Busy.
+// Tick is the passing of time; a driver calls it at every wake. When the
+// housekeeping is due (every Config.Housekeeping, a wake within half of
+// it sharing the turn) or a timed propagation's step is, it nudges the
+// open agreements, asks the dead-list questions that are due, sends the
+// split probe that is due and takes the propagation's due steps; the
+// housekeeping also asks for the zombies' words (WantWords).
 func (c *Core) Tick(now Time) {
 	if c.evicted {
 		return
 	}
-	c.checkZombies(now.Mono)
+	house := now.Mono >= c.wake.nextHouse-c.cfg.Housekeeping/2
+	due := c.prop.Next()
+	if !house && (due == 0 || now.Mono < due) {
+		return
+	}
+	if house {
+		c.wake.nextHouse = now.Mono + c.cfg.Housekeeping
+		c.wake.zombiesDue = c.cfg.Zombies && c.zombies.Len() > 0
+	}
 	c.agreeTick(now.Mono)
 	c.repairDue(now.Mono)
 	c.probeSplit(now.Mono) // split.go
-	if c.prop.Next() != 0 {
+	if due != 0 {
 		c.out.Reset()
 		c.prop.Tick(now.Mono, c.ring.Dead(), &c.out)
 		c.propagated(now, c.cfg.Self, nil)
@@ -440,11 +427,7 @@ func (c *Core) deliver(m bcast.Message, fresh []ranks.Rank) {
 		c.rd.Events = append(c.rd.Events, ev)
 		gone = append(gone, r)
 		if !ev.Left { // a departing rank may still be flushing: not a zombie
-			var w uint64
-			if c.cfg.Words != nil {
-				w = c.cfg.Words.Load(r)
-			}
-			c.zombies.Hold(r, w)
+			c.zombies.Hold(r)
 		}
 	}
 	c.agreeDead(gone) // agree.go

@@ -45,7 +45,7 @@ func TestGossipPropagatesCrashes(t *testing.T) {
 				c.run(20 * delta)
 				c.wantGone(gone...)
 				for r, core := range c.cores {
-					if c.running(ranks.Rank(r)) && core.PropagationDue() != 0 {
+					if c.running(ranks.Rank(r)) && core.Propagating() {
 						t.Fatalf("rank %d: a broadcast still in progress after 20δ", r)
 					}
 				}

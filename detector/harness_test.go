@@ -5,6 +5,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -18,8 +19,6 @@ const (
 // words is one rank's heartbeat words, written by its emitters.
 type words []uint64
 
-func (w words) Load(r ranks.Rank) uint64 { return w[r] }
-
 // envelope is a message in flight.
 type envelope struct {
 	from, to ranks.Rank
@@ -28,14 +27,16 @@ type envelope struct {
 
 // cluster drives N Cores the way a runtime does, deterministically: every
 // period each running rank writes its heartbeat word into its observer's
-// words and checks its emitter's word; messages are delivered in order,
-// after being encoded and decoded as a transport would.
+// words, checks its emitter's word (keeping the record a heartbeat thread's
+// checks keep, handed to Observe) and ticks; messages are delivered in
+// order, after being encoded and decoded as a transport would.
 type cluster struct {
 	t       *testing.T
 	cores   []*detector.Core
 	words   []words
-	target  []ranks.Rank // where each rank heartbeats (Ready.Observer)
-	beating []bool       // false once crashed, paused, alone or evicted
+	watch   []hb.WatchRecord // what each rank's checks saw of its emitter
+	target  []ranks.Rank     // where each rank heartbeats (Ready.Observer)
+	beating []bool           // false once crashed, paused, alone or evicted
 	crashed []bool
 	evicted []bool
 	side    []int // partition side of each rank (0 when healed): nothing crosses sides
@@ -51,12 +52,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int, tweak func(*detector.Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, cores: make([]*detector.Core, n), words: make([]words, n), target: make([]ranks.Rank, n),
+	c := &cluster{t: t, cores: make([]*detector.Core, n), words: make([]words, n), watch: make([]hb.WatchRecord, n), target: make([]ranks.Rank, n),
 		beating: make([]bool, n), crashed: make([]bool, n), evicted: make([]bool, n), seq: make([]uint64, n), side: make([]int, n),
 		events: make([][]detector.Event, n), decided: make([][]detector.Decision, n), notes: make([][]detector.Note, n), learned: make([]map[ranks.Rank]int64, n)}
 	for i := range n {
 		c.words[i] = make(words, n)
-		cfg := detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: delta, Words: c.words[i], AgreeResend: delta}
+		cfg := detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: delta, Zombies: true, AgreeResend: delta}
 		if tweak != nil {
 			tweak(&cfg)
 		}
@@ -73,9 +74,20 @@ func newCluster(t *testing.T, n int, tweak func(*detector.Config)) *cluster {
 
 func (c *cluster) time() detector.Time { return detector.Time{Mono: c.now, Wall: 1e18 + c.now} }
 
-// flush carries out rank r's Ready.
+// flush hands rank r's Core the words it wants and carries out its Ready.
 func (c *cluster) flush(r ranks.Rank) {
-	rd := c.cores[r].Ready()
+	core := c.cores[r]
+	if rs := core.WantWords(); rs != nil {
+		ws := make([]uint64, len(rs))
+		for i, x := range rs {
+			ws[i] = c.words[r][x]
+		}
+		core.Words(c.time(), rs, ws)
+	}
+	rd := core.Ready()
+	if rd.Watch {
+		c.watch[r] = hb.WatchRecord{Emitter: rd.Emitter, GrewAt: c.now, CheckedAt: c.now}
+	}
 	if rd.Retarget {
 		c.target[r], c.beating[r] = rd.Observer, !rd.Alone && !c.crashed[r] && !c.evicted[r]
 	}
@@ -141,12 +153,15 @@ func (c *cluster) run(d int64) {
 			if !c.running(ranks.Rank(r)) {
 				continue
 			}
-			core.Check(c.time(), c.words[r].Load(core.Emitter()))
-			c.flush(ranks.Rank(r))
-			if due := core.PropagationDue(); c.now%delta == 0 || due != 0 && due <= c.now {
-				core.Tick(c.time())
-				c.flush(ranks.Rank(r))
+			w := &c.watch[r]
+			if seq := c.words[r][w.Emitter]; seq > w.Seq {
+				w.Seq, w.GrewAt = seq, c.now
 			}
+			w.CheckedAt = c.now
+			core.Observe(c.time(), *w)
+			c.flush(ranks.Rank(r))
+			core.Tick(c.time())
+			c.flush(ranks.Rank(r))
 		}
 		c.deliver()
 	}

@@ -11,16 +11,36 @@ import (
 // a rank declared dead that resumes (after a SIGSTOP, a long swap-out…)
 // still heartbeats its old observer or still sends messages. It is told it
 // is evicted (EVICTED), so that it stops instead of suspecting live ranks
-// with stale knowledge. hb.Zombies holds the words and rate-limits the
+// with stale knowledge. The heartbeat words are the driver's input
+// (WantWords, Words); hb.Zombies remembers them and rate-limits the
 // notices.
 
-// checkZombies looks for heartbeat words of ranks in D_i that grew.
-func (c *Core) checkZombies(now int64) {
-	if c.cfg.Words == nil || c.zombies.Len() == 0 {
+// WantWords returns the ranks whose heartbeat words (the words they store
+// in this rank's memory) the zombie check wants now, nil for none: the
+// ranks newly held dead, whose words then are where their growth counts
+// from, and every rank held once the housekeeping found the check due
+// (Tick). Only with Config.Zombies. The driver loads them and hands them
+// to Words at once.
+func (c *Core) WantWords() []ranks.Rank {
+	if !c.cfg.Zombies || c.evicted {
+		return nil
+	}
+	if c.wake.zombiesDue {
+		return c.zombies.Ranks()
+	}
+	return c.zombies.Fresh()
+}
+
+// Words hands the Core the heartbeat words of ranks rs, loaded at now
+// (words[i] is rs[i]'s, as WantWords asked): a rank held dead whose word
+// grew since it was last seen is a zombie, told it is evicted.
+func (c *Core) Words(now Time, rs []ranks.Rank, words []uint64) {
+	if c.evicted {
 		return
 	}
-	for _, r := range c.zombies.Moved(c.cfg.Words) {
-		c.evict(r, now)
+	c.wake.zombiesDue = false
+	for _, r := range c.zombies.Saw(rs, words) {
+		c.evict(r, now.Mono)
 	}
 }
 

@@ -17,8 +17,8 @@
 // Side by side with the paper:
 //
 //	task T1 (HB-TIMEOUT)     heartbeat.Emitter, the pinned OS thread
-//	task T2 (heartbeat)      Ring.Check, when the slot word grew
-//	task T3 (SUSP-TIMEOUT)   Ring.Check, when the deadline passed
+//	task T2 (heartbeat)      Ring.Observe, when the slot word grew
+//	task T3 (SUSP-TIMEOUT)   Ring.Observe, when the deadline passed
 //	task T4 (NEWOBSERVER)    Ring.NewObserver
 //	task T5 (BCASTMSG)       Ring.Learn (forwarding is bcast.Broadcaster)
 //	FindEmitter(D_i)         Ring.findEmitter
@@ -39,6 +39,5 @@
 // nanoseconds. Nor does it touch a thread, a system call or the heartbeat
 // words: the heartbeat thread (T1 and the observer's checks) is package
 // heartbeat, the words are transport.Slots, and they reach the ring only
-// as the inputs of Ring.Check (a loaded word) and Ring.Observe (a
-// WatchRecord).
+// as the input of Ring.Observe (a WatchRecord, what the checks saw).
 package hb

@@ -17,8 +17,8 @@ func stormRing(t *testing.T) *hb.Ring {
 		t.Fatal(err)
 	}
 	r.Start(0, 100)
-	r.Check(10, 1)
-	out := r.Check(110, 1)
+	check(r, 10, 1)
+	out := check(r, 110, 1)
 	if out.Detected == nil || out.Detected.Dead != 14 || !probesFirst(out.Probe, []ranks.Rank{13, 12, 11, 10}) {
 		t.Fatalf("T3: %+v", out)
 	}
@@ -29,7 +29,7 @@ func stormRing(t *testing.T) *hb.Ring {
 // time-out: nobody is reported, and the round waits for the answers.
 func TestRingStormAnswersLate(t *testing.T) {
 	r := stormRing(t)
-	if out := r.Check(210, 0); out.Detected != nil {
+	if out := check(r, 210, 0); out.Detected != nil {
 		t.Fatalf("reported with no answer back: %+v", out.Detected)
 	} else if out.Probe == nil {
 		t.Fatal("a round no answer reached was not widened")
@@ -37,12 +37,12 @@ func TestRingStormAnswersLate(t *testing.T) {
 	for i, c := range []ranks.Rank{11, 13, 12, 10, 9, 8, 7, 6} {
 		now := int64(250 + 60*i)
 		r.Heard(now, c)
-		if out := r.Check(now+1, 0); out.Detected != nil {
+		if out := check(r, now+1, 0); out.Detected != nil {
 			t.Fatalf("after %d answered at %d: reported %+v", c, now, out.Detected)
 		}
 	}
 	for now := int64(800); now < 3000; now += 20 {
-		if out := r.Check(now, uint64(now)); out.Detected != nil { // 13 heartbeats once it had NEWOBSERVER
+		if out := check(r, now, uint64(now)); out.Detected != nil { // 13 heartbeats once it had NEWOBSERVER
 			t.Fatalf("at %d: reported %+v", now, out.Detected)
 		}
 	}
@@ -60,7 +60,7 @@ func TestRingControlPromptBlockReported(t *testing.T) {
 	r := stormRing(t)
 	r.Heard(111, 0) // the canary after Self
 	r.Heard(112, 11)
-	out := r.Check(210, 0)
+	out := check(r, 210, 0)
 	if out.Detected == nil || out.Detected.Dead != 13 {
 		t.Fatalf("resolution: %+v", out.Detected)
 	}
@@ -76,7 +76,7 @@ func TestRingHeardIsEvidenceOfLife(t *testing.T) {
 	r.Heard(111, 0)
 	r.Heard(150, 13) // a broadcast forwarded by 13, say
 	for now := int64(160); now <= 340; now += 10 {
-		if out := r.Check(now, 0); out.Detected != nil {
+		if out := check(r, now, 0); out.Detected != nil {
 			t.Fatalf("at %d: %+v", now, out.Detected)
 		}
 	}
@@ -86,11 +86,11 @@ func TestRingHeardIsEvidenceOfLife(t *testing.T) {
 	// 13 never heartbeats (it has not had NEWOBSERVER) but talks: not
 	// suspected, NEWOBSERVER goes again.
 	r.Heard(350, 13)
-	out := r.Check(440, 0)
+	out := check(r, 440, 0)
 	if out.Detected != nil || !out.SendNewObserver || out.NewObserverTo != 13 {
 		t.Fatalf("emitter that talks: %+v", out)
 	}
-	out = r.Check(451, 0)
+	out = check(r, 451, 0)
 	if out.Detected == nil || out.Detected.Dead != 13 {
 		t.Fatalf("silent for δ since its last message: %+v", out)
 	}
@@ -104,11 +104,11 @@ func TestRingHeardIsEvidenceOfLife(t *testing.T) {
 func TestRingStalledProberWaits(t *testing.T) {
 	r := stormRing(t)
 	r.Heard(111, 0)
-	if out := r.Check(300, 0); out.Detected != nil {
+	if out := check(r, 300, 0); out.Detected != nil {
 		t.Fatalf("resolved by a stalled prober: %+v", out.Detected)
 	}
 	r.Heard(301, 13)
-	if out := r.Check(400, 0); out.Detected != nil {
+	if out := check(r, 400, 0); out.Detected != nil {
 		t.Fatalf("%+v", out.Detected)
 	}
 	if r.Health(400) == 0 || r.Health(400+hb.HealthDecay*100*hb.MaxHealth) != 0 {

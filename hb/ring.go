@@ -14,18 +14,6 @@ type RingConfig struct {
 	N    int
 	// Delta is δ, the suspicion time-out (SUSP-TIMEOUT).
 	Delta int64
-	// StallGuard, when > 0, is the jitter guard: a check that comes more
-	// than StallGuard after the previous one means this observer itself was
-	// stalled (descheduled, paused), so the slot may not yet show heartbeats
-	// that arrived meanwhile; such a check re-arms SUSP-TIMEOUT to δ instead
-	// of suspecting. It trades a late detection for never a false one.
-	StallGuard int64
-	// Confirm, when > 1, is the number of consecutive checks that must find
-	// SUSP-TIMEOUT expired before T3 fires (default 1, as in the paper).
-	// With a transport whose receive path runs in the observer's process
-	// (TCP), a second check lets a starved receive path store heartbeats
-	// that already arrived; with RDMA the word is already current.
-	Confirm int
 	// Probe, when > 0, turns on block mending (mend.go): an observer that
 	// finds its emitter dead probes the next Probe predecessors at once
 	// (doubling each round) instead of waiting 2δ for each in turn, so a
@@ -127,12 +115,10 @@ type Ring struct {
 	observer ranks.Rank // observer_i: the rank we heartbeat
 	D        ranks.Set  // D_i: ranks known dead or departed
 
-	deadline  int64  // SUSP-TIMEOUT expiry, absolute
-	lastCheck int64  // time of the previous Check, for the stall guard
-	expired   int    // consecutive checks that found SUSP-TIMEOUT expired
-	lastSeq   uint64 // last heartbeat sequence seen from emitter
-	started   bool
-	left      bool
+	deadline int64  // SUSP-TIMEOUT expiry, absolute
+	lastSeq  uint64 // last heartbeat sequence seen from emitter
+	started  bool
+	left     bool
 
 	mend mendState // block mending (mend.go)
 	// health is the local-health score (health.go); emitterHeard is when
@@ -207,82 +193,6 @@ func (r *Ring) SuspectDeadline() int64 {
 
 // Alone reports whether every other rank is known dead.
 func (r *Ring) Alone() bool { return r.emitter == r.cfg.Self }
-
-// Check is the observer's periodic check: seq is the current value of the
-// emitter's slot word (one atomic load by the caller). A grown value is a
-// heartbeat (T2: SUSP-TIMEOUT ← δ); a deadline that passed with no growth
-// is T3. It is CheckGuarded without a backlog.
-func (r *Ring) Check(now int64, seq uint64) Output {
-	out, _ := r.CheckGuarded(now, seq, nil)
-	return out
-}
-
-// CheckGuarded is Check with the receive-path guard. When Check would count
-// SUSP-TIMEOUT expired (no heartbeat since the last one seen, deadline
-// passed), it first asks backlog whether heartbeat input from the emitter
-// has reached this process but not its slot yet (a starved receive
-// goroutine over TCP, see transport.Backlogged). If so the emitter was alive
-// when it sent it: the check is held (it does not count towards T3, the
-// deadline stays) and held is true. The next check that finds the word still
-// unchanged and no backlog counts again. backlog is only called when a
-// suspicion is due; a nil backlog makes this Check.
-func (r *Ring) CheckGuarded(now int64, seq uint64, backlog func(emitter ranks.Rank) bool) (out Output, held bool) {
-	if !r.started || r.left || r.Alone() {
-		return Output{}, false
-	}
-	if seq > r.lastSeq { // task T2
-		r.lastSeq = seq
-		r.deadline = now + r.cfg.Delta
-		r.lastCheck = now
-		r.expired = 0
-		r.heard()
-		return Output{}, false
-	}
-	var early Output
-	if r.earlyDue(now) { // block mending: probe before suspecting (mend.go)
-		early = r.probeEarly(now)
-	}
-	out, held = r.checkExpired(now, backlog)
-	return withEarly(early, out), held
-}
-
-// checkExpired is CheckGuarded once the word did not grow.
-func (r *Ring) checkExpired(now int64, backlog func(emitter ranks.Rank) bool) (out Output, held bool) {
-	r.dropExpiredEarly(now)
-	if r.mend.active && !r.mend.early { // block mending: the probe round decides (mend.go)
-		r.lastCheck = now
-		if out, ok := r.decideRound(now); !ok {
-			return out, false
-		}
-		return r.resolve(now), false
-	}
-	if now >= r.deadline && backlog != nil && backlog(r.emitter) {
-		r.lastCheck = now
-		r.expired = 0
-		return Output{}, true
-	}
-	stalled := r.cfg.StallGuard > 0 && r.lastCheck != 0 && now-r.lastCheck > r.cfg.StallGuard
-	r.lastCheck = now
-	if stalled {
-		r.deadline = max(r.deadline, now+r.cfg.Delta)
-		r.expired = 0
-		return Output{}, false
-	}
-	if now < r.deadline {
-		return Output{}, false
-	}
-	if r.expired++; r.expired < r.cfg.Confirm {
-		return Output{}, false
-	}
-	r.expired = 0
-	if out, ok := r.refute(now); ok {
-		return out, false
-	}
-	// task T3
-	dead := r.emitter
-	r.D.Add(dead)
-	return r.crashed(now, &Detection{Dead: dead, D: r.D.Clone(), At: now}), false
-}
 
 // WatchRecord is what the observer's checks on the heartbeat thread
 // (heartbeat.Watch) saw of one emitter: the input of Observe.
@@ -360,7 +270,6 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
 	r.emitterHeard = 0
-	r.expired = 0
 	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {

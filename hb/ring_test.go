@@ -40,13 +40,13 @@ func TestT2T3(t *testing.T) {
 	r, _ := hb.NewRing(hb.RingConfig{Self: 5, N: 8, Delta: 100})
 	r.Start(0, 100)
 	r.Learn(0, []ranks.Rank{3})
-	if out := r.Check(50, 1); out.Detected != nil {
+	if out := check(r, 50, 1); out.Detected != nil {
 		t.Fatal("suspected after a heartbeat")
 	}
-	if out := r.Check(149, 1); out.Detected != nil {
+	if out := check(r, 149, 1); out.Detected != nil {
 		t.Fatal("suspected before δ elapsed since the last heartbeat")
 	}
-	out := r.Check(150, 1)
+	out := check(r, 150, 1)
 	if out.Detected == nil || out.Detected.Dead != 4 || out.Detected.Left {
 		t.Fatalf("T3 did not fire for emitter 4: %+v", out)
 	}
@@ -59,10 +59,10 @@ func TestT2T3(t *testing.T) {
 	if r.Deadline() != 350 {
 		t.Fatalf("new emitter deadline %d, want now+2δ = 350", r.Deadline())
 	}
-	if out := r.Check(349, 0); out.Detected != nil {
+	if out := check(r, 349, 0); out.Detected != nil {
 		t.Fatal("new emitter suspected inside its 2δ grace")
 	}
-	if out := r.Check(300, 7); out.Detected != nil || r.Deadline() != 400 {
+	if out := check(r, 300, 7); out.Detected != nil || r.Deadline() != 400 {
 		t.Fatalf("heartbeat of the new emitter did not reset SUSP-TIMEOUT to δ: %d", r.Deadline())
 	}
 }
@@ -93,7 +93,7 @@ func TestLeaveIsNotACrash(t *testing.T) {
 	if err != nil || out.Detected == nil || !out.Detected.Left || out.NewObserverTo != 1 || obs.Emitter() != 1 {
 		t.Fatalf("Departed: %+v %v emitter %d", out, err, obs.Emitter())
 	}
-	if out := leaver.Check(1e9, 0); out.Detected != nil {
+	if out := check(leaver, 1e9, 0); out.Detected != nil {
 		t.Fatal("a departed rank still suspects")
 	}
 }
@@ -101,7 +101,7 @@ func TestLeaveIsNotACrash(t *testing.T) {
 func TestAloneRankNeverSuspects(t *testing.T) {
 	r, _ := hb.NewRing(hb.RingConfig{Self: 0, N: 1, Delta: 10})
 	r.Start(0, 10)
-	if !r.Alone() || r.Check(1e12, 0).Detected != nil {
+	if !r.Alone() || check(r, 1e12, 0).Detected != nil {
 		t.Fatal("single rank suspected someone")
 	}
 }
@@ -206,109 +206,6 @@ func TestNoFalseSuspicionFailureFree(t *testing.T) {
 	}
 }
 
-func TestStallGuard(t *testing.T) {
-	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, StallGuard: 50})
-	r.Start(0, 100)
-	r.Check(10, 1)
-	r.Check(20, 1)
-	// The observer was stalled from 20 to 500: no suspicion on this check,
-	// SUSP-TIMEOUT re-armed to δ.
-	if out := r.Check(500, 1); out.Detected != nil {
-		t.Fatal("suspected on the first check after a stall")
-	}
-	for now := int64(540); now < 600; now += 40 {
-		if out := r.Check(now, 1); out.Detected != nil {
-			t.Fatal("suspected before δ after the stall")
-		}
-	}
-	if out := r.Check(620, 1); out.Detected == nil {
-		t.Fatal("no suspicion δ after the stall with no heartbeat")
-	}
-}
-
-func TestConfirmChecks(t *testing.T) {
-	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, Confirm: 2})
-	r.Start(0, 100)
-	r.Check(10, 1)
-	if out := r.Check(110, 1); out.Detected != nil {
-		t.Fatal("suspected on the first expired check")
-	}
-	if out := r.Check(115, 2); out.Detected != nil {
-		t.Fatal("a heartbeat seen by the confirming check did not cancel the suspicion")
-	}
-	r.Check(215, 2)
-	if out := r.Check(220, 2); out.Detected == nil {
-		t.Fatal("no suspicion after two consecutive expired checks")
-	}
-}
-
-// TestCheckGuarded: while heartbeats of the emitter wait in the receive
-// path, expired checks are held (no suspicion, however long); the backlog is
-// asked only when a suspicion is due; once it is gone, T3 fires after the
-// usual Confirm checks, and a stored heartbeat re-arms as T2.
-func TestCheckGuarded(t *testing.T) {
-	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, Confirm: 2})
-	r.Start(0, 100)
-	asked, waiting := 0, true
-	guard := func(e ranks.Rank) bool {
-		if e != 0 {
-			t.Fatalf("backlog asked about %d, the emitter is 0", e)
-		}
-		asked++
-		return waiting
-	}
-	if _, held := r.CheckGuarded(10, 1, guard); held || asked != 0 {
-		t.Fatalf("a heartbeat check was held (%v) or asked the backlog (%d times)", held, asked)
-	}
-	if _, held := r.CheckGuarded(50, 1, guard); held || asked != 0 {
-		t.Fatal("backlog asked before the deadline")
-	}
-	for now := int64(110); now < 1000; now += 10 {
-		out, held := r.CheckGuarded(now, 1, guard)
-		if out.Detected != nil || !held {
-			t.Fatalf("at %d with a backlog: detected %v, held %v", now, out.Detected, held)
-		}
-	}
-	// The reader stores what waited: a heartbeat, T2.
-	if out, held := r.CheckGuarded(1000, 2, guard); out.Detected != nil || held {
-		t.Fatal("the stored heartbeat did not count as T2")
-	}
-	waiting = false
-	if out, held := r.CheckGuarded(1100, 2, guard); out.Detected != nil || held {
-		t.Fatal("suspected on the first expired check without a backlog")
-	}
-	out, held := r.CheckGuarded(1110, 2, guard)
-	if out.Detected == nil || out.Detected.Dead != 0 || held {
-		t.Fatalf("no suspicion after two expired checks without a backlog: %+v held %v", out, held)
-	}
-	// A nil backlog is Check.
-	r2, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100})
-	r2.Start(0, 100)
-	if out, held := r2.CheckGuarded(100, 0, nil); out.Detected == nil || held {
-		t.Fatal("nil backlog: no suspicion at the deadline")
-	}
-}
-
-// TestCheckGuardedResetsConfirm: a held check breaks the run of expired
-// checks that Confirm counts.
-func TestCheckGuardedResetsConfirm(t *testing.T) {
-	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 4, Delta: 100, Confirm: 2})
-	r.Start(0, 100)
-	yes := func(ranks.Rank) bool { return true }
-	if out, _ := r.CheckGuarded(100, 0, nil); out.Detected != nil {
-		t.Fatal("suspected on the first expired check")
-	}
-	if _, held := r.CheckGuarded(110, 0, yes); !held {
-		t.Fatal("not held with a backlog")
-	}
-	if out, _ := r.CheckGuarded(120, 0, nil); out.Detected != nil {
-		t.Fatal("a held check did not restart the Confirm count")
-	}
-	if out, _ := r.CheckGuarded(130, 0, nil); out.Detected == nil {
-		t.Fatal("no suspicion after two expired checks")
-	}
-}
-
 func TestBlockBound(t *testing.T) {
 	const d, tt = 50, 1
 	for _, c := range []struct {
@@ -335,8 +232,8 @@ func TestRingBlockMending(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Start(0, d)
-	r.Check(10, 1)
-	out := r.Check(10+d, 1) // emitter 6 silent for δ: T3
+	check(r, 10, 1)
+	out := check(r, 10+d, 1) // emitter 6 silent for δ: T3
 	if out.Detected == nil || out.Detected.Dead != 6 || !out.SendNewObserver || out.NewObserverTo != 5 {
 		t.Fatalf("T3: %+v", out)
 	}
@@ -346,10 +243,10 @@ func TestRingBlockMending(t *testing.T) {
 	r.Alive(3, 1)
 	r.Alive(4, 2) // another round: ignored
 	r.Alive(1, 1) // not probed: ignored
-	if out := r.Check(10+d+d/2, 0); out.Detected != nil {
+	if out := check(r, 10+d+d/2, 0); out.Detected != nil {
 		t.Fatalf("resolved before the probe time-out: %+v", out)
 	}
-	out = r.Check(10+2*d, 0)
+	out = check(r, 10+2*d, 0)
 	if out.Detected == nil || out.Detected.Dead != 5 || !slices.Equal(out.Detected.More, []ranks.Rank{4, 6}) {
 		t.Fatalf("resolution: %+v", out.Detected)
 	}
@@ -360,7 +257,7 @@ func TestRingBlockMending(t *testing.T) {
 		t.Fatalf("D = %v", r.Dead())
 	}
 	// The emitter heartbeats: nothing more is reported.
-	if out := r.Check(10+2*d+5, 1); out.Detected != nil {
+	if out := check(r, 10+2*d+5, 1); out.Detected != nil {
 		t.Fatalf("%+v", out)
 	}
 }
@@ -420,8 +317,8 @@ func TestRingHostCandidates(t *testing.T) {
 			}
 			r.Start(0, d)
 			r.Learn(0, c.dead)
-			r.Check(10, 1)
-			out := r.Check(10+d, 1)
+			check(r, 10, 1)
+			out := check(r, 10+d, 1)
 			if out.Detected == nil || !probesFirst(out.Probe, want) {
 				t.Errorf("%s (labels %v): detected %+v, probes %v, want %v", c.name, labelled, out.Detected, out.Probe, want)
 			}
@@ -440,11 +337,11 @@ func TestRingHostMending(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Start(0, d)
-		r.Check(10, 1)
+		check(r, 10, 1)
 		var probes []ranks.Rank
 		var out hb.Output
 		for now := int64(20); out.Detected == nil; now += 10 {
-			out = r.Check(now, 1)
+			out = check(r, now, 1)
 			if out.Probe != nil {
 				probes = out.Probe
 			}
@@ -457,7 +354,7 @@ func TestRingHostMending(t *testing.T) {
 		}
 		r.Alive(40, r.Round()) // rank 40 of the host survived
 		at := out.Detected.At
-		out = r.Check(at+d-early, 0)
+		out = check(r, at+d-early, 0)
 		if out.Detected == nil || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), append(rankRange(62, 41), 63)) {
 			t.Fatalf("early %d: resolution %+v", early, out.Detected)
 		}
@@ -554,29 +451,29 @@ func TestRingEarlyProbeSecondCheck(t *testing.T) {
 	r.Start(0, d)
 	seq := uint64(1)
 	now := int64(h)
-	r.Check(now, seq)
+	check(r, now, seq)
 	for range 3 { // one beat missing at a time
 		now += h
-		if out := r.Check(now, seq); out.Probe != nil || out.Detected != nil {
+		if out := check(r, now, seq); out.Probe != nil || out.Detected != nil {
 			t.Fatalf("one missing beat at %d: %+v", now, out)
 		}
 		seq++
 		now += h
-		r.Check(now, seq)
+		check(r, now, seq)
 	}
 	if r.Round() != 0 {
 		t.Fatalf("%d rounds for single missing beats", r.Round())
 	}
 	now += h
-	r.Check(now, seq)
+	check(r, now, seq)
 	now += h
-	out := r.Check(now, seq)
+	out := check(r, now, seq)
 	if !probesFirst(out.Probe, []ranks.Rank{3, 2, 1, 0}) || !r.Probing() {
 		t.Fatalf("second check without growth: %+v", out)
 	}
 	seq++
 	now += h
-	if out := r.Check(now, seq); out.Detected != nil || r.Probing() {
+	if out := check(r, now, seq); out.Detected != nil || r.Probing() {
 		t.Fatalf("late beat: %+v, probing %v", out, r.Probing())
 	}
 }

@@ -117,7 +117,7 @@ func (s *ringSim) checkTick(i ranks.Rank) {
 	if !nd.alive {
 		return
 	}
-	out := nd.ring.Check(s.now, nd.slots.Load(nd.ring.Emitter()))
+	out := check(nd.ring, s.now, nd.slots.Load(nd.ring.Emitter()))
 	s.apply(i, out)
 	s.at(s.now+s.c, func() { s.checkTick(i) })
 }

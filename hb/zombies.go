@@ -1,6 +1,7 @@
 package hb
 
 import (
+	"slices"
 	"time"
 
 	"github.com/vigil-hpc/vigil/ranks"
@@ -10,14 +11,16 @@ import (
 const EvictInterval = 100 * time.Millisecond
 
 // Zombies enforces fail-stop on ranks held dead (seed 000 assumes crash
-// failures). It remembers each rank's heartbeat word when the rank joined D;
-// a word that grows afterwards belongs to a rank that resumed (after a
-// SIGSTOP, a long swap-out…) and must be told it is evicted. It also
-// rate-limits those notices. The zero value is not usable: use NewZombies.
-// Not safe for concurrent use: it belongs to one event loop.
+// failures). It remembers each rank's heartbeat word as first seen after
+// the rank joined D; a word that grows afterwards belongs to a rank that
+// resumed (after a SIGSTOP, a long swap-out…) and must be told it is
+// evicted. It also rate-limits those notices. The words are inputs (Saw):
+// it reads no memory. The zero value is not usable: use NewZombies. Not
+// safe for concurrent use: it belongs to one event loop.
 type Zombies struct {
-	seq  map[ranks.Rank]uint64 // word of each rank held dead, as last seen
-	sent map[ranks.Rank]int64  // when each was last told it is evicted
+	seq   map[ranks.Rank]uint64 // word of each rank held dead, as last seen
+	fresh []ranks.Rank          // held, no word seen yet
+	sent  map[ranks.Rank]int64  // when each was last told it is evicted
 }
 
 // NewZombies returns an empty tracker.
@@ -25,25 +28,57 @@ func NewZombies() *Zombies {
 	return &Zombies{seq: map[ranks.Rank]uint64{}, sent: map[ranks.Rank]int64{}}
 }
 
-// Hold records r as dead, with seq its heartbeat word at that moment.
-func (z *Zombies) Hold(r ranks.Rank, seq uint64) { z.seq[r] = seq }
+// Hold records r as dead: the first word Saw gives for it is where its
+// growth counts from.
+func (z *Zombies) Hold(r ranks.Rank) {
+	if _, ok := z.seq[r]; ok || slices.Contains(z.fresh, r) {
+		return
+	}
+	z.fresh = append(z.fresh, r)
+}
 
 // Len returns the number of ranks held.
-func (z *Zombies) Len() int { return len(z.seq) }
+func (z *Zombies) Len() int { return len(z.seq) + len(z.fresh) }
 
 // Held reports whether r is held dead.
 func (z *Zombies) Held(r ranks.Rank) bool {
 	_, ok := z.seq[r]
-	return ok
+	return ok || slices.Contains(z.fresh, r)
 }
 
-// Moved returns the ranks held dead whose word in slots grew since the last
-// look (nil if none), and remembers the new words.
-func (z *Zombies) Moved(slots interface{ Load(ranks.Rank) uint64 }) []ranks.Rank {
+// Fresh returns the ranks held whose word was not seen yet (nil if none).
+func (z *Zombies) Fresh() []ranks.Rank {
+	if len(z.fresh) == 0 {
+		return nil
+	}
+	return slices.Clone(z.fresh)
+}
+
+// Ranks returns every rank held, in increasing order.
+func (z *Zombies) Ranks() []ranks.Rank {
+	rs := make([]ranks.Rank, 0, z.Len())
+	for r := range z.seq {
+		rs = append(rs, r)
+	}
+	rs = append(rs, z.fresh...)
+	slices.Sort(rs)
+	return rs
+}
+
+// Saw takes the heartbeat words of ranks rs (words[i] of rs[i]) and
+// returns the ranks held dead whose word grew since it was last seen (nil
+// if none). A rank's first word is remembered only; a rank not held is
+// ignored.
+func (z *Zombies) Saw(rs []ranks.Rank, words []uint64) []ranks.Rank {
 	var moved []ranks.Rank
-	for r, seq := range z.seq {
-		if cur := slots.Load(r); cur > seq {
-			z.seq[r] = cur
+	for i, r := range rs[:min(len(rs), len(words))] {
+		if k := slices.Index(z.fresh, r); k >= 0 {
+			z.fresh = slices.Delete(z.fresh, k, k+1)
+			z.seq[r] = words[i]
+			continue
+		}
+		if seq, ok := z.seq[r]; ok && words[i] > seq {
+			z.seq[r] = words[i]
 			moved = append(moved, r)
 		}
 	}

@@ -7,36 +7,35 @@ import (
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
-// words stands for an observer's heartbeat words: the largest sequence
-// number stored for each emitter.
-type words []uint64
-
-func (w words) Load(emitter ranks.Rank) uint64 { return w[emitter] }
-
-func (w words) Store(emitter ranks.Rank, seq uint64) { w[emitter] = max(w[emitter], seq) }
-
-func TestZombiesMovedWordsOnly(t *testing.T) {
-	s := make(words, 4)
-	s.Store(1, 7)
-	s.Store(2, 3)
+func TestZombiesSawWordsOnly(t *testing.T) {
 	z := NewZombies()
-	if z.Moved(s) != nil || z.Held(1) {
+	if z.Saw([]ranks.Rank{1}, []uint64{7}) != nil || z.Held(1) {
 		t.Fatal("an empty tracker reports a zombie")
 	}
-	z.Hold(1, s.Load(1))
-	z.Hold(2, s.Load(2))
-	if !z.Held(1) || !z.Held(2) || z.Held(3) {
+	z.Hold(1)
+	z.Hold(2)
+	z.Hold(2)
+	if !z.Held(1) || !z.Held(2) || z.Held(3) || z.Len() != 2 {
 		t.Fatal("Held does not match Hold")
 	}
-	if m := z.Moved(s); m != nil {
-		t.Fatalf("no word moved, Moved = %v", m)
+	if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{1, 2}) {
+		t.Fatalf("Fresh = %v, want [1 2]", f)
 	}
-	s.Store(2, 4)
-	s.Store(3, 9) // not held dead: never a zombie
-	if m := z.Moved(s); !slices.Equal(m, []ranks.Rank{2}) {
-		t.Fatalf("Moved = %v, want [2]", m)
+	// The first words seen are where growth counts from.
+	if m := z.Saw([]ranks.Rank{1, 2}, []uint64{7, 3}); m != nil {
+		t.Fatalf("first words reported as growth: %v", m)
 	}
-	if m := z.Moved(s); m != nil {
+	if z.Fresh() != nil || !slices.Equal(z.Ranks(), []ranks.Rank{1, 2}) {
+		t.Fatalf("after the first words: fresh %v, ranks %v", z.Fresh(), z.Ranks())
+	}
+	if m := z.Saw([]ranks.Rank{1, 2}, []uint64{7, 3}); m != nil {
+		t.Fatalf("no word moved, Saw = %v", m)
+	}
+	// Rank 3 is not held dead: never a zombie.
+	if m := z.Saw([]ranks.Rank{1, 2, 3}, []uint64{7, 4, 9}); !slices.Equal(m, []ranks.Rank{2}) {
+		t.Fatalf("Saw = %v, want [2]", m)
+	}
+	if m := z.Saw([]ranks.Rank{1, 2}, []uint64{7, 4}); m != nil {
 		t.Fatalf("the same word reported twice: %v", m)
 	}
 }

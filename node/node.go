@@ -157,10 +157,19 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if n.slots == nil {
 		n.slots = transport.NewSlots(cfg.Size)
 	}
+	// The checks wake the loop when the emitter's silence reaches
+	// MendEarly (block mending's early probes), or δ without them: while
+	// the emitter is heard the loop needs no wake-up of its own
+	// (detector.Core.NextWake), and a quiet job never rings it.
+	n.silence = int64(cfg.SuspectTimeout)
+	if cfg.MendProbe > 0 && cfg.MendEarly > 0 {
+		n.silence = int64(cfg.MendEarly)
+	}
 	var err error
 	n.core, err = detector.NewCore(detector.Config{Self: cfg.Rank, Size: cfg.Size,
-		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Gossip: gossip, Words: n.slots, Probe: max(cfg.MendProbe, 0), ProbeAfter: int64(max(cfg.MendEarly, 0)),
-		Hosts:    hb.HostLabels(cfg.Hosts),
+		SuspectTimeout: int64(cfg.SuspectTimeout), Overlay: overlay, Gossip: gossip, Zombies: true, Probe: max(cfg.MendProbe, 0), ProbeAfter: int64(max(cfg.MendEarly, 0)),
+		Hosts:       hb.HostLabels(cfg.Hosts),
+		CheckPeriod: int64(cfg.CheckPeriod), Alarm: n.silence, Housekeeping: int64(cfg.housekeeping()),
 		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
 		AgreeResend: int64(cfg.AgreeResend)})
 	if err != nil {
@@ -185,14 +194,6 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		n.drain = d.DrainHeartbeats
 	}
 	n.watch = heartbeat.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
-	// The checks wake the loop when the emitter's silence reaches
-	// MendEarly (block mending's early probes), or δ without them: while
-	// the emitter is heard the loop needs no wake-up of its own (observeAt),
-	// and a quiet job never rings it.
-	n.silence = int64(cfg.SuspectTimeout)
-	if cfg.MendProbe > 0 && cfg.MendEarly > 0 {
-		n.silence = int64(cfg.MendEarly)
-	}
 	n.watch.SetAlarm(n.silence, func() {
 		select {
 		case n.alarm <- struct{}{}:
@@ -266,44 +267,27 @@ func (n *Node) handle(from ranks.Rank, payload []byte) {
 	}
 }
 
-// loop is the event loop. It wakes for messages and requests, for the
-// watch's alarm (the emitter silent for n.silence), once the emitter is
-// silent at SUSP-TIMEOUT's expiry or while the ring's deadline is not the
-// one the alarm guards (observeAt), and every housekeeping period while
-// the detector is busy (zombies, agreement resends): in a quiet job, not
-// at all.
+// loop is the event loop, the Core's one driver: it waits for the
+// earliest of a message, a request, the watch's alarm (the emitter silent
+// for n.silence) and the Core's NextWake; then it ticks the Core, hands it
+// the messages waiting and the checks' latest record, and flushes. In a
+// quiet job it does not wake at all.
 func (n *Node) loop() {
 	defer close(n.done)
-	house := int64(n.cfg.housekeeping())
-	timer := time.NewTimer(time.Duration(house))
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	nextHouse := mono() + house
 	for {
 		now := mono()
 		wake := time.Hour // evicted: nothing to look at any more
 		if !n.core.Evicted() {
 			t := detector.Time{Mono: now, Wall: time.Now().UnixNano()}
-			due := n.core.PropagationDue() // a corrected gossip's next step
-			if now >= nextHouse-house/2 {  // due, or half due: share this wake-up
-				nextHouse = now + house
-				n.core.Tick(t)
-			} else if due != 0 && now >= due {
-				n.core.Tick(t)
-			}
-			if n.core.Probing() {
-				n.receivePending() // ALIVE answers already here count before the round closes
-			}
-			rec := n.watch.Record()
-			n.core.Observe(t, rec)
+			n.core.Tick(t)
+			n.receivePending() // answers already here count before a probe round closes
+			n.core.Observe(t, n.watch.Record())
 			n.flush()
-			at := n.observeAt(now, rec)
-			if n.core.Busy() {
-				at = min(at, nextHouse)
+			if at := n.core.NextWake(now); at != detector.Never {
+				wake = min(time.Duration(at-now), time.Hour)
 			}
-			if due := n.core.PropagationDue(); due != 0 {
-				at = min(at, max(due, now))
-			}
-			wake = time.Duration(at - now)
 		}
 		timer.Reset(wake)
 		n.wakes.Add(1)
@@ -372,41 +356,18 @@ func verifier(tr transport.Transport) transport.HeartbeatVerifier {
 	return nil
 }
 
-// observeAt returns when the loop should next look at the checks, after
-// it handed them rec. While the emitter is heard, never: the ring's
-// deadline is SUSP-TIMEOUT after the last growth the checks saw, and the
-// checks ring the alarm once the emitter has been silent for n.silence
-// (≤ δ) since that growth or a later one, at the first check of that
-// silence, so no later than a wake-up at the deadline would have seen a
-// check after it; no expiry goes unnoticed, and a heartbeat period costs
-// the Go side nothing. Otherwise (an alarm rang, a longer deadline: the
-// start-up grace, 2δ after a reconnection; a probe round open): at the
-// ring's deadline but at most δ away, or, once the deadline passed with no
-// check after it yet (the emitter thread is late), a quarter check period
-// later.
-func (n *Node) observeAt(now int64, rec hb.WatchRecord) int64 {
-	if n.core.Alone() || n.core.Evicted() || n.core.Ring().Left() {
-		// Nothing to observe: after Leave the ring suspects no one (it used
-		// to poll every quarter check while lingering, its deadline past).
-		return now + int64(time.Hour)
-	}
-	d := n.core.SuspectDeadline()
-	if !n.core.Probing() && rec.Emitter == n.core.Emitter() && d == rec.GrewAt+int64(n.cfg.SuspectTimeout) &&
-		now-rec.GrewAt < n.silence {
-		return now + int64(time.Hour) // the alarm wakes the loop
-	}
-	if d > now { // the early probes come by alarm
-		// At most δ away: a long deadline (the start-up grace, 2δ after a
-		// reconnection) must not hide the heartbeats that reset it (T2).
-		return min(d, now+int64(n.cfg.SuspectTimeout))
-	}
-	return now + max(int64(n.cfg.CheckPeriod)/4, int64(time.Microsecond))
-}
-
-// flush carries out what the detector asked for (detector.Ready): point
-// the heartbeat thread and the checks, send, publish events and decisions,
+// flush hands the detector the heartbeat words it wants (its zombie
+// check) and carries out what it asked for (detector.Ready): point the
+// heartbeat thread and the checks, send, publish events and decisions,
 // log.
 func (n *Node) flush() {
+	if rs := n.core.WantWords(); rs != nil {
+		words := make([]uint64, len(rs))
+		for i, r := range rs {
+			words[i] = n.slots.Load(r)
+		}
+		n.core.Words(detector.Time{Mono: mono(), Wall: time.Now().UnixNano()}, rs, words)
+	}
 	rd := n.core.Ready()
 	if rd.Empty() {
 		return

@@ -145,6 +145,9 @@ func (c *DetectorConfig) Validate() error {
 		return fmt.Errorf("sim: DetectorConfig.ProbeAfter = %d, want 0 or below Delta = %d", d.ProbeAfter, d.Delta)
 	case d.Start < d.H+d.HeartbeatDelay+d.Check:
 		return fmt.Errorf("sim: DetectorConfig.Start = %d, want ≥ h + heartbeat delay + check period", d.Start)
+	case d.Heartbeats == HeartbeatsSkip && d.alarm() <= d.H+d.HeartbeatDelay+d.Check:
+		return fmt.Errorf("sim: the checks' alarm (ProbeAfter = %d) must exceed h + heartbeat delay + check period = %d with skipped heartbeats (else a live emitter rings it)",
+			d.alarm(), d.H+d.HeartbeatDelay+d.Check)
 	case d.Heartbeats == HeartbeatsSkip && d.HeartbeatPorts:
 		return errors.New("sim: HeartbeatPorts needs HeartbeatsFull")
 	}
@@ -226,16 +229,18 @@ type DetectorResult struct {
 	Dead []ranks.Rank
 }
 
-// Event kinds of the detector, in their order at equal times.
+// Event kinds of the detector, in their order at equal times: a check
+// sees the heartbeats that landed at its time, and a Set made at a check's
+// time is applied by the next check.
 const (
 	evFail     uint8 = iota // Node crashes (A = 1: draw an alive victim)
+	evHbArrive              // heartbeat B from A lands at Node (full)
+	evWatch                 // Node's periodic check (A = 1: full, Check > 0) or its checks' alarm as predicted (A = 2, B = stamp)
 	evNewObs                // NEWOBSERVER delivered to Node from A
 	evBcast                 // broadcast A delivered to Node from B
 	evMsg                   // message A of the in-flight table delivered to Node from B
-	evHbArrive              // heartbeat B from A lands at Node (full)
-	evCheck                 // Node's deadline (A = 0, B = stamp) or periodic check (A = 1)
+	evWake                  // the wake the Node's Core asked for (detector.Core.NextWake; B = stamp)
 	evHbTick                // Node's heartbeat period (full)
-	evTick                  // Node's Core has housekeeping due (detector.Core.Tick)
 )
 
 // obsChange records one retargeting of an emitter: from time at on it
@@ -256,14 +261,17 @@ type dnode struct {
 	hbSeq   uint64      // full: last sequence number sent
 	changes []obsChange // observer history, changes[0] is the initial one
 
-	// Observer side.
+	// Observer side (observe.go).
 	cphase   int64  // checks at cphase + k c
-	since    int64  // when the current emitter became current
-	slot     uint64 // largest sequence number seen from the current emitter
+	since    int64  // when the current emitter was set (watch.set)
+	slot     uint64 // largest sequence number landed from the current emitter since
 	lastSent int64  // skip: send time of the heartbeat that set slot
-	stamp    uint64 // validity stamp of the pending evCheck with A = 0
-	ticking  bool   // an evTick is scheduled
-	dormant  bool   // skip: no evaluation pending, the emitter is heartbeating us
+	w        watch  // the heartbeat thread's checks: their record and alarm
+	// The pending evWake and alarm evWatch: their times (0: none) and
+	// validity stamps.
+	wakeAt, alarmAt       int64
+	wakeStamp, alarmStamp uint64
+	dormant               bool // skip: no alarm can ring, the emitter is heartbeating us
 
 	mutedUntil int64 // full: heartbeats sent before this are lost (Failure.Mute)
 
@@ -326,18 +334,23 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	d.nodes = make([]dnode, n)
 	d.death = make([]int64, n)
 	d.alive = n
+	alarm := c.alarm()
 	for i := range d.nodes {
 		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay,
-			Probe: c.Probe, ProbeAfter: c.ProbeAfter, Hosts: c.Hosts})
+			Probe: c.Probe, ProbeAfter: c.ProbeAfter, Hosts: c.Hosts, CheckPeriod: c.Check, Alarm: alarm})
 		if err != nil {
 			return nil, err
 		}
 		core.Start(0, c.Delta)
 		// The first Ready points the heartbeats at the initial observer
 		// (changes[0] below) and the checks at the initial emitter (since
-		// = 0): nothing else to do.
-		core.Ready()
+		// = 0, applied): nothing else to do.
+		rd := core.Ready()
 		nd := &d.nodes[i]
+		nd.w = watch{rec: hb.WatchRecord{Emitter: rd.Emitter}, silence: alarm}
+		if c.Check > 0 && c.Heartbeats == HeartbeatsFull {
+			nd.w.guard = max(c.Delta/2, 3*c.Check) // the node runtime's
+		}
 		nd.core = core
 		nd.alive = true
 		nd.death = 1<<62 - 1
@@ -353,19 +366,13 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	d.okCount = n
 	for i := range d.nodes {
 		nd := &d.nodes[i]
-		switch {
-		case c.Heartbeats == HeartbeatsSkip:
-			// Every emitter heartbeats its observer from the start:
-			// nothing to evaluate until something changes.
-			nd.dormant = true
-		default:
+		if c.Heartbeats == HeartbeatsFull {
 			d.en.Schedule(Event{At: nd.phase, Kind: evHbTick, Node: uint32(i)})
 			if c.Check > 0 {
-				d.en.Schedule(Event{At: nd.cphase, Kind: evCheck, Node: uint32(i), A: 1})
-			} else {
-				d.setTimer(uint32(i))
+				d.en.Schedule(Event{At: nd.cphase, Kind: evWatch, Node: uint32(i), A: 1})
 			}
 		}
+		d.drive(uint32(i), 0) // the driver's first look, as node.Start's loop
 	}
 	for _, f := range d.fixed {
 		if int64(f.Rank) >= int64(n) {
@@ -465,44 +472,15 @@ func (d *Detector) handle(e Event) {
 		if d.wasSent(e) && d.nodes[e.Node].alive {
 			d.step(e.Node, uint32(e.B), m, now)
 		}
-	case evTick:
-		nd := &d.nodes[e.Node]
-		nd.ticking = false
-		if nd.alive {
-			nd.core.Tick(detector.Time{Mono: now, Wall: now})
-			d.flush(e.Node, now, false)
-		}
 	case evHbArrive:
 		d.onHeartbeat(e.Node, e.A, e.B, now)
-	case evCheck:
+	case evWatch:
+		d.onWatch(e, now)
+	case evWake:
 		nd := &d.nodes[e.Node]
-		if !nd.alive {
-			return
-		}
-		if e.A == 1 { // periodic check (full mode)
-			d.check(e.Node, now, nd.slot, now)
-			d.en.Schedule(Event{At: now + d.cfg.Check, Kind: evCheck, Node: e.Node, A: 1})
-			return
-		}
-		if e.B != nd.stamp {
-			return // superseded
-		}
-		if d.skip() {
-			d.eval(e.Node, now)
-			return
-		}
-		// Full mode, timer: SUSP-TIMEOUT or a probe round expired (or
-		// moved).
-		if now < nd.core.Deadline() {
-			d.setTimer(e.Node)
-			return
-		}
-		d.check(e.Node, now, nd.slot, now)
-		if nd.alive && !nd.core.Alone() && nd.core.Deadline() > now {
-			// A probe round that closed without a new emitter (its first
-			// candidate answered) leaves SUSP-TIMEOUT running with no
-			// Watch to arm it: the timer follows the ring's deadline.
-			d.setTimer(e.Node)
+		if nd.alive && e.B == nd.wakeStamp {
+			nd.wakeAt = 0
+			d.drive(e.Node, now)
 		}
 	case evHbTick:
 		d.onTick(e.Node, now)
@@ -663,18 +641,9 @@ func (d *Detector) recomputeOK(p uint32) {
 // coreTime is the simulated time t as the Core reads its clocks.
 func coreTime(t int64) detector.Time { return detector.Time{Mono: t, Wall: t} }
 
-// check hands rank q's Core the emitter's heartbeat word seq as a check
-// at time t saw it, and carries out the Ready at now.
-func (d *Detector) check(q uint32, t int64, seq uint64, now int64) {
-	core := d.nodes[q].core
-	started := core.Stats().BcastsStarted
-	core.Check(coreTime(t), seq)
-	d.res.Detections += int(core.Stats().BcastsStarted - started)
-	d.flush(q, now, true)
-}
-
-// step hands message m from rank from to rank q's Core and carries out
-// the Ready.
+// step hands message m from rank from to rank q's Core, carries out the
+// Ready, and goes round the driver's loop (drive), as the runtime does
+// after each message.
 func (d *Detector) step(q, from uint32, m wire.Message, now int64) {
 	core := d.nodes[q].core
 	bad := core.Stats().BadMessages
@@ -685,12 +654,15 @@ func (d *Detector) step(q, from uint32, m wire.Message, now int64) {
 		}
 	}
 	d.flush(q, now, false)
+	if d.nodes[q].alive {
+		d.drive(q, now)
+	}
 }
 
 // flush carries out what rank q's Core asked for after an input at now:
-// point the heartbeats, reset the checks for a new emitter, send, record
-// the ranks learned gone. byCheck says the input was a check, so that the
-// events of q's own detections are told apart.
+// point the heartbeats, set the checks on a new emitter, send, record the
+// ranks learned gone. byCheck says the input was the checks' record
+// (drive), so that the events of q's own detections are told apart.
 func (d *Detector) flush(q uint32, now int64, byCheck bool) {
 	nd := &d.nodes[q]
 	rd := nd.core.Ready()
@@ -698,11 +670,11 @@ func (d *Detector) flush(q uint32, now int64, byCheck bool) {
 		d.retarget(q, uint32(rd.Observer), now)
 	}
 	if rd.Watch {
-		// The emitter changed: heartbeats from the new one count from now.
+		// The emitter changed: heartbeats from the new one count from now,
+		// and the next check sets the record on it.
 		nd.since, nd.slot, nd.lastSent = now, 0, -1
-		if !d.skip() && d.cfg.Check == 0 {
-			d.setTimer(q)
-		}
+		nd.w.set(rd.Emitter, now)
+		nd.dormant = false
 	}
 	for _, s := range rd.Sends {
 		d.send(q, s, now)
@@ -717,12 +689,6 @@ func (d *Detector) flush(q uint32, now int64, byCheck bool) {
 		d.trace(TraceEvent{At: now, Kind: TraceLearn, Node: ranks.Rank(q), Rank: ev.Rank, Source: ev.Detector})
 	}
 	d.recomputeOK(q)
-	if nd.core.Busy() && !nd.ticking && nd.alive {
-		// Housekeeping (the dead-list repair's questions) every δ, as the
-		// node runtime does while the Core is busy.
-		nd.ticking = true
-		d.en.Schedule(Event{At: now + d.cfg.Delta, Kind: evTick, Node: q})
-	}
 	if rd.Evicted {
 		// The job holds q dead: it stops, as a crashed rank would.
 		d.res.Evicted++
@@ -888,7 +854,8 @@ func (d *Detector) sendHeartbeat(p, q uint32, seq uint64, now int64) {
 	}
 }
 
-// onHeartbeat is task T2: only heartbeats of the current emitter count.
+// onHeartbeat stores a heartbeat of the current emitter in q's slot word;
+// with continuous checks (Check = 0) a check sees it at once.
 func (d *Detector) onHeartbeat(q, p uint32, seq uint64, now int64) {
 	nd := &d.nodes[q]
 	if !nd.alive || nd.core.Emitter() != ranks.Rank(p) || seq <= nd.slot {
@@ -896,16 +863,8 @@ func (d *Detector) onHeartbeat(q, p uint32, seq uint64, now int64) {
 	}
 	nd.slot = seq
 	if d.cfg.Check == 0 {
-		d.check(q, now, seq, now)
-		d.setTimer(q)
+		nd.w.check(now, nd.word) // a growth: no alarm
 	}
-}
-
-// setTimer arms the SUSP-TIMEOUT timer at the ring's deadline.
-func (d *Detector) setTimer(q uint32) {
-	nd := &d.nodes[q]
-	nd.stamp++
-	d.en.Schedule(Event{At: max(nd.core.Deadline(), d.en.Now), Kind: evCheck, Node: q, B: nd.stamp})
 }
 
 // --- heartbeats, skipped ---------------------------------------------------
@@ -917,79 +876,6 @@ func (d *Detector) ticksBefore(nd *dnode, t int64) uint64 {
 		return 0
 	}
 	return uint64((t - nd.phase + d.cfg.H - 1) / d.cfg.H)
-}
-
-// wake schedules an evaluation of dormant or waiting observer q now.
-func (d *Detector) wake(q uint32, now int64) {
-	nd := &d.nodes[q]
-	nd.dormant = false
-	nd.stamp++
-	d.en.Schedule(Event{At: now, Kind: evCheck, Node: q, B: nd.stamp})
-}
-
-func (d *Detector) tickFloor(nd *dnode, t int64) int64 {
-	c := d.cfg.Check
-	if t < nd.cphase {
-		return nd.cphase - c
-	}
-	return nd.cphase + (t-nd.cphase)/c*c
-}
-
-func (d *Detector) tickCeil(nd *dnode, t int64) int64 {
-	c := d.cfg.Check
-	if t <= nd.cphase {
-		return nd.cphase
-	}
-	return nd.cphase + (t-nd.cphase+c-1)/c*c
-}
-
-// eval is the skipping mode's observer: it replays in closed form what the
-// heartbeats since the last evaluation did (task T2), expires SUSP-TIMEOUT
-// if due (task T3), and decides when to look again.
-func (d *Detector) eval(q uint32, x int64) {
-	nd := &d.nodes[q]
-	r := nd.core
-	c := d.cfg.Check
-	tq, onTick := x, true
-	if c > 0 {
-		tq = d.tickFloor(nd, x)
-		onTick = tq == x
-	}
-	if p := uint32(r.Emitter()); p != q {
-		if seq, arr, sent, ok := d.lastHeartbeat(p, q, nd.since, tq); ok && seq > nd.slot {
-			nd.slot, nd.lastSent = seq, sent
-			seen := arr
-			if c > 0 {
-				seen = d.tickCeil(nd, arr)
-			}
-			d.check(q, seen, seq, x)
-		}
-	}
-	if onTick && !r.Alone() && x >= r.Deadline() {
-		d.check(q, x, nd.slot, x)
-	}
-	// Next evaluation.
-	if !nd.alive || r.Alone() {
-		return
-	}
-	p := uint32(r.Emitter())
-	pn := &d.nodes[p]
-	if pn.alive && uint32(pn.core.Observer()) == q && nd.lastSent >= pn.changes[len(pn.changes)-1].at && !r.Probing() {
-		// p heartbeats us every h from before our last sighting: no
-		// deadline can expire until p dies or turns away, which wakes us.
-		// (A heartbeat of the current emitter closes a probe round, so
-		// none is open here; were one open, its deadline, which
-		// Deadline includes, would have to be kept.)
-		nd.dormant = true
-		nd.stamp++
-		return
-	}
-	at := r.Deadline()
-	if c > 0 {
-		at = d.tickCeil(nd, at)
-	}
-	nd.stamp++
-	d.en.Schedule(Event{At: max(at, x), Kind: evCheck, Node: q, B: nd.stamp})
 }
 
 // lastHeartbeat finds, among the heartbeats p sent to q that landed in

@@ -22,14 +22,20 @@ func TestSlots(t *testing.T) {
 }
 
 // BenchmarkObserverCheck is the observer's whole per-check cost: one
-// atomic load of the slot and the core's comparison.
+// atomic load of the slot, the record a check keeps, and the core's
+// comparison.
 func BenchmarkObserverCheck(b *testing.B) {
 	s := transport.NewSlots(64)
 	r, _ := hb.NewRing(hb.RingConfig{Self: 1, N: 64, Delta: 1 << 40})
 	r.Start(0, 1<<40)
+	rec := hb.WatchRecord{Emitter: r.Emitter()}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		s.Store(0, uint64(i/4))
-		r.Check(int64(i), s.Load(r.Emitter()))
+		if w := s.Load(rec.Emitter); w > rec.Seq {
+			rec.Seq, rec.GrewAt = w, int64(i)
+		}
+		rec.CheckedAt = int64(i)
+		r.Observe(int64(i), rec)
 	}
 }

@@ -111,22 +111,6 @@ type HeartbeatVerifier interface {
 	HeartbeatDatagram(b []byte) (from ranks.Rank, inc uint64, ok bool)
 }
 
-// Backlogged is implemented by transports whose heartbeats pass through a
-// receive path in the observer's process (TCP): a goroutine reads them from
-// a socket and stores them in the slot word. When that goroutine is starved
-// of CPU, heartbeats of a live emitter wait in the socket while its word
-// stands still. Before suspecting its emitter, an observer asks the
-// transport whether such input is waiting; if so the emitter was alive when
-// it sent it and the check is held (hb.Ring.CheckGuarded). Over RDMA the word is
-// written by the network card and there is nothing to ask.
-type Backlogged interface {
-	// HeartbeatBacklog reports whether heartbeat input from rank from has
-	// reached this process (socket or read buffer) and is not yet stored in
-	// its slot. It may make a system call; call it only when a suspicion is
-	// due.
-	HeartbeatBacklog(from ranks.Rank) bool
-}
-
 // Stats counts traffic and rejected input.
 type Stats struct {
 	MsgsSent, MsgsRecv   uint64
