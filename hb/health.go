@@ -19,9 +19,9 @@ import "github.com/vigil-hpc/vigil/ranks"
 //     path is slow), once per round;
 //   - the driver coming to a round's deadline a quarter time-out late (this
 //     rank itself was stalled, and answers may be waiting unread);
-//   - this rank's own checks, or its driver, stopped for longer than δ:
-//     it was most likely declared dead meanwhile (a SIGSTOP, a swap-out),
-//     and the score goes to MaxHealth at once;
+//   - the driver coming to a round's deadline more than δ late: this rank
+//     was most likely declared dead meanwhile (a SIGSTOP, a swap-out), and
+//     the score goes to MaxHealth at once;
 //
 // each add one (a failure learned from another rank does not: two hosts
 // lost at once are still known at their rounds' deadlines). The score falls by one every HealthDecay time-outs without
@@ -93,7 +93,10 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		return
 	}
 	m.answered.Add(j)
-	m.control = max(m.control, 1, now-m.origin) // the slowest answer so far
+	if m.control == 0 {
+		m.control = max(1, now-m.origin) // the first answer
+	}
+	m.lastAnswer = now
 	if !m.late && now-m.start > r.probeTimeout()/4 {
 		m.late = true
 		r.distrust(now)
@@ -157,8 +160,8 @@ func (r *Ring) refute(now int64) (Output, bool) {
 // decideRound reports whether the open probe round may be resolved at now
 // (see "Controls" in mend.go). Past its deadline it is held open while
 // this rank was stalled (stalled); until (3 + score) times as long as the
-// mending's slowest answer so far took (answers still trickling in keep it
-// open); and, on a path seen slow, an eighth of a
+// mending's first answer took, and (1 + score) times that after the last
+// answer (answers still trickling in keep it open); and, on a path seen slow, an eighth of a
 // time-out more for the answers that arrived meanwhile (a last call). A
 // round that no answer reached at all is widened instead (out carries its
 // probes): the same first candidate, twice the window, new canaries
@@ -176,7 +179,8 @@ func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 		r.widen(now, &out)
 		return out, false
 	}
-	if d := m.origin + int64(3+r.Health(now))*m.control; now < d {
+	h := int64(r.Health(now))
+	if d := max(m.origin+(3+h)*m.control, m.lastAnswer+(1+h)*m.control); now < d {
 		m.deadline = d
 		return Output{}, false
 	}

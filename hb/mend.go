@@ -44,8 +44,9 @@ import (
 // D_i beyond the candidates, and the first after Self), and a round
 // reports its silent candidates only once some answer, a candidate's or a
 // canary's, has come back in this mending, and no earlier than (3 +
-// score) times as long as the slowest answer so far took (health.go: the
-// local health score), so answers still trickling in keep it open. Any message from a candidate counts as its answer, an
+// score) times as long as that first answer took, and (1 + score) times
+// that after the last answer (health.go: the local health score), so that
+// answers still trickling in keep it open. Any message from a candidate counts as its answer, an
 // answer to an earlier round of the same mending too (Heard). A round that
 // no answer reached by its deadline is widened rather than resolved: the
 // canary was silent as well, so the block may go on past it. In a quiet
@@ -111,13 +112,14 @@ type mendState struct {
 	heldOpen bool   // the round was held open for a stalled prober (health.go)
 	// canaries are probed beside the candidates as controls (health.go):
 	// the first rank not in D_i beyond the candidates and the first after
-	// Self, when they are not candidates. control is how long the slowest
-	// answer so far, a candidate's or a canary's, took since the mending
-	// began (0: none yet).
-	canaries []ranks.Rank
-	control  int64
-	origin   int64 // when the mending's first round began
-	lastCall bool  // the round's last call was given (decideRound)
+	// Self, when they are not candidates. control is how long the first
+	// answer, a candidate's or a canary's, took since the mending began (0:
+	// none yet), lastAnswer when the last one came.
+	canaries   []ranks.Rank
+	control    int64
+	lastAnswer int64
+	origin     int64 // when the mending's first round began
+	lastCall   bool  // the round's last call was given (decideRound)
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank

@@ -124,10 +124,9 @@ type Ring struct {
 	// health is the local-health score (health.go); emitterHeard is when
 	// the emitter last sent a message (Heard), 0 for never since it became
 	// the emitter.
-	health        health
-	emitterHeard  int64
-	lastCheckedAt int64 // the last check Observe saw (WatchRecord.CheckedAt)
-	stats         RingStats
+	health       health
+	emitterHeard int64
+	stats        RingStats
 	// probedEarly: this silence of the emitter was probed early
 	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
 	probedEarly bool
@@ -221,10 +220,6 @@ func (r *Ring) Observe(now int64, rec WatchRecord) Output {
 	if !r.started || r.left || r.Alone() || rec.Emitter != r.emitter {
 		return Output{}
 	}
-	if r.lastCheckedAt != 0 && rec.CheckedAt-r.lastCheckedAt > r.cfg.Delta {
-		r.selfStalled(now) // the checks stopped for longer than δ (health.go)
-	}
-	r.lastCheckedAt = max(r.lastCheckedAt, rec.CheckedAt)
 	if rec.Seq > r.lastSeq { // task T2
 		r.lastSeq = rec.Seq
 		r.deadline = rec.GrewAt + r.cfg.Delta
