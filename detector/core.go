@@ -3,6 +3,7 @@ package detector
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/era"
@@ -387,9 +388,15 @@ func (c *Core) propagated(now Time, from ranks.Rank, in *wire.Bcast) {
 			c.rd.Notes = append(c.rd.Notes, Note{Source: m.ID.Source, At: m.DetectedAt, Payload: m.Payload})
 			continue
 		}
+		observer := c.ring.Observer()
 		fresh, observerChanged := c.ring.Learn(now.Mono, m.Dead)
 		if observerChanged {
 			c.retarget()
+			if m.Kind == bcast.Failed && slices.Contains(fresh, observer) {
+				// Our heartbeats leave it now: if it is a zombie (paused
+				// past δ, resumed), it must stop before it suspects us.
+				c.evict(observer, now.Mono)
+			}
 		}
 		c.deliver(*m, fresh)
 	}
