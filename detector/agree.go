@@ -174,6 +174,7 @@ func (c *Core) agreeOuts(op AgreeOp, outs []era.Out) {
 			st.lastSeq, st.lastDead = d.ID.Seq, d.Dead.Clone()
 		}
 		c.rd.Decisions = append(c.rd.Decisions, Decision{Op: op, Decision: *d})
+		c.quorumAgreed(d) // quorum.go
 	}
 }
 

@@ -60,6 +60,10 @@ type Config struct {
 	AgreeRebalance bool
 	// AgreeResend is how often open agreements are nudged (≤ 0: never).
 	AgreeResend int64
+
+	// Partition is what a rank holding most of its membership dead does
+	// (quorum.go; default PartitionFailStop: it stops).
+	Partition PartitionMode
 }
 
 // Core is one rank's failure detector. It is not safe for concurrent use:
@@ -76,6 +80,7 @@ type Core struct {
 	zombies  *hb.Zombies
 	repair   repairState
 	split    splitState
+	quorum   quorumState // quorum.go
 	agree    *agreeState
 	evicted  bool
 	watched  ranks.Rank // the emitter the last Ready's Watch named
@@ -446,7 +451,8 @@ func (c *Core) deliver(m bcast.Message, fresh []ranks.Rank) {
 			c.zombies.Hold(r, w)
 		}
 	}
-	c.agreeDead(gone) // agree.go
+	c.agreeDead(gone)     // agree.go
+	c.quorumLearned(gone) // quorum.go
 }
 
 // send queues m for every rank of to.
