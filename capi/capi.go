@@ -45,6 +45,7 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/sporadic"
@@ -223,6 +224,13 @@ func envSettings(inst *instance) error {
 		inst.cfg.RealTime = true
 	default:
 		return fmt.Errorf("VIGIL_REALTIME=%q: want 0 or 1", v)
+	}
+	if v := os.Getenv("VIGIL_PARTITION"); v != "" {
+		m, err := detector.ParsePartitionMode(v)
+		if err != nil {
+			return fmt.Errorf("VIGIL_PARTITION=%q: want failstop or continue", v)
+		}
+		inst.cfg.Partition = m
 	}
 	if v := os.Getenv("VIGIL_PIN_CPU"); v != "" {
 		cpu, err := strconv.Atoi(v)
@@ -591,8 +599,14 @@ func (inst *instance) pump() {
 				detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
 		case <-evicted:
 			evicted = nil
-			inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
-			inst.evl.add(event{kind: eventEvicted, rank: inst.rank, detector: inst.rank,
+			kind := eventEvicted
+			if inst.nd.Minority() {
+				kind = eventMinority
+				inst.log.Warn("this rank stopped: minority partition (it holds most of the job dead)", "rank", inst.rank)
+			} else {
+				inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
+			}
+			inst.evl.add(event{kind: kind, rank: inst.rank, detector: inst.rank,
 				detectedUnix: time.Now().UnixNano(), deliveredMono: node.Mono()})
 		case <-inst.quit:
 			return

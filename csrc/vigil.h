@@ -84,9 +84,16 @@ enum {
 enum {
 	VIGIL_EVENT_FAILED = 1,  /* rank crashed (or stopped heartbeating for > delta) */
 	VIGIL_EVENT_LEFT = 2,    /* rank called vigil_leave */
-	VIGIL_EVENT_EVICTED = 3  /* this process was declared dead by the others
+	VIGIL_EVENT_EVICTED = 3, /* this process was declared dead by the others
 	                            (paused or cut off longer than delta); rank is
 	                            this process's own rank. The detector stops. */
+	VIGIL_EVENT_MINORITY = 4 /* this process stopped on its own: it holds most
+	                            of the job dead, on the minority side of a
+	                            partition (or the job lost most of its ranks
+	                            at once; see VIGIL_PARTITION). rank is this
+	                            process's own rank. The detector stops; later
+	                            calls return VIGIL_ERR_EVICTED, as after
+	                            EVICTED. */
 };
 
 /* The version of vigil_event this header describes (vigil_event.version). */
@@ -365,6 +372,8 @@ static inline void vigil_config_init(vigil_config *cfg)
  *                   memory for ranks of this host, UDP to the others) | udp
  *   VIGIL_REALTIME  1 to ask for SCHED_FIFO; VIGIL_PIN_CPU n
  *   VIGIL_LOG       error | warn (default) | info | debug | off  (stderr)
+ *   VIGIL_PARTITION failstop (default: a rank holding most of the job dead
+ *                   stops, VIGIL_EVENT_MINORITY) | continue (it goes on)
  * Returns VIGIL_OK, VIGIL_ERR_BOOTSTRAP (no launcher; see
  * vigil_last_error), VIGIL_ERR_NO_PMIX, VIGIL_ERR_INVALID or VIGIL_ERR_STATE
  * (already initialized). */

@@ -142,7 +142,12 @@ func agentMain(args []string) error {
 			emit(launch.Line{Ev: "dead", Dead: uint32(ev.Rank), Left: ev.Left, Detector: uint32(ev.Detector),
 				DetectedUnix: ev.DetectedAt.UnixNano(), DeliveredMono: ev.DeliveredMono})
 		case <-nd.Evicted():
-			emit(launch.Line{Ev: "evicted"})
+			if nd.Minority() {
+				emit(launch.Line{Ev: "evicted", Reason: launch.ReasonMinority})
+				nd.Close()
+				return exitStatus{ExitMinority, fmt.Errorf("rank %d stopped: minority partition (it holds more than half of the job dead, or half without the lowest rank: it is cut off from the larger side, or the job lost most of its ranks at once; -partition=continue goes on instead): exiting", nd.Rank())}
+			}
+			emit(launch.Line{Ev: "evicted", Reason: launch.ReasonDeclaredDead})
 			nd.Close()
 			return fmt.Errorf("rank %d was declared dead by the job (paused or cut off for longer than δ): exiting", nd.Rank())
 		case <-sigs:
