@@ -47,10 +47,12 @@ type mhJob struct {
 	ready   map[uint32]launch.Line
 	dead    map[uint32]map[uint32]launch.Line // reporter → dead rank → line
 	evicted map[uint32]bool
+	stops   map[uint32]launch.Line // each rank's evicted line
 }
 
 func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
-	m := &mhJob{t: t, j: j, ready: map[uint32]launch.Line{}, dead: map[uint32]map[uint32]launch.Line{}, evicted: map[uint32]bool{}}
+	m := &mhJob{t: t, j: j, ready: map[uint32]launch.Line{}, dead: map[uint32]map[uint32]launch.Line{}, evicted: map[uint32]bool{},
+		stops: map[uint32]launch.Line{}}
 	go func() {
 		for l := range j.Lines() {
 			var ln launch.Line
@@ -69,6 +71,7 @@ func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
 				m.dead[ln.Rank][ln.Dead] = ln
 			case "evicted":
 				m.evicted[ln.Rank] = true
+				m.stops[ln.Rank] = ln
 			}
 			m.mu.Unlock()
 		}
