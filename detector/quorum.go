@@ -29,6 +29,11 @@ import (
 // side holding a quorum (every rank outside an ERA decision's dead set
 // contributed to it, so its survivors are ranks connected to each other).
 //
+// A decision whose deciders are not a quorum of M is held back, not
+// delivered (quorumDecided): on the minority side of a partition an
+// agreement could otherwise return the majority dead to the application
+// before the rule stops the rank.
+//
 // The rule is evaluated whenever a death is learned or a decision
 // arrives, not after the detections settle. The count only grows, and a
 // true majority's never reaches half (its own ranks are not in it), so the
@@ -78,10 +83,11 @@ func ParsePartitionMode(s string) (PartitionMode, error) {
 
 // quorumState is the membership M and this rank's count of its dead.
 type quorumState struct {
-	out      ranks.Set // ranks out of M: departed, or agreed dead by a quorum of M
-	dead     int       // ranks of M this rank holds crashed
-	minority bool      // stopped by the rule (Ready.Minority)
-	warned   bool      // PartitionContinue: the rule's failure was logged
+	out      ranks.Set  // ranks out of M: departed, or agreed dead by a quorum of M
+	dead     int        // ranks of M this rank holds crashed
+	minority bool       // stopped by the rule (Ready.Minority)
+	held     []Decision // decided by no quorum of M (quorumDecided)
+	warned   bool       // PartitionContinue: the rule's failure was logged
 }
 
 // inQuorum reports whether a side of a membership of m ranks that lost
@@ -136,11 +142,47 @@ func (c *Core) quorumLearned(gone []ranks.Rank) {
 	}
 }
 
-// quorumAgreed moves M on by decision d: its dead ranks leave M when the
-// ranks that decided, M less them, pass the rule for M. Otherwise M stays
-// (the deciders were at most half of M: this rank's side, if it is a
-// partition, and the deaths themselves will stop it).
-func (c *Core) quorumAgreed(d *era.Decision) {
+// quorumDecided delivers decision d, and moves M on by it: its dead ranks
+// leave M when the ranks that decided, M less them, pass the rule for M (a
+// quorum of M contributed to it). Otherwise, under PartitionFailStop, the
+// decision is held back: it was reached by at most half of M, which is a
+// minority side's decision and must not reach the application as the
+// job's (the minority stops by the rule as soon as it learns the deaths
+// the decision names, and its Agree calls fail), or a decision that
+// overtook an earlier one not yet decided here that moves M first; held
+// decisions are tried again, in order, whenever M moves.
+func (c *Core) quorumDecided(d Decision) {
+	q := &c.quorum
+	if c.cfg.Partition == PartitionContinue {
+		c.moveMembership(&d.Decision)
+		c.rd.Decisions = append(c.rd.Decisions, d)
+		return
+	}
+	if !c.moveMembership(&d.Decision) {
+		c.log(slog.LevelInfo, "agreement decided by no quorum of the membership: held back", "id", d.ID,
+			"members", c.members(), "agreed_dead", d.Dead.Len())
+		q.held = append(q.held, d)
+		return
+	}
+	c.rd.Decisions = append(c.rd.Decisions, d)
+	for moved := true; moved && len(q.held) > 0; {
+		moved = false
+		for i, h := range q.held {
+			if c.moveMembership(&h.Decision) {
+				c.rd.Decisions = append(c.rd.Decisions, h)
+				q.held = append(q.held[:i], q.held[i+1:]...)
+				moved = true
+				break
+			}
+		}
+	}
+	c.checkQuorum()
+}
+
+// moveMembership takes the dead ranks of d out of M if d's survivors are a
+// quorum of M, and reports whether they were (true when d names no rank of
+// M).
+func (c *Core) moveMembership(d *era.Decision) bool {
 	q := &c.quorum
 	var fresh []ranks.Rank
 	for _, r := range d.Dead.Members() {
@@ -149,13 +191,10 @@ func (c *Core) quorumAgreed(d *era.Decision) {
 		}
 	}
 	if len(fresh) == 0 {
-		return
+		return true
 	}
-	m, lowest := c.members(), c.lowestMember()
-	if !inQuorum(m, len(fresh), d.Dead.Has(lowest)) {
-		c.log(slog.LevelInfo, "agreement decided by no quorum of the membership: membership unchanged", "id", d.ID,
-			"members", m, "agreed_dead", len(fresh))
-		return
+	if !inQuorum(c.members(), len(fresh), d.Dead.Has(c.lowestMember())) {
+		return false
 	}
 	for _, r := range fresh {
 		q.out.Add(r)
@@ -163,7 +202,7 @@ func (c *Core) quorumAgreed(d *era.Decision) {
 			q.dead-- // counted when learned (departed ranks are already out)
 		}
 	}
-	c.checkQuorum()
+	return true
 }
 
 // checkQuorum applies the rule: a rank not in the quorum stops (or, with
