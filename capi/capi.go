@@ -14,6 +14,8 @@ static size_t vg_config_size_v1(void) { return offsetof(vigil_config, advertise_
 // fields put their ints before their int64_ts so that the struct has no
 // tail padding: a field added later starts at the sizeof of this version.
 static size_t vg_config_size_v2(void) { return offsetof(vigil_config, gossip_t); }
+// Its size before the partition field.
+static size_t vg_config_size_v3(void) { return offsetof(vigil_config, partition); }
 // The size of vigil_stats before its version 2 fields (no tail padding
 // before them: realtime ends at an 8-byte boundary), and before its
 // version 3 fields.
@@ -412,7 +414,18 @@ func vigil_init(c *C.vigil_config) C.int {
 	if c.broadcast != nil {
 		inst.cfg.Broadcast = C.GoString(c.broadcast)
 	}
-	if c.struct_size >= C.sizeof_vigil_config { // the gossip fields exist
+	if c.struct_size >= C.sizeof_vigil_config { // the partition field exists
+		switch c.partition {
+		case C.VIGIL_PARTITION_FAILSTOP:
+		case C.VIGIL_PARTITION_CONTINUE:
+			inst.cfg.Partition = detector.PartitionContinue
+		default:
+			return failf(eInvalid, "vigil_config.partition = %d, want VIGIL_PARTITION_FAILSTOP or VIGIL_PARTITION_CONTINUE", c.partition)
+		}
+	} else {
+		inst.cfg.Partition = detector.PartitionContinue // a caller from before the field: as it was then
+	}
+	if c.struct_size >= C.vg_config_size_v3() { // the gossip fields exist
 		inst.cfg.Gossip = node.GossipConfig{Step: time.Duration(c.gossip_step_ns), Latency: time.Duration(c.gossip_latency_ns),
 			T: int(c.gossip_t), C: int(c.gossip_c), F: int(c.gossip_f)}
 	}
@@ -585,20 +598,37 @@ func (inst *instance) exchangeAnyway(ctx context.Context) {
 func (inst *instance) pump() {
 	defer inst.wg.Done()
 	evs, evicted := inst.nd.Events(), inst.nd.Evicted()
+	add := func(ev node.Event) {
+		kind := eventFailed
+		if ev.Left {
+			kind = eventLeft
+		}
+		inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
+			detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
+	}
 	for {
 		select {
 		case ev, ok := <-evs:
 			if !ok {
 				return
 			}
-			kind := eventFailed
-			if ev.Left {
-				kind = eventLeft
-			}
-			inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
-				detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
+			add(ev)
 		case <-evicted:
 			evicted = nil
+			// The failures learned before the stop come before it (the
+			// node publishes them before closing evicted).
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-evs:
+					if ok {
+						add(ev)
+					} else {
+						drained = true
+					}
+				default:
+					drained = true
+				}
+			}
 			kind := eventEvicted
 			if inst.nd.Minority() {
 				kind = eventMinority

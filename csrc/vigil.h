@@ -200,7 +200,20 @@ typedef struct vigil_config {
 	int64_t gossip_latency_ns;  /* L: expected one-way message latency; a
 	                               message counts as arriving ceil(L/o) + 1
 	                               steps after it was sent (default 500 us) */
+	/* A library built before these fields reads a shorter struct_size and
+	 * ignores them (it behaves as VIGIL_PARTITION_CONTINUE). */
+	int partition;              /* what a rank holding most of the job dead
+	                               does: VIGIL_PARTITION_FAILSTOP (0, default:
+	                               it stops, VIGIL_EVENT_MINORITY) or
+	                               VIGIL_PARTITION_CONTINUE (it goes on) */
+	int reserved0;              /* 0; keeps the struct free of tail padding */
 } vigil_config;
+
+/* vigil_config.partition (VIGIL_PARTITION=failstop|continue). */
+enum {
+	VIGIL_PARTITION_FAILSTOP = 0,
+	VIGIL_PARTITION_CONTINUE = 1
+};
 
 /* Agreement operations (vigil_agree). BAND and BOR combine byte strings
  * bitwise (VIGIL_OP_BAND is MPI_Comm_agree's operation); MIN and MAX

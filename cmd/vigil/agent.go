@@ -110,6 +110,10 @@ func agentMain(args []string) error {
 			AgreeCalls: st.AgreeReturned, AgreeNs: st.AgreeLatencyNs, AgreeMaxNs: st.AgreeMaxLatencyNs,
 			ByKind: byKind(st)})
 	}
+	emitDead := func(ev node.Event) {
+		emit(launch.Line{Ev: "dead", Dead: uint32(ev.Rank), Left: ev.Left, Detector: uint32(ev.Detector),
+			DetectedUnix: ev.DetectedAt.UnixNano(), DeliveredMono: ev.DeliveredMono})
+	}
 	var failCheck <-chan time.Time // the transport failing for good: only verbs can
 	if nd.Transport() == "verbs" {
 		t := time.NewTicker(time.Second)
@@ -139,9 +143,21 @@ func agentMain(args []string) error {
 			if !ok {
 				return nil
 			}
-			emit(launch.Line{Ev: "dead", Dead: uint32(ev.Rank), Left: ev.Left, Detector: uint32(ev.Detector),
-				DetectedUnix: ev.DetectedAt.UnixNano(), DeliveredMono: ev.DeliveredMono})
+			emitDead(ev)
 		case <-nd.Evicted():
+			// The deaths learned before the stop are printed before it.
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-events:
+					if ok {
+						emitDead(ev)
+					} else {
+						drained = true
+					}
+				default:
+					drained = true
+				}
+			}
 			if nd.Minority() {
 				emit(launch.Line{Ev: "evicted", Reason: launch.ReasonMinority})
 				nd.Close()
