@@ -46,7 +46,7 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
-	fs.Var(partitionValue{&d.partition}, "partition", "what a rank that holds most of the job dead does (on the minority side of a partition, or the job lost most ranks at once): failstop (stop at once: the agent prints an evicted line with reason \"minority partition\" and exits with status 3; an even split goes to the side holding the lowest rank) or continue (go on, as before; docs/partitions.md)")
+	fs.Var(partitionValue{&d.partition}, "partition", "the `mode` of a rank that holds most of the job dead (the minority side of a partition, or the job lost most ranks at once): failstop, the default (it stops at once: the agent prints an evicted line with reason \"minority partition\" and exits with status 3; an even split goes to the side holding the lowest rank), or continue (it goes on, as before; docs/partitions.md)")
 	d.log.register(fs)
 }
 
