@@ -35,9 +35,10 @@ import (
 // before the rule stops the rank.
 //
 // The rule is evaluated whenever a death is learned or a decision
-// arrives, not after the detections settle. The count only grows, and a
-// true majority's never reaches half (its own ranks are not in it), so the
-// stop is never premature; a side that is really a minority may go on
+// arrives, not after the detections settle. The count only grows, a true
+// majority's never reaches half (its own ranks are not in it), and the
+// side that wins a tie never holds its lowest rank dead, so the stop is
+// never premature; a side that is really a minority may go on
 // until it has detected enough of the other side, a few δ. A job that
 // really lost more than half of M at once (a burst, no partition) stops
 // too: its survivors cannot tell the crash from a partition whose other
