@@ -25,7 +25,7 @@ const (
 	ckStopLong  = "stop>δ"      // SIGSTOP until reported (longer than δ), then SIGCONT: reported, evicted
 	ckDelay     = "delay<δ-h"   // a host's link delayed below δ − h for seconds: not reported
 	ckLoss      = "loss"        // frames of a host's link lost at 10–30 % for seconds: not reported
-	ckPartition = "partition"   // a host's link down longer than δ, then up: its ranks reported, evicted
+	ckPartition = "partition"   // a host's link down longer than δ, then up: its ranks reported, stopped as a minority during the cut
 	ckHostKill  = "host-killed" // a host cut off and every process in it killed: its ranks reported
 )
 
