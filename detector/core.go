@@ -102,6 +102,9 @@ func NewCore(cfg Config) (*Core, error) {
 	if _, heap := cfg.AgreeTree.(*era.HeapTree); cfg.AgreeRebalance && cfg.AgreeTree != nil && !heap {
 		return nil, fmt.Errorf("detector: AgreeRebalance needs an *era.HeapTree, not %T", cfg.AgreeTree)
 	}
+	if cfg.Partition > PartitionContinue {
+		return nil, fmt.Errorf("detector: Config.Partition = %v, want PartitionFailStop or PartitionContinue", cfg.Partition)
+	}
 	if len(cfg.AgreeOps) > 255-int(OpCustom) {
 		return nil, fmt.Errorf("detector: %d agreement operations, at most %d", len(cfg.AgreeOps), 255-int(OpCustom))
 	}
