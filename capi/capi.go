@@ -23,6 +23,9 @@ static size_t vg_stats_size_v1(void) { return offsetof(vigil_stats, checks); }
 static size_t vg_stats_size_v2(void) { return offsetof(vigil_stats, kind_sent); }
 // vigil_event.version sits in what was padding before it: the layout of
 // every other field must be the one of the struct without it.
+// The event kinds events.go mirrors; vigil_config without tail padding.
+typedef char vg_event_kind_check[VIGIL_EVENT_EVICTED == 3 && VIGIL_EVENT_MINORITY == 4 ? 1 : -1];
+typedef char vg_config_tail_check[sizeof(vigil_config) == offsetof(vigil_config, reserved0) + sizeof(int) ? 1 : -1];
 typedef char vg_event_layout_check[offsetof(vigil_event, version) == 12 &&
 	offsetof(vigil_event, detected_unix_ns) == 16 && sizeof(vigil_event) == 32 ? 1 : -1];
 */
