@@ -222,7 +222,7 @@ func (c *Core) checkQuorum() {
 	if c.cfg.Partition == PartitionContinue {
 		if !q.warned {
 			q.warned = true
-			c.log(slog.LevelWarn, "this rank holds most of the job's membership dead (minority partition, or most ranks lost); going on (partition mode continue)", args...)
+			c.log(slog.LevelInfo, "this rank holds most of the job's membership dead (minority partition, or most ranks lost); going on (partition mode continue)", args...)
 		}
 		return
 	}
