@@ -267,19 +267,7 @@ func TestCDetectPretendedHostCrash(t *testing.T) {
 // victims at once with SIGKILL, and checks that every survivor reports each
 // of them, and nothing else.
 func detectLocal(t *testing.T, n int, victims []uint32, env ...string) {
-	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
-	job, err := launch.Start(n, []string{bin}, launch.Options{
-		ExtraEnv: append([]string{"VIGIL_H=20ms", "VIGIL_DELTA=1s", "PMIX_RANK=", "PMIX_NAMESPACE="}, env...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer job.Stop(5 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := job.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	job, ctx := startDetect(t, n, append([]string{"VIGIL_DELTA=1s"}, env...)...)
 	for _, v := range victims {
 		job.Signal(v, syscall.SIGKILL)
 	}
@@ -308,22 +296,10 @@ func detectLocal(t *testing.T, n int, victims []uint32, env ...string) {
 // "minority partition"); with VIGIL_PARTITION=continue it reports the
 // three and goes on (no evicted line within 10δ).
 func TestCDetectMostRanksLost(t *testing.T) {
-	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
 	for _, mode := range []string{"failstop", "continue"} {
 		t.Run(mode, func(t *testing.T) {
 			const delta = 200 * time.Millisecond
-			job, err := launch.Start(4, []string{bin}, launch.Options{ExtraEnv: []string{"VIGIL_H=20ms", "VIGIL_DELTA=" + delta.String(),
-				"VIGIL_PARTITION=" + mode, "PMIX_RANK=", "PMIX_NAMESPACE="}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer job.Stop(5 * time.Second)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			if _, err := job.WaitReady(ctx); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(300 * time.Millisecond)
+			job, ctx := startDetect(t, 4, "VIGIL_DELTA="+delta.String(), "VIGIL_PARTITION="+mode)
 			for _, v := range []uint32{1, 2, 3} {
 				job.Signal(v, syscall.SIGKILL)
 			}
@@ -357,6 +333,27 @@ func TestCDetectMostRanksLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startDetect runs n ranks of detect.c under the local launcher (h = 20
+// ms, env after), stopped when the test ends, and returns once all are
+// ready and 300 ms more have passed, with a context that ends 60 s after
+// the start.
+func startDetect(t *testing.T, n int, env ...string) (*launch.Job, context.Context) {
+	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
+	job, err := launch.Start(n, []string{bin}, launch.Options{
+		ExtraEnv: append([]string{"VIGIL_H=20ms", "PMIX_RANK=", "PMIX_NAMESPACE="}, env...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	if _, err := job.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return job, ctx
 }
 
 // TestCDetectNoPMIx: a libvigil built without PMIx, started with a PMIx

@@ -216,12 +216,7 @@ func (c *campaign) job() {
 	c.current = fmt.Sprintf("start of job %d", c.jobs)
 	t0 := time.Now()
 	j.m = newMHJob(c.t, c.hosts.Start(c.t, j.n, ppn, nil, []string{"--map-by", "node"}, c.argv...))
-	j.m.await("start", 60*time.Second, func() string {
-		if len(j.m.ready) < j.n {
-			return fmt.Sprintf("%d of %d ranks ready", len(j.m.ready), j.n)
-		}
-		return ""
-	})
+	j.m.awaitReady(j.n)
 	ready := node.Mono()
 	var hostOf map[int]int
 	j.pids, hostOf = c.hosts.WaitPIDs(j.n, 10*time.Second)

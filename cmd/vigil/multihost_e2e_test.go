@@ -86,6 +86,17 @@ func (m *mhJob) await(what string, timeout time.Duration, cond func() string) {
 	awaitJob(m.t, &m.mu, m.j, what, timeout, cond)
 }
 
+// awaitReady waits up to 60 s for the ready lines of n ranks.
+func (m *mhJob) awaitReady(n int) {
+	m.t.Helper()
+	m.await("start", 60*time.Second, func() string {
+		if len(m.ready) < n {
+			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
+		}
+		return ""
+	})
+}
+
 // awaitJob polls cond under mu every 20 ms until it returns "" (cond says
 // what is still missing), failing t at the timeout or if mpirun exits.
 func awaitJob(t *testing.T, mu *sync.Mutex, j *mpitest.Job, what string, timeout time.Duration, cond func() string) {
@@ -293,12 +304,7 @@ func multiHostScenarios(t *testing.T, run mhRun) {
 	start := time.Now()
 	j := hosts.Start(t, n, ppn, run.env, append([]string{"--map-by", "node"}, run.extra...), run.argv...)
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	ready := node.Mono()
 	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	t.Logf("%d ranks on %d hosts ready %v after mpirun started", n, nh, time.Since(start).Round(time.Millisecond))
@@ -448,12 +454,7 @@ func routeChoice(t *testing.T, run mhRun) {
 	}
 	j := hosts.Start(t, n, ppn, run.env, append([]string{"--map-by", "node"}, run.extra...), run.argv...)
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	ready := node.Mono()
 	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	var addrs []string
@@ -502,12 +503,7 @@ func TestMultiHostAddressSettings(t *testing.T) {
 
 	j := hosts.Start(t, n, 2, nil, nil, append(agent, "-bind", "0.0.0.0", "-if-include", hosts.Subnet().String())...)
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	_, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	for r := uint32(0); r < n; r++ {
 		ap, err := netip.ParseAddrPort(m.ready[r].Addr)

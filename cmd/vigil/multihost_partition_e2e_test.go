@@ -59,12 +59,7 @@ func partitionJob(t *testing.T, nh int, cut []int) {
 	j := hosts.Start(t, n, ppn, nil, []string{"--map-by", "node"},
 		"sh", "-c", `"$0" "$@"; echo "exit status $?" >&2`, bin, "agent", "-h", h.String(), "-delta", delta.String())
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	ready := node.Mono()
 	_, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	gone, survivors := map[uint32]bool{}, map[uint32]bool{}
