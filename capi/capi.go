@@ -14,6 +14,8 @@ static size_t vg_config_size_v1(void) { return offsetof(vigil_config, advertise_
 // fields put their ints before their int64_ts so that the struct has no
 // tail padding: a field added later starts at the sizeof of this version.
 static size_t vg_config_size_v2(void) { return offsetof(vigil_config, gossip_t); }
+// Its size before the partition field.
+static size_t vg_config_size_v3(void) { return offsetof(vigil_config, partition); }
 // The size of vigil_stats before its version 2 fields (no tail padding
 // before them: realtime ends at an 8-byte boundary), and before its
 // version 3 fields.
@@ -21,6 +23,9 @@ static size_t vg_stats_size_v1(void) { return offsetof(vigil_stats, checks); }
 static size_t vg_stats_size_v2(void) { return offsetof(vigil_stats, kind_sent); }
 // vigil_event.version sits in what was padding before it: the layout of
 // every other field must be the one of the struct without it.
+// The event kinds events.go mirrors; vigil_config without tail padding.
+typedef char vg_event_kind_check[VIGIL_EVENT_EVICTED == 3 && VIGIL_EVENT_MINORITY == 4 ? 1 : -1];
+typedef char vg_config_tail_check[sizeof(vigil_config) == offsetof(vigil_config, reserved0) + sizeof(int) ? 1 : -1];
 typedef char vg_event_layout_check[offsetof(vigil_event, version) == 12 &&
 	offsetof(vigil_event, detected_unix_ns) == 16 && sizeof(vigil_event) == 32 ? 1 : -1];
 */
@@ -45,6 +50,7 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/bootstrap/pmix"
 	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/sporadic"
@@ -223,6 +229,13 @@ func envSettings(inst *instance) error {
 		inst.cfg.RealTime = true
 	default:
 		return fmt.Errorf("VIGIL_REALTIME=%q: want 0 or 1", v)
+	}
+	if v := os.Getenv("VIGIL_PARTITION"); v != "" {
+		m, err := detector.ParsePartitionMode(v)
+		if err != nil {
+			return fmt.Errorf("VIGIL_PARTITION=%q: want failstop or continue", v)
+		}
+		inst.cfg.Partition = m
 	}
 	if v := os.Getenv("VIGIL_PIN_CPU"); v != "" {
 		cpu, err := strconv.Atoi(v)
@@ -425,7 +438,18 @@ func vigil_init(c *C.vigil_config) C.int {
 	if c.broadcast != nil {
 		inst.cfg.Broadcast = C.GoString(c.broadcast)
 	}
-	if c.struct_size >= C.sizeof_vigil_config { // the gossip fields exist
+	if c.struct_size >= C.sizeof_vigil_config { // the partition field exists
+		switch c.partition {
+		case C.VIGIL_PARTITION_FAILSTOP:
+		case C.VIGIL_PARTITION_CONTINUE:
+			inst.cfg.Partition = detector.PartitionContinue
+		default:
+			return failf(eInvalid, "vigil_config.partition = %d, want VIGIL_PARTITION_FAILSTOP or VIGIL_PARTITION_CONTINUE", c.partition)
+		}
+	} else {
+		inst.cfg.Partition = detector.PartitionContinue // a caller from before the field: as it was then
+	}
+	if c.struct_size >= C.vg_config_size_v3() { // the gossip fields exist
 		inst.cfg.Gossip = node.GossipConfig{Step: time.Duration(c.gossip_step_ns), Latency: time.Duration(c.gossip_latency_ns),
 			T: int(c.gossip_t), C: int(c.gossip_c), F: int(c.gossip_f)}
 	}
@@ -598,22 +622,45 @@ func (inst *instance) exchangeAnyway(ctx context.Context) {
 func (inst *instance) pump() {
 	defer inst.wg.Done()
 	evs, evicted := inst.nd.Events(), inst.nd.Evicted()
+	add := func(ev node.Event) {
+		kind := eventFailed
+		if ev.Left {
+			kind = eventLeft
+		}
+		inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
+			detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
+	}
 	for {
 		select {
 		case ev, ok := <-evs:
 			if !ok {
 				return
 			}
-			kind := eventFailed
-			if ev.Left {
-				kind = eventLeft
-			}
-			inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
-				detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
+			add(ev)
 		case <-evicted:
 			evicted = nil
-			inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
-			inst.evl.add(event{kind: eventEvicted, rank: inst.rank, detector: inst.rank,
+			// The failures learned before the stop come before it (the
+			// node publishes them before closing evicted).
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-evs:
+					if ok {
+						add(ev)
+					} else {
+						drained = true
+					}
+				default:
+					drained = true
+				}
+			}
+			kind := eventEvicted
+			if inst.nd.Minority() {
+				kind = eventMinority
+				inst.log.Warn("this rank stopped: minority partition (it holds most of the job dead)", "rank", inst.rank)
+			} else {
+				inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
+			}
+			inst.evl.add(event{kind: kind, rank: inst.rank, detector: inst.rank,
 				detectedUnix: time.Now().UnixNano(), deliveredMono: node.Mono()})
 		case <-inst.quit:
 			return

@@ -267,19 +267,7 @@ func TestCDetectPretendedHostCrash(t *testing.T) {
 // victims at once with SIGKILL, and checks that every survivor reports each
 // of them, and nothing else.
 func detectLocal(t *testing.T, n int, victims []uint32, env ...string) {
-	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
-	job, err := launch.Start(n, []string{bin}, launch.Options{
-		ExtraEnv: append([]string{"VIGIL_H=20ms", "VIGIL_DELTA=1s", "PMIX_RANK=", "PMIX_NAMESPACE="}, env...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer job.Stop(5 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := job.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	job, ctx := startDetect(t, n, append([]string{"VIGIL_DELTA=1s"}, env...)...)
 	for _, v := range victims {
 		job.Signal(v, syscall.SIGKILL)
 	}
@@ -300,6 +288,72 @@ func detectLocal(t *testing.T, n int, victims []uint32, env ...string) {
 			t.Fatalf("survivors reporting ranks %v: %v", victims, got)
 		}
 	}
+}
+
+// TestCDetectMostRanksLost: 3 of 4 ranks of detect.c are killed at once.
+// The survivor, holding most of the job dead, reports the three, then
+// VIGIL_EVENT_MINORITY (detect.c prints an evicted line with reason
+// "minority partition"); with VIGIL_PARTITION=continue it reports the
+// three and goes on (no evicted line within 10δ).
+func TestCDetectMostRanksLost(t *testing.T) {
+	for _, mode := range []string{"failstop", "continue"} {
+		t.Run(mode, func(t *testing.T) {
+			const delta = 200 * time.Millisecond
+			job, ctx := startDetect(t, 4, "VIGIL_DELTA="+delta.String(), "VIGIL_PARTITION="+mode)
+			for _, v := range []uint32{1, 2, 3} {
+				job.Signal(v, syscall.SIGKILL)
+			}
+			var dead []uint32
+			quiet := time.After(time.Hour)
+			for {
+				select {
+				case l, ok := <-job.Lines:
+					switch {
+					case !ok:
+						t.Fatal("the job's output ended")
+					case l.Rank != 0:
+					case l.Ev == "dead":
+						dead = append(dead, l.Dead)
+						if len(dead) == 3 && mode == "continue" {
+							quiet = time.After(10 * delta)
+						}
+					case l.Ev == "evicted" && mode == "failstop":
+						if slices.Sort(dead); !slices.Equal(dead, []uint32{1, 2, 3}) || l.Reason != launch.ReasonMinority {
+							t.Fatalf("rank 0 stopped with reason %q having reported %v; want %q after [1 2 3]", l.Reason, dead, launch.ReasonMinority)
+						}
+						return
+					case l.Ev == "evicted":
+						t.Fatalf("rank 0 stopped (%+v) under VIGIL_PARTITION=continue", l)
+					}
+				case <-quiet:
+					return
+				case <-ctx.Done():
+					t.Fatalf("rank 0 reported %v and did not stop", dead)
+				}
+			}
+		})
+	}
+}
+
+// startDetect runs n ranks of detect.c under the local launcher (h = 20
+// ms, env after), stopped when the test ends, and returns once all are
+// ready and 300 ms more have passed, with a context that ends 60 s after
+// the start.
+func startDetect(t *testing.T, n int, env ...string) (*launch.Job, context.Context) {
+	bin := compileC(t, lib(t, ""), "examples/detect.c", false)
+	job, err := launch.Start(n, []string{bin}, launch.Options{
+		ExtraEnv: append([]string{"VIGIL_H=20ms", "PMIX_RANK=", "PMIX_NAMESPACE="}, env...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	if _, err := job.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return job, ctx
 }
 
 // TestCDetectNoPMIx: a libvigil built without the pmix tag, started with a

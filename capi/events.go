@@ -10,6 +10,9 @@ const (
 	eventFailed  = 1
 	eventLeft    = 2
 	eventEvicted = 3
+	// eventMinority: this rank stopped on its own, holding most of the
+	// job dead (node.Node.Minority).
+	eventMinority = 4
 )
 
 // event is one entry of the event log.
@@ -40,7 +43,7 @@ func newEventLog() *eventLog {
 // did.
 func (l *eventLog) add(e event) bool {
 	l.mu.Lock()
-	if e.kind == eventEvicted {
+	if e.kind == eventEvicted || e.kind == eventMinority {
 		if l.evicted {
 			l.mu.Unlock()
 			return false

@@ -85,9 +85,16 @@ enum {
 enum {
 	VIGIL_EVENT_FAILED = 1,  /* rank crashed (or stopped heartbeating for > delta) */
 	VIGIL_EVENT_LEFT = 2,    /* rank called vigil_leave */
-	VIGIL_EVENT_EVICTED = 3  /* this process was declared dead by the others
+	VIGIL_EVENT_EVICTED = 3, /* this process was declared dead by the others
 	                            (paused or cut off longer than delta); rank is
 	                            this process's own rank. The detector stops. */
+	VIGIL_EVENT_MINORITY = 4 /* this process stopped on its own: it holds most
+	                            of the job dead, on the minority side of a
+	                            partition (or the job lost most of its ranks
+	                            at once; see VIGIL_PARTITION). rank is this
+	                            process's own rank. The detector stops; later
+	                            calls return VIGIL_ERR_EVICTED, as after
+	                            EVICTED. */
 };
 
 /* The version of vigil_event this header describes (vigil_event.version). */
@@ -204,7 +211,20 @@ typedef struct vigil_config {
 	int64_t gossip_latency_ns;  /* L: expected one-way message latency; a
 	                               message counts as arriving ceil(L/o) + 1
 	                               steps after it was sent (default 500 us) */
+	/* A library built before these fields reads a shorter struct_size and
+	 * ignores them (it behaves as VIGIL_PARTITION_CONTINUE). */
+	int partition;              /* what a rank holding most of the job dead
+	                               does: VIGIL_PARTITION_FAILSTOP (0, default:
+	                               it stops, VIGIL_EVENT_MINORITY) or
+	                               VIGIL_PARTITION_CONTINUE (it goes on) */
+	int reserved0;              /* 0; keeps the struct free of tail padding */
 } vigil_config;
+
+/* vigil_config.partition (VIGIL_PARTITION=failstop|continue). */
+enum {
+	VIGIL_PARTITION_FAILSTOP = 0,
+	VIGIL_PARTITION_CONTINUE = 1
+};
 
 /* Agreement operations (vigil_agree). BAND and BOR combine byte strings
  * bitwise (VIGIL_OP_BAND is MPI_Comm_agree's operation); MIN and MAX
@@ -379,6 +399,8 @@ static inline void vigil_config_init(vigil_config *cfg)
  *   VIGIL_LOG       error | warn (default) | info | debug | off  (stderr)
  *   VIGIL_LIBPMIX   the PMIx library to load under PMIx (default
  *                   libpmix.so.2; a libvigil built with -tags pmix links it)
+ *   VIGIL_PARTITION failstop (default: a rank holding most of the job dead
+ *                   stops, VIGIL_EVENT_MINORITY) | continue (it goes on)
  * Returns VIGIL_OK, VIGIL_ERR_BOOTSTRAP (no launcher; see
  * vigil_last_error), VIGIL_ERR_NO_PMIX, VIGIL_ERR_INVALID or VIGIL_ERR_STATE
  * (already initialized). */

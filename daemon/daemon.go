@@ -295,7 +295,11 @@ func (d *Daemon) deliver(evs []Event) {
 // The heartbeat thread is already stopped; the children are killed and
 // Evicted() is closed, so that a node reported down stays down.
 func (d *Daemon) stopEvicted() {
-	d.log.Error("this node was declared dead by the other daemons; stopping (fail-stop)")
+	if d.n.Minority() {
+		d.log.Error("this node holds most of the other nodes dead: minority partition; stopping (fail-stop)")
+	} else {
+		d.log.Error("this node was declared dead by the other daemons; stopping (fail-stop)")
+	}
 	for _, lp := range d.locals {
 		if lp.child != nil && !lp.gone {
 			lp.child.Process.Kill()
@@ -320,6 +324,11 @@ func (d *Daemon) isEvicted() bool {
 // node dead (it was paused or cut off for longer than δ). Its children are
 // killed then and it takes no further part: close it and exit.
 func (d *Daemon) Evicted() <-chan struct{} { return d.evicted }
+
+// Minority reports whether the stop was this daemon's own: it held most
+// of the nodes dead, on the minority side of a partition (node.Node.Minority,
+// docs/partitions.md). Valid once Evicted is closed.
+func (d *Daemon) Minority() bool { return d.n.Minority() }
 
 // Events returns the daemon's event channel: every failure this daemon
 // learns since Start, each once. Every call returns the same channel (as

@@ -173,7 +173,7 @@ func (c *Core) agreeOuts(op AgreeOp, outs []era.Out) {
 		if d.ID.Epoch == AutoEpoch && d.ID.Seq > st.lastSeq {
 			st.lastSeq, st.lastDead = d.ID.Seq, d.Dead.Clone()
 		}
-		c.rd.Decisions = append(c.rd.Decisions, Decision{Op: op, Decision: *d})
+		c.quorumDecided(Decision{Op: op, Decision: *d}) // delivers it, or holds it back (quorum.go)
 	}
 }
 

@@ -66,6 +66,10 @@ type Config struct {
 	AgreeRebalance bool
 	// AgreeResend is how often open agreements are nudged (≤ 0: never).
 	AgreeResend int64
+
+	// Partition is what a rank holding most of its membership dead does
+	// (quorum.go; default PartitionFailStop: it stops).
+	Partition PartitionMode
 }
 
 // Core is one rank's failure detector. It is not safe for concurrent use:
@@ -82,6 +86,7 @@ type Core struct {
 	zombies  *hb.Zombies
 	repair   repairState
 	split    splitState
+	quorum   quorumState // quorum.go
 	agree    *agreeState
 	evicted  bool
 	watched  ranks.Rank // the emitter the last Ready's Watch named
@@ -109,6 +114,9 @@ func NewCore(cfg Config) (*Core, error) {
 	}
 	if _, heap := cfg.AgreeTree.(*era.HeapTree); cfg.AgreeRebalance && cfg.AgreeTree != nil && !heap {
 		return nil, fmt.Errorf("detector: AgreeRebalance needs an *era.HeapTree, not %T", cfg.AgreeTree)
+	}
+	if cfg.Partition > PartitionContinue {
+		return nil, fmt.Errorf("detector: Config.Partition = %v, want PartitionFailStop or PartitionContinue", cfg.Partition)
 	}
 	if len(cfg.AgreeOps) > 255-int(OpCustom) {
 		return nil, fmt.Errorf("detector: %d agreement operations, at most %d", len(cfg.AgreeOps), 255-int(OpCustom))
@@ -437,7 +445,8 @@ func (c *Core) deliver(m bcast.Message, fresh []ranks.Rank) {
 			c.zombies.Hold(r)
 		}
 	}
-	c.agreeDead(gone) // agree.go
+	c.agreeDead(gone)     // agree.go
+	c.quorumLearned(gone) // quorum.go
 }
 
 // send queues m for every rank of to.

@@ -191,6 +191,7 @@ func TestNewCoreRejectsBadConfig(t *testing.T) {
 		{Self: 4, Size: 4, SuspectTimeout: delta},
 		{Self: 0, Size: 4, SuspectTimeout: 0},
 		{Self: 0, Size: 4, SuspectTimeout: delta, AgreeRebalance: true, AgreeTree: otherTree{era.Binary(4)}},
+		{Self: 0, Size: 4, SuspectTimeout: delta, Partition: detector.PartitionContinue + 1},
 	} {
 		if _, err := detector.NewCore(cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)

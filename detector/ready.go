@@ -81,6 +81,11 @@ type Ready struct {
 	// stop and the process should exit, as a crashed one would have; the
 	// Core takes no input any more.
 	Evicted bool
+	// Minority is set with Evicted when the stop is this rank's own: it
+	// holds more than half of its membership dead, or exactly half
+	// without the membership's lowest rank (quorum.go): it is on the
+	// minority side of a partition, or the job lost most of its ranks.
+	Minority bool
 	// Logs are what happened worth logging.
 	Logs []Log
 }

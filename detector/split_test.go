@@ -8,19 +8,26 @@ import (
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
-// TestPartitionHealsByEvictingTheMinority: ranks 5–7 of 8 are cut off for
-// 10δ, and each side declares the other dead. Once the link is back, the
+// continueMode asks for the behaviour these tests cover: a rank holding
+// most of the job dead goes on (detector.PartitionContinue).
+func continueMode(c *detector.Config) { c.Partition = detector.PartitionContinue }
+
+// TestPartitionHealsByEvictingTheMinority, under PartitionContinue: ranks
+// 5–7 of 8 are cut off for 10δ, and each side declares the other dead. Once the link is back, the
 // minority's split probes reach the majority, which tells them they are
 // evicted: the cut-off ranks stop, the majority is never evicted and knows
 // exactly the cut-off ranks gone.
 func TestPartitionHealsByEvictingTheMinority(t *testing.T) {
 	const n = 8
-	c := newCluster(t, n, nil)
+	c := newCluster(t, n, continueMode)
 	c.run(3 * delta)
 	minority := []ranks.Rank{5, 6, 7}
 	c.partition(minority...)
 	c.run(10 * delta)
 	for _, r := range minority {
+		if c.evicted[r] {
+			t.Fatalf("cut-off rank %d stopped during the cut under PartitionContinue", r)
+		}
 		if got := len(c.gone(r)); got != n-len(minority) {
 			t.Fatalf("cut-off rank %d knows %v gone, want the 5 others", r, c.gone(r))
 		}
@@ -47,10 +54,10 @@ func TestPartitionHealsByEvictingTheMinority(t *testing.T) {
 	}
 }
 
-// TestNoSplitProbesInAHealthyJob: ranks holding at most half of the job
-// dead never probe, even after crashes.
+// TestNoSplitProbesInAHealthyJob, under PartitionContinue: ranks holding
+// at most half of the job dead never probe, even after crashes.
 func TestNoSplitProbesInAHealthyJob(t *testing.T) {
-	c := newCluster(t, 8, func(*detector.Config) {})
+	c := newCluster(t, 8, continueMode)
 	c.run(3 * delta)
 	c.crash(1, 2, 3)
 	c.run(20 * delta)
@@ -62,13 +69,13 @@ func TestNoSplitProbesInAHealthyJob(t *testing.T) {
 	}
 }
 
-// TestPartitionAfterHeavyLosses: the job first loses 6 of 16 ranks, then
+// TestPartitionAfterHeavyLosses, under PartitionContinue: the job first loses 6 of 16 ranks, then
 // ranks 12–15 are cut off and healed. Both sides now hold more than half
 // of the job dead and probe each other; the larger view wins (6 live ranks
 // against 4): the cut-off ranks are evicted, the others never.
 func TestPartitionAfterHeavyLosses(t *testing.T) {
 	const n = 16
-	c := newCluster(t, n, nil)
+	c := newCluster(t, n, continueMode)
 	c.run(3 * delta)
 	crashed := []ranks.Rank{1, 2, 3, 6, 7, 8}
 	c.crash(crashed...)

@@ -64,7 +64,9 @@ func (c *Core) evict(r ranks.Rank, now int64) {
 // larger view wins: the notice is obeyed from a rank held dead only when
 // the sender holds more ranks alive (m.Live) than this rank does, so the
 // minority side of a healed partition stops and the majority goes on,
-// however many ranks the job lost before; a tie stops nobody.
+// however many ranks the job lost before; a tie stops nobody. (By default
+// a minority side has stopped before the heal, by the quorum rule:
+// quorum.go; this resolves the heal under PartitionContinue.)
 func (c *Core) onEvicted(from ranks.Rank, m *wire.Evicted) {
 	D := c.ring.Dead()
 	live := uint32(c.cfg.Size - D.Len())

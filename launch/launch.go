@@ -27,6 +27,17 @@ import (
 // grows when a field changes meaning or goes away, not when one is added.
 const SchemaVersion = 1
 
+// The reasons of an "evicted" line (Line.Reason).
+const (
+	// ReasonDeclaredDead: the job declared this rank dead (it was paused
+	// or cut off for longer than δ) and told it so; the agent exits 1.
+	ReasonDeclaredDead = "declared dead"
+	// ReasonMinority: the rank stopped on its own, holding most of the
+	// job dead (the minority side of a partition, or most ranks lost at
+	// once); the agent exits 3 (docs/partitions.md).
+	ReasonMinority = "minority partition"
+)
+
 // Line is one JSON line an agent prints on its standard output (the
 // schema is in docs/configuration.md, "Agent output"). Every field of the line's Ev
 // (its ev tag) is written, at zero too; a field of another kind only when
@@ -54,6 +65,10 @@ type Line struct {
 	Detector      uint32 `json:"detector" ev:"dead"`
 	DetectedUnix  int64  `json:"detected_unix" ev:"dead"`
 	DeliveredMono int64  `json:"delivered_mono" ev:"dead"`
+
+	// For "evicted": why this agent stopped: ReasonDeclaredDead or
+	// ReasonMinority.
+	Reason string `json:"reason" ev:"evicted"`
 
 	// For "stats": missed heartbeat deadlines and the worst lateness.
 	Missed    uint64 `json:"missed" ev:"stats"`

@@ -90,7 +90,7 @@ func TestLineFieldsAlwaysPresent(t *testing.T) {
 			"msgs_recv", "msgs_dropped", "bcasts_started", "bcasts_forwarded", "bad", "loop_wakes", "deaths_learned",
 			"departures", "reported", "agreements", "rejected_by", "bytes_sent", "bytes_recv", "agree_calls", "agree_ns",
 			"agree_max_ns", "by_kind"},
-		"evicted": nil, "failed": nil, "bye": nil,
+		"evicted": {"reason"}, "failed": nil, "bye": nil,
 	}
 	for ev, fields := range want {
 		b, err := json.Marshal(Line{V: SchemaVersion, Ev: ev})

@@ -125,6 +125,13 @@ type Config struct {
 	// every rank must configure the same list.
 	AgreeOps []era.Op
 
+	// Partition is what the node does when it holds most of the job's
+	// membership dead: it is on the minority side of a partition, or the
+	// job lost most of its ranks at once (detector.PartitionMode). By
+	// default (detector.PartitionFailStop) it stops: Evicted is closed and
+	// Minority reports true. detector.PartitionContinue lets it go on.
+	Partition detector.PartitionMode
+
 	// OnNote, if set, receives each note another rank published
 	// (Node.Publish), once, on the event loop: it must not block.
 	OnNote func(detector.Note)
@@ -219,6 +226,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: Config.Slots has %d words, want ≥ Size = %d", c.Slots.Len(), c.Size)
 	case c.PinEmitter && c.EmitterCPU < 0:
 		return fmt.Errorf("node: Config.EmitterCPU = %d, want a CPU number ≥ 0", c.EmitterCPU)
+	case c.Partition > detector.PartitionContinue:
+		return fmt.Errorf("node: Config.Partition = %v, want PartitionFailStop or PartitionContinue", c.Partition)
 	}
 	if _, _, err := c.propagation(); err != nil {
 		return err

@@ -100,8 +100,9 @@ type Node struct {
 	core    *detector.Core
 	waiters map[agreeKey]chan Agreement
 
-	evicted   chan struct{}
-	isEvicted atomic.Bool
+	evicted    chan struct{}
+	isEvicted  atomic.Bool
+	isMinority atomic.Bool // the stop was the quorum rule's (Minority)
 
 	inbox chan inbound
 	alarm chan struct{} // the checks saw the emitter silent for silence
@@ -171,7 +172,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Hosts:       hb.HostLabels(cfg.Hosts),
 		CheckPeriod: int64(cfg.CheckPeriod), Alarm: n.silence, Housekeeping: int64(cfg.housekeeping()),
 		AgreeOps: cfg.AgreeOps, AgreeTree: cfg.AgreeTree, AgreeRebalance: cfg.AgreeRebalance,
-		AgreeResend: int64(cfg.AgreeResend)})
+		AgreeResend: int64(cfg.AgreeResend), Partition: cfg.Partition})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -397,6 +398,9 @@ func (n *Node) flush() {
 	for _, l := range rd.Logs {
 		n.log.Log(context.Background(), l.Level, l.Msg, l.Args...)
 	}
+	if rd.Minority {
+		n.isMinority.Store(true) // before Evicted is closed
+	}
 	if rd.Evicted && !n.isEvicted.Swap(true) {
 		n.em.Pause()
 		close(n.evicted)
@@ -456,9 +460,16 @@ func (n *Node) TransportFailure() error {
 }
 
 // Evicted is closed when this node learns that the job declared it dead
-// (it was paused or cut off for longer than δ). The node then stops taking
-// part: the process should exit, as a crashed one would have.
+// (it was paused or cut off for longer than δ), or when it stops on its own
+// as a minority (Minority). The node then stops taking part: the process
+// should exit, as a crashed one would have.
 func (n *Node) Evicted() <-chan struct{} { return n.evicted }
+
+// Minority reports whether this node stopped on its own because it held
+// most of the job's membership dead (Config.Partition): it was on the
+// minority side of a partition, or the job lost most of its ranks at
+// once. Evicted is closed then too; Minority is set before it is.
+func (n *Node) Minority() bool { return n.isMinority.Load() }
 
 // deliver publishes the events the detector delivered.
 func (n *Node) deliver(evs []detector.Event) {

@@ -113,6 +113,10 @@ func agentMain(args []string) error {
 			AgreeCalls: st.AgreeReturned, AgreeNs: st.AgreeLatencyNs, AgreeMaxNs: st.AgreeMaxLatencyNs,
 			ByKind: byKind(st)})
 	}
+	emitDead := func(ev node.Event) {
+		emit(launch.Line{Ev: "dead", Dead: uint32(ev.Rank), Left: ev.Left, Detector: uint32(ev.Detector),
+			DetectedUnix: ev.DetectedAt.UnixNano(), DeliveredMono: ev.DeliveredMono})
+	}
 	var failCheck <-chan time.Time // the transport failing for good: only verbs can
 	if nd.Transport() == "verbs" {
 		t := time.NewTicker(time.Second)
@@ -142,10 +146,27 @@ func agentMain(args []string) error {
 			if !ok {
 				return nil
 			}
-			emit(launch.Line{Ev: "dead", Dead: uint32(ev.Rank), Left: ev.Left, Detector: uint32(ev.Detector),
-				DetectedUnix: ev.DetectedAt.UnixNano(), DeliveredMono: ev.DeliveredMono})
+			emitDead(ev)
 		case <-nd.Evicted():
-			emit(launch.Line{Ev: "evicted"})
+			// The deaths learned before the stop are printed before it.
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-events:
+					if ok {
+						emitDead(ev)
+					} else {
+						drained = true
+					}
+				default:
+					drained = true
+				}
+			}
+			if nd.Minority() {
+				emit(launch.Line{Ev: "evicted", Reason: launch.ReasonMinority})
+				nd.Close()
+				return exitStatus{ExitMinority, fmt.Errorf("rank %d stopped: minority partition (it holds more than half of the job dead, or half without the lowest rank: it is cut off from the larger side, or the job lost most of its ranks at once; -partition=continue goes on instead): exiting", nd.Rank())}
+			}
+			emit(launch.Line{Ev: "evicted", Reason: launch.ReasonDeclaredDead})
 			nd.Close()
 			return fmt.Errorf("rank %d was declared dead by the job (paused or cut off for longer than δ): exiting", nd.Rank())
 		case <-sigs:

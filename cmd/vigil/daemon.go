@@ -198,6 +198,9 @@ func daemonMain(args []string) error {
 			out.Encode(daemonLine{V: daemonSchemaVersion, Event: ev, Self: d.Node(), Mono: ev.DeliveredMono})
 		case <-d.Evicted():
 			out.Encode(daemonLine{V: daemonSchemaVersion, Event: daemon.Event{Kind: "evicted", Node: d.Node()}, Self: d.Node(), Mono: node.Mono()})
+			if d.Minority() {
+				return exitStatus{ExitMinority, fmt.Errorf("daemon: node %d stopped: minority partition (it holds most of the other nodes dead): exiting", d.Node())}
+			}
 			return fmt.Errorf("daemon: node %d was declared dead by the other daemons (paused or cut off for longer than δ): exiting", d.Node())
 		case <-sigs:
 			return nil

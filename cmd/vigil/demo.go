@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
@@ -70,6 +71,15 @@ func demoMain(args []string) error {
 	if *perHost < 0 || *perHost > *n/2 {
 		return usageErrorf("-ranks-per-host %d: want 0 (no hosts) to %d (at least two hosts of -n %d)", *perHost, *n/2, *n)
 	}
+	// The scenarios take 9 ranks of 16 without an agreement between them:
+	// by default the survivors would then stop as a minority
+	// (docs/partitions.md). The demo is about detection: its agents go on,
+	// unless -partition is given.
+	partitionSet := false
+	fs.Visit(func(f *flag.Flag) { partitionSet = partitionSet || f.Name == "partition" })
+	if !partitionSet {
+		df.partition = detector.PartitionContinue
+	}
 	if err := df.validate(*n); err != nil {
 		return err
 	}
@@ -120,8 +130,8 @@ func demoMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Vigil demo: %d ranks over %s on this machine, h=%v δ=%v, check every %v, broadcast %s\n",
-		*n, df.transport, df.h, df.delta, check, df.broadcast)
+	fmt.Printf("Vigil demo: %d ranks over %s on this machine, h=%v δ=%v, check every %v, broadcast %s, -partition %v\n",
+		*n, df.transport, df.h, df.delta, check, df.broadcast, df.partition)
 	fmt.Printf("Bound: T(f) = f(f+1)δ + f·t + f(f+1)/2·8t·log2(n) (seed 000, Theorem 1) with t = h/3 + check = %v\n", t)
 	if df.mendProbe > 0 {
 		fmt.Printf("       a block of b at once: T_block(b) = (R+1)δ + t + B(n), R probe rounds of block mending (window %d)\n", df.mendProbe)

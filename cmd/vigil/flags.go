@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/node"
 )
 
@@ -23,6 +24,7 @@ type detectorFlags struct {
 	pin, mendProbe         int
 	realtime               bool
 	realtimeProcess        bool
+	partition              detector.PartitionMode
 	log                    logFlags
 }
 
@@ -45,7 +47,27 @@ func (d *detectorFlags) register(fs *flag.FlagSet, h, delta time.Duration) {
 	fs.IntVar(&d.pin, "pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
 	fs.BoolVar(&d.realtime, "realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
 	fs.BoolVar(&d.realtimeProcess, "realtime-process", true, "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)")
+	fs.Var(partitionValue{&d.partition}, "partition", "the `mode` of a rank that holds most of the job dead (the minority side of a partition, or the job lost most ranks at once): failstop, the default (it stops at once: the agent prints an evicted line with reason \"minority partition\" and exits with status 3; an even split goes to the side holding the lowest rank), or continue (it goes on, as before; docs/partitions.md)")
 	d.log.register(fs)
+}
+
+// partitionValue is the -partition flag (detector.ParsePartitionMode).
+type partitionValue struct{ m *detector.PartitionMode }
+
+func (v partitionValue) String() string {
+	if v.m == nil {
+		return detector.PartitionFailStop.String()
+	}
+	return v.m.String()
+}
+
+func (v partitionValue) Set(s string) error {
+	m, err := detector.ParsePartitionMode(s)
+	if err != nil {
+		return fmt.Errorf("want failstop or continue")
+	}
+	*v.m = m
+	return nil
 }
 
 // args renders the flags back for child agents.
@@ -58,7 +80,8 @@ func (d *detectorFlags) args() []string {
 		"-gossip-step", d.gossip.Step.String(), "-gossip-latency", d.gossip.Latency.String(),
 		"-gossip-t", strconv.Itoa(d.gossip.T), "-gossip-c", strconv.Itoa(d.gossip.C), "-gossip-f", strconv.Itoa(d.gossip.F),
 	}
-	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess))
+	a = append(a, "-realtime="+strconv.FormatBool(d.realtime), "-realtime-process="+strconv.FormatBool(d.realtimeProcess),
+		"-partition", d.partition.String())
 	return append(a, d.log.args()...)
 }
 
@@ -76,6 +99,7 @@ func (d *detectorFlags) config() node.Config {
 		RealTimeProcess: d.realtimeProcess,
 		EmitterHoldsP:   true, // one node per process
 		GoEmitter:       d.emitter == "go",
+		Partition:       d.partition,
 	}
 	if d.pin >= 0 {
 		c.PinEmitter, c.EmitterCPU = true, d.pin

@@ -75,9 +75,27 @@ func main() {
 		if errors.As(err, new(usageError)) {
 			os.Exit(2) // a bad invocation, as the flag package's own exit
 		}
+		var st exitStatus
+		if errors.As(err, &st) {
+			os.Exit(st.code)
+		}
 		os.Exit(1)
 	}
 }
+
+// ExitMinority is vigil agent's (and vigil daemon's) exit status when it
+// stopped on the minority side of a partition (node.Node.Minority,
+// docs/partitions.md).
+const ExitMinority = 3
+
+// exitStatus is an error that exits with a status of its own.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e exitStatus) Error() string { return e.err.Error() }
+func (e exitStatus) Unwrap() error { return e.err }
 
 // keygen prints a new job key: 32 random bytes, in hex.
 func keygen(w io.Writer) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )
 
@@ -24,7 +25,7 @@ const (
 	ckStopLong  = "stop>δ"      // SIGSTOP until reported (longer than δ), then SIGCONT: reported, evicted
 	ckDelay     = "delay<δ-h"   // a host's link delayed below δ − h for seconds: not reported
 	ckLoss      = "loss"        // frames of a host's link lost at 10–30 % for seconds: not reported
-	ckPartition = "partition"   // a host's link down longer than δ, then up: its ranks reported, evicted
+	ckPartition = "partition"   // a host's link down longer than δ, then up: its ranks reported, stopped as a minority during the cut
 	ckHostKill  = "host-killed" // a host cut off and every process in it killed: its ranks reported
 )
 
@@ -60,21 +61,21 @@ const (
 //     reports anything (a rank is suspected only after δ/h = 25 heartbeats
 //     in a row are lost);
 //   - a partition: a host's link down until every survivor has reported its
-//     live ranks (at least 1.5–3 s), then up again. Before the link came
-//     back, every cut-off rank had reported every other rank (their lines
-//     reach mpirun only once it is back): holding most of the job dead,
-//     it would obey an EVICTED from the majority (detector.onEvicted),
-//     which its split probes provoke once the link is back (detector
-//     split.go): every cut-off rank must be told it is evicted within
-//     30 s. Then the survivors' reports are checked as after any fault, so
-//     the heal evicted or misled no majority rank. Only while the ranks gone with the
-//     cut-off ones stay under half the job: the majority drops an EVICTED
-//     from a rank it holds dead only then;
+//     live ranks (at least 1.5–3 s), then up again. Holding most of the
+//     job dead, every cut-off rank must have stopped during the cut, as a
+//     minority (detector quorum.go): its evicted line, which reaches
+//     mpirun only once the link is back, says "minority partition" and
+//     was printed before the heal; no cut-off rank learned anything after
+//     it. Then the survivors' reports are checked as after any fault, so
+//     the heal evicted or misled no majority rank;
 //   - a host killed (its link cut, then every process in it killed): its
 //     live ranks reported by every survivor.
 //
-// A job ends when fewer than 8 ranks live or no fault is safe (a host's
-// faults need a host with live ranks and a link). The seed is logged
+// Faults that lose ranks keep the ranks gone under half the job (by
+// default more than half stops the survivors too: docs/partitions.md), so
+// a job ends when 7 of its 16 ranks are gone, when no fault is safe (a
+// host's faults need a host with live ranks and a link), or when the
+// campaign's time is spent. The seed is logged
 // (VIGIL_CAMPAIGN_SEED replays its choices); VIGIL_CAMPAIGN_KINDS (comma
 // separated) restricts the kinds, VIGIL_CAMPAIGN_LOSS fixes the loss rate
 // (0 to 1) to measure where loss makes Vigil report live ranks. A summary
@@ -115,8 +116,10 @@ type campaign struct {
 	excused int
 	current string // the fault under way
 
-	// cutEvicted counts cut-off ranks evicted once the link was back.
-	cutEvicted int
+	// cutStopped counts cut-off ranks that stopped as a minority during a
+	// partition; cutStop is the longest time from a cut to such a stop.
+	cutStopped int
+	cutStop    time.Duration
 }
 
 func newCampaign(t *testing.T) *campaign {
@@ -185,9 +188,9 @@ func (c *campaign) summary() {
 		status = "FAILED during fault " + c.current
 	}
 	c.t.Logf("campaign summary: %s; seed %d, %v, %d jobs, %d faults (%s), false reports %d, missed reports %d, excused reports by cut-off ranks %d; "+
-		"cut-off ranks evicted after the partitions healed: %d; worst detection: %s",
+		"cut-off ranks stopped as a minority during the partitions: %d, at most %v after the cut; worst detection: %s",
 		status, c.seed, time.Since(c.start).Round(time.Second), c.jobs, c.nfaults, strings.Join(byKind, ", "),
-		c.falses, c.missed, c.excused, c.cutEvicted, strings.Join(worst, ", "))
+		c.falses, c.missed, c.excused, c.cutStopped, c.cutStop.Round(time.Millisecond), strings.Join(worst, ", "))
 }
 
 // campaignJob is one job of the campaign.
@@ -203,8 +206,8 @@ type campaignJob struct {
 	excused         map[string]bool // excused reports so far
 }
 
-// job runs one job until fewer than 8 ranks live, no fault is safe or the
-// campaign's time is spent.
+// job runs one job until 7 of its ranks are gone (one more would be half),
+// no fault is safe or the campaign's time is spent.
 func (c *campaign) job() {
 	c.jobs++
 	const nh, ppn = 4, 4
@@ -213,12 +216,7 @@ func (c *campaign) job() {
 	c.current = fmt.Sprintf("start of job %d", c.jobs)
 	t0 := time.Now()
 	j.m = newMHJob(c.t, c.hosts.Start(c.t, j.n, ppn, nil, []string{"--map-by", "node"}, c.argv...))
-	j.m.await("start", 60*time.Second, func() string {
-		if len(j.m.ready) < j.n {
-			return fmt.Sprintf("%d of %d ranks ready", len(j.m.ready), j.n)
-		}
-		return ""
-	})
+	j.m.awaitReady(j.n)
 	ready := node.Mono()
 	var hostOf map[int]int
 	j.pids, hostOf = c.hosts.WaitPIDs(j.n, 10*time.Second)
@@ -236,7 +234,7 @@ func (c *campaign) job() {
 	// Past the start grace (2 s + δ from each rank's start).
 	time.Sleep(time.Duration(ready+int64(2*time.Second+2*c.delta)-node.Mono()) + 300*time.Millisecond)
 
-	for len(j.survivors) >= 8 && time.Now().Before(c.end) {
+	for 2*(len(j.gone)+1) < j.n && time.Now().Before(c.end) {
 		kind, host := j.pick()
 		if kind == "" {
 			c.t.Logf("job %d: no safe fault left", c.jobs)
@@ -281,7 +279,7 @@ func (j *campaignJob) pick() (kind string, host int) {
 		case ckKill, ckStopShort, ckStopLong:
 			choices = append(choices, choice{k, nil})
 		case ckBlockKill:
-			if len(j.survivors) >= 10 { // leaves at least 6
+			if j.lossRoom() >= 2 {
 				choices = append(choices, choice{k, nil})
 			}
 		case ckDelay, ckLoss:
@@ -291,9 +289,9 @@ func (j *campaignJob) pick() (kind string, host int) {
 		case ckPartition, ckHostKill:
 			var hs []int
 			for _, i := range live {
-				// Another host keeps live ranks; a partition leaves the
-				// ranks gone under half the job (detector.onEvicted).
-				if len(j.liveOn(i)) < len(j.survivors) && (k == ckHostKill || 2*(len(j.gone)+len(j.liveOn(i))) < j.n) {
+				// Another host keeps live ranks; the ranks gone stay under
+				// half the job.
+				if len(j.liveOn(i)) < len(j.survivors) && len(j.liveOn(i)) <= j.lossRoom() {
 					hs = append(hs, i)
 				}
 			}
@@ -311,6 +309,10 @@ func (j *campaignJob) pick() (kind string, host int) {
 	}
 	return ch.kind, host
 }
+
+// lossRoom is how many more ranks the job may lose and keep the ranks gone
+// under half of it.
+func (j *campaignJob) lossRoom() int { return (j.n-1)/2 - len(j.gone) }
 
 // randDur returns a duration in [lo, hi).
 func (c *campaign) randDur(lo, hi time.Duration) time.Duration {
@@ -351,7 +353,7 @@ func (j *campaignJob) inject(kind string, host int) string {
 
 	case ckBlockKill:
 		live := keys(j.survivors) // in rank order: the ring's
-		k := 2 + j.rng.IntN(3)
+		k := 2 + j.rng.IntN(min(3, j.lossRoom()-1))
 		first := j.rng.IntN(len(live))
 		block := make([]uint32, k)
 		for i := range block {
@@ -418,27 +420,28 @@ func (j *campaignJob) inject(kind string, host int) string {
 		c.hosts.LinkUp(host)
 		healed := node.Mono()
 		// The cut-off ranks' lines reach mpirun through their host's
-		// daemon, over the link: only now. Before the link came back,
-		// every cut-off rank held every other rank dead (so it would obey
-		// an EVICTED from any of them).
-		j.m.await("partition: the cut-off ranks' reports", campaignReportWait, func() string {
+		// daemon, over the link: only now. Each stopped during the cut,
+		// as a minority, and learned nothing afterwards.
+		j.m.await("partition: the cut-off ranks' stops", campaignReportWait, func() string {
 			for _, r := range cut {
-				for d := range uint32(j.n) {
-					if _, ok := j.m.dead[r][d]; !ok && !slices.Contains(cut, d) {
-						return fmt.Sprintf("cut-off rank %d has reported %v, not rank %d", r, keys(j.m.dead[r]), d)
-					}
+				if _, ok := j.m.stops[r]; !ok {
+					return fmt.Sprintf("cut-off rank %d (which reported %v) has not said it stopped", r, keys(j.m.dead[r]))
 				}
 			}
 			return ""
 		})
-		var view time.Duration
+		var stop time.Duration
 		j.m.mu.Lock()
 		for _, r := range cut {
-			for d, ln := range j.m.dead[r] {
-				if ln.DeliveredMono > healed && !slices.Contains(cut, d) {
-					c.t.Errorf("partition: cut-off rank %d learned of rank %d %v after the link went down, after it came back", r, d, time.Duration(ln.DeliveredMono-t0))
-				} else if ln.DeliveredMono > t0 && !slices.Contains(cut, d) {
-					view = max(view, time.Duration(ln.DeliveredMono-t0))
+			ln := j.m.stops[r]
+			at := time.Duration(ln.Mono - t0)
+			if ln.Reason != launch.ReasonMinority || ln.Mono >= healed {
+				c.t.Errorf("partition: cut-off rank %d stopped %v after the cut with reason %q, want %q during the cut (%v)", r, at, ln.Reason, launch.ReasonMinority, held)
+			}
+			stop = max(stop, at)
+			for d, dl := range j.m.dead[r] {
+				if dl.DeliveredMono > ln.Mono {
+					c.t.Errorf("partition: cut-off rank %d learned of rank %d %v after the cut, after it stopped", r, d, time.Duration(dl.DeliveredMono-t0))
 				}
 			}
 		}
@@ -446,12 +449,11 @@ func (j *campaignJob) inject(kind string, host int) string {
 		if c.t.Failed() {
 			c.t.FailNow()
 		}
-		out := fmt.Sprintf("host %d (live ranks %v) cut off for %v; %s; the cut-off ranks held the other %d dead after %v",
-			host, cut, held.Round(time.Millisecond), rep, j.n-len(cut), view.Round(100*time.Microsecond))
-		evicted := j.evicted(cut)
-		c.cutEvicted += len(cut)
+		c.cutStopped += len(cut)
+		c.cutStop = max(c.cutStop, stop)
 		time.Sleep(2 * c.delta)
-		return fmt.Sprintf("%s; all evicted %v after the link came back", out, evicted.Round(time.Millisecond))
+		return fmt.Sprintf("host %d (live ranks %v) cut off for %v; %s; all stopped as a minority by %v after the cut",
+			host, cut, held.Round(time.Millisecond), rep, stop.Round(time.Millisecond))
 
 	case ckHostKill:
 		dead := j.liveOn(host)

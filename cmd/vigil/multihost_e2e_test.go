@@ -47,10 +47,12 @@ type mhJob struct {
 	ready   map[uint32]launch.Line
 	dead    map[uint32]map[uint32]launch.Line // reporter → dead rank → line
 	evicted map[uint32]bool
+	stops   map[uint32]launch.Line // each rank's evicted line
 }
 
 func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
-	m := &mhJob{t: t, j: j, ready: map[uint32]launch.Line{}, dead: map[uint32]map[uint32]launch.Line{}, evicted: map[uint32]bool{}}
+	m := &mhJob{t: t, j: j, ready: map[uint32]launch.Line{}, dead: map[uint32]map[uint32]launch.Line{}, evicted: map[uint32]bool{},
+		stops: map[uint32]launch.Line{}}
 	go func() {
 		for l := range j.Lines() {
 			var ln launch.Line
@@ -69,6 +71,7 @@ func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
 				m.dead[ln.Rank][ln.Dead] = ln
 			case "evicted":
 				m.evicted[ln.Rank] = true
+				m.stops[ln.Rank] = ln
 			}
 			m.mu.Unlock()
 		}
@@ -81,6 +84,17 @@ func newMHJob(t *testing.T, j *mpitest.Job) *mhJob {
 func (m *mhJob) await(what string, timeout time.Duration, cond func() string) {
 	m.t.Helper()
 	awaitJob(m.t, &m.mu, m.j, what, timeout, cond)
+}
+
+// awaitReady waits up to 60 s for the ready lines of n ranks.
+func (m *mhJob) awaitReady(n int) {
+	m.t.Helper()
+	m.await("start", 60*time.Second, func() string {
+		if len(m.ready) < n {
+			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
+		}
+		return ""
+	})
 }
 
 // awaitJob polls cond under mu every 20 ms until it returns "" (cond says
@@ -240,7 +254,7 @@ func TestMultiHost(t *testing.T) {
 	mpitest.NeedHosts(t)
 	const h, delta = 20 * time.Millisecond, 500 * time.Millisecond
 	multiHostScenarios(t, mhRun{
-		argv:  []string{pmixVigil(t), "agent", "-h", h.String(), "-delta", delta.String()},
+		argv:  []string{pmixVigil(t), "agent", "-h", h.String(), "-delta", delta.String(), "-partition", "continue"},
 		delta: delta,
 		published: func(t *testing.T, m *mhJob, r uint32, _ int, _ netip.Addr) netip.AddrPort {
 			ap, err := netip.ParseAddrPort(m.ready[r].Addr)
@@ -271,7 +285,11 @@ type mhRun struct {
 // simulated hosts, run.ppn per host placed round-robin (--map-by node),
 // checks that each published its own host's address, and runs
 // TestMultiHost's four steps (a delay of h4's link below δ − h, kill -9 of
-// rank 5 (on h2), h3 killed, a delay of h4's link above δ).
+// rank 5 (on h2), h3 killed, a delay of h4's link above δ). The steps take
+// 1 + 2 × run.ppn of 4 × run.ppn ranks without an agreement between them:
+// by default (detector.PartitionFailStop) the last survivors would stop as
+// a minority of the job (docs/partitions.md, TestMultiHostPartition), so
+// run.argv and run.env must ask for -partition=continue (VIGIL_PARTITION).
 func multiHostScenarios(t *testing.T, run mhRun) {
 	const (
 		nh                 = 4
@@ -286,12 +304,7 @@ func multiHostScenarios(t *testing.T, run mhRun) {
 	start := time.Now()
 	j := hosts.Start(t, n, ppn, run.env, append([]string{"--map-by", "node"}, run.extra...), run.argv...)
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	ready := node.Mono()
 	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	t.Logf("%d ranks on %d hosts ready %v after mpirun started", n, nh, time.Since(start).Round(time.Millisecond))
@@ -441,12 +454,7 @@ func routeChoice(t *testing.T, run mhRun) {
 	}
 	j := hosts.Start(t, n, ppn, run.env, append([]string{"--map-by", "node"}, run.extra...), run.argv...)
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	ready := node.Mono()
 	pids, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	var addrs []string
@@ -495,12 +503,7 @@ func TestMultiHostAddressSettings(t *testing.T) {
 
 	j := hosts.Start(t, n, 2, nil, nil, append(agent, "-bind", "0.0.0.0", "-if-include", hosts.Subnet().String())...)
 	m := newMHJob(t, j)
-	m.await("start", 60*time.Second, func() string {
-		if len(m.ready) < n {
-			return fmt.Sprintf("%d of %d ranks ready", len(m.ready), n)
-		}
-		return ""
-	})
+	m.awaitReady(n)
 	_, hostOf := hosts.WaitPIDs(n, 10*time.Second)
 	for r := uint32(0); r < n; r++ {
 		ap, err := netip.ParseAddrPort(m.ready[r].Addr)

@@ -525,8 +525,8 @@ func TestMultiHostC(t *testing.T) {
 	const delta = 500 * time.Millisecond
 	multiHostScenarios(t, mhRun{
 		argv:  []string{detectC(t)},
-		env:   []string{"VIGIL_H=20ms", "VIGIL_DELTA=" + delta.String()},
-		extra: []string{"-x", "VIGIL_H", "-x", "VIGIL_DELTA"},
+		env:   []string{"VIGIL_H=20ms", "VIGIL_DELTA=" + delta.String(), "VIGIL_PARTITION=continue"},
+		extra: []string{"-x", "VIGIL_H", "-x", "VIGIL_DELTA", "-x", "VIGIL_PARTITION"},
 		delta: delta,
 		published: func(t *testing.T, _ *mhJob, r uint32, pid int, hostAddr netip.Addr) netip.AddrPort {
 			return checkListens(t, fmt.Sprintf("rank %d", r), pid, hostAddr)
@@ -595,7 +595,7 @@ func TestMultiHostPMPI(t *testing.T) {
 	shim, prog := pmpiRing(t)
 	const delta = 500 * time.Millisecond
 	env := []string{"VIGIL_PMPI_MODE=ring", "VIGIL_PMPI_OUTPUT=json", "VIGIL_H=20ms", "VIGIL_DELTA=" + delta.String(),
-		"LD_PRELOAD=" + shim}
+		"VIGIL_PARTITION=continue", "LD_PRELOAD=" + shim}
 	extra := []string{"--mca", "mpi_yield_when_idle", "1"}
 	for _, e := range env {
 		name, _, _ := strings.Cut(e, "=")

@@ -52,8 +52,9 @@ static void die(const char *what, int rc)
 static void on_failure(const vigil_event *ev, void *user)
 {
 	const char *thread = pthread_equal(pthread_self(), *(pthread_t *)user) ? "main" : "own";
-	if (ev->kind == VIGIL_EVENT_EVICTED) {
-		printf("{\"ev\":\"evicted\",\"rank\":%d,\"mono\":%lld}\n", self, mono_ns());
+	if (ev->kind == VIGIL_EVENT_EVICTED || ev->kind == VIGIL_EVENT_MINORITY) {
+		printf("{\"ev\":\"evicted\",\"rank\":%d,\"mono\":%lld,\"reason\":\"%s\"}\n", self, mono_ns(),
+		       ev->kind == VIGIL_EVENT_MINORITY ? "minority partition" : "declared dead");
 	} else {
 		printf("{\"ev\":\"dead\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,"
 		       "\"detected_unix\":%lld,\"delivered_mono\":%lld,\"mono\":%lld,\"cb_thread\":\"%s\"}\n",

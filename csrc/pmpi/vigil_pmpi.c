@@ -61,7 +61,12 @@
  *                          and per event {"v":1,"ev":"dead"|"evicted","rank":R,"dead":D,
  *                          "left":..,"detector":X,"mode":..,"detected_unix":U,
  *                          "delivered_mono":M} (vigil_event's fields; M is
- *                          this process's CLOCK_MONOTONIC, in ns)
+ *                          this process's CLOCK_MONOTONIC, in ns), an
+ *                          evicted line with "reason": "declared dead" or
+ *                          "minority partition" (VIGIL_EVENT_MINORITY)
+ *   VIGIL_PARTITION        failstop (default) | continue: what a rank
+ *                          holding most of the job dead does
+ *                          (vigil_config.partition)
  *   VIGIL_BIND, VIGIL_ADVERTISE, VIGIL_IF_INCLUDE, VIGIL_IF_EXCLUDE
  *                          the detector's listen and published addresses
  *                          (vigil.h); default: loopback when every rank
@@ -167,13 +172,20 @@ static const char *mode_name(void)
 static void on_event(const vigil_event *ev, void *user)
 {
 	(void)user;
-	const char *what = ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : ev->kind == VIGIL_EVENT_LEFT ? "left" : "failed";
+	int stop = ev->kind == VIGIL_EVENT_EVICTED || ev->kind == VIGIL_EVENT_MINORITY;
+	const char *what = ev->kind == VIGIL_EVENT_EVICTED    ? "evicted"
+	                   : ev->kind == VIGIL_EVENT_MINORITY ? "stopped: minority partition"
+	                   : ev->kind == VIGIL_EVENT_LEFT     ? "left"
+	                                                      : "failed";
 	if (json) {
 		printf("{\"v\":1,\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,\"mode\":\"%s\","
-		       "\"detected_unix\":%lld,\"delivered_mono\":%lld}\n",
-		       ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : "dead", world_rank, ev->rank,
+		       "\"detected_unix\":%lld,\"delivered_mono\":%lld%s}\n",
+		       stop ? "evicted" : "dead", world_rank, ev->rank,
 		       ev->kind == VIGIL_EVENT_LEFT ? "true" : "false", ev->detector,
-		       mode_name(), (long long)ev->detected_unix_ns, (long long)ev->delivered_mono_ns);
+		       mode_name(), (long long)ev->detected_unix_ns, (long long)ev->delivered_mono_ns,
+		       ev->kind == VIGIL_EVENT_MINORITY ? ",\"reason\":\"minority partition\""
+		       : stop                           ? ",\"reason\":\"declared dead\""
+		                                        : "");
 		fflush(stdout);
 	} else {
 		fprintf(stderr, "vigil-pmpi: rank %d: rank %u %s (detected by rank %u)\n", world_rank, ev->rank, what,
@@ -300,6 +312,11 @@ static void fd_start(void)
 	cfg.gossip_t = parse_int("VIGIL_GOSSIP_T", getenv("VIGIL_GOSSIP_T"), 0);
 	cfg.gossip_c = parse_int("VIGIL_GOSSIP_C", getenv("VIGIL_GOSSIP_C"), 0);
 	cfg.gossip_f = parse_int("VIGIL_GOSSIP_F", getenv("VIGIL_GOSSIP_F"), 0);
+	m = getenv("VIGIL_PARTITION");
+	if (m != NULL && strcmp(m, "continue") == 0)
+		cfg.partition = VIGIL_PARTITION_CONTINUE;
+	else if (m != NULL && *m != 0 && strcmp(m, "failstop") != 0)
+		cfg.partition = -1; /* libvigil refuses it, naming the field */
 	memcpy(&cfg.job_id, secret, 8);
 	cfg.key = secret + 8;
 	cfg.key_len = 32;

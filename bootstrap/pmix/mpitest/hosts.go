@@ -33,6 +33,7 @@ type Hosts struct {
 	dir    string       // the launcher agent, the relay, the daemons' session directories
 	agent  string       // the launcher agent script
 	bridge string
+	split  string // the bridge of the hosts Split off, once made
 	hosts  []host
 	once   sync.Once
 }
@@ -421,6 +422,41 @@ func (h *Hosts) LinkUp(i int) {
 	}
 }
 
+// Split cuts hosts side off from the other hosts and from mpirun, but
+// not from each other: a partition of the network in two. Their ports
+// move from the bridge to a second bridge (made on first use), where
+// their frames reach each other only; Rejoin moves them back.
+func (h *Hosts) Split(side ...int) {
+	h.t.Helper()
+	if h.split == "" {
+		h.split = strings.TrimSuffix(h.bridge, "br") + "bs"
+		for _, args := range [][]string{{"link", "add", h.split, "type", "bridge"}, {"link", "set", h.split, "up"}} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				h.t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	for _, i := range side {
+		h.setMaster(i, h.split)
+	}
+}
+
+// Rejoin puts every host back on the bridge after Split.
+func (h *Hosts) Rejoin() {
+	h.t.Helper()
+	for i := range h.hosts {
+		h.setMaster(i, h.bridge)
+	}
+}
+
+// setMaster attaches host i's port to bridge br.
+func (h *Hosts) setMaster(i int, br string) {
+	h.t.Helper()
+	if out, err := exec.Command("ip", "link", "set", h.hosts[i].port, "master", br).CombinedOutput(); err != nil {
+		h.t.Fatalf("ip link set %s master %s: %v\n%s", h.hosts[i].port, br, err, out)
+	}
+}
+
 // Loss drops every frame that host i sends or receives with probability
 // rate (0 to 1, in steps of 0.001) from now on (0: none); it leaves the
 // delay as it is. The host must have been listed as delayable in NewHosts.
@@ -474,5 +510,8 @@ func (h *Hosts) teardown() {
 			}
 		}
 		exec.Command("ip", "link", "del", h.bridge).Run()
+		if h.split != "" {
+			exec.Command("ip", "link", "del", h.split).Run()
+		}
 	})
 }

@@ -136,3 +136,51 @@ func TestSkipHosts(t *testing.T) {
 		}
 	}
 }
+
+// reachable reports whether host from reaches host to: a dial of a closed
+// port there is refused within 500 ms, rather than left unanswered.
+func reachable(t *testing.T, h *Hosts, from, to int) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", h.Name(from), "timeout", "0.5", "bash", "-c",
+		fmt.Sprintf("exec 3<>/dev/tcp/%s/9", h.Addr(to))).CombinedOutput()
+	if strings.Contains(string(out), "refused") {
+		return true
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 124 { // timeout(1): no answer
+		return false
+	}
+	t.Fatalf("dial from host %d to host %d: %v\n%s", from, to, err, out)
+	return false
+}
+
+// TestHostsSplit: Split cuts the hosts named off from the others and from
+// the root namespace, not from each other; Rejoin heals it.
+func TestHostsSplit(t *testing.T) {
+	h := NewHosts(t, 3)
+	h.Split(1, 2)
+	for _, c := range []struct {
+		from, to int
+		want     bool
+	}{{0, 1, false}, {2, 0, false}, {1, 2, true}, {2, 1, true}} {
+		if got := reachable(t, h, c.from, c.to); got != c.want {
+			t.Fatalf("split {1, 2}: host %d reaches host %d: %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if _, err := refusedAfter(t, h.Addr(1), 300*time.Millisecond); err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("host 1 from the root namespace after Split: %v, want a time-out", err)
+	}
+	h.Rejoin()
+	// A neighbour left unresolved during the split is asked for again
+	// after its retransmission time (1 s).
+	for _, c := range [][2]int{{0, 1}, {2, 0}, {1, 2}} {
+		for try := 0; !reachable(t, h, c[0], c[1]); try++ {
+			if try == 5 {
+				t.Fatalf("after Rejoin: host %d does not reach host %d", c[0], c[1])
+			}
+		}
+	}
+	if _, err := refusedAfter(t, h.Addr(1), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("host 1 from the root namespace after Rejoin: %v", err)
+	}
+}
