@@ -564,8 +564,8 @@ func (t *Transport) HeartbeatDatagram(b []byte) (ranks.Rank, uint64, bool) {
 // gotHeartbeat checks one datagram and stores its sequence number; it
 // returns the sender and incarnation of an authentic heartbeat that moved
 // its word. A heartbeat must be meant for this rank (wrong_receiver) and
-// this incarnation of it (wrong_incarnation: the sender is then told the
-// incarnation, see announce), come from the newest incarnation of its
+// this incarnation of it (wrong_incarnation, or unbound_heartbeat for
+// none: the sender is then told the incarnation, see announce), come from the newest incarnation of its
 // sender known (stale) and move the sender's word forwards
 // (old_heartbeat). An incarnation announced by a peer (a Hello frame,
 // announce) is recorded.
@@ -592,6 +592,9 @@ func (t *Transport) gotHeartbeat(b []byte) (ranks.Rank, uint64, bool) {
 	case err != nil:
 	case beat.To != t.cfg.Self:
 		reason, err = wire.ReasonWrongReceiver, fmt.Errorf("rank %d heartbeat for rank %d", f.Sender, beat.To)
+	case beat.ToIncarnation == 0:
+		reason, err = wire.ReasonUnbound, fmt.Errorf("rank %d heartbeat names no incarnation of this rank yet", f.Sender)
+		t.announce(f.Sender)
 	case beat.ToIncarnation != t.cfg.Incarnation:
 		reason, err = wire.ReasonWrongIncarnation, fmt.Errorf("rank %d heartbeat for incarnation %#x of this rank, which is %#x",
 			f.Sender, beat.ToIncarnation, t.cfg.Incarnation)
@@ -781,8 +784,8 @@ func (t *Transport) reject(reason string, err error, c net.Conn) {
 	t.rejMu.Unlock()
 	if c == nil {
 		level := slog.LevelWarn
-		if reason == wire.ReasonOldHeartbeat {
-			level = slog.LevelDebug // also a datagram overtaken by a later one
+		if reason == wire.ReasonOldHeartbeat || reason == wire.ReasonUnbound {
+			level = slog.LevelDebug // also a datagram overtaken by a later one; every emitter's first ones
 		}
 		t.logLimited("reject:"+reason, level, "tcp: heartbeat datagram rejected", "reason", reason, "err", err)
 		return

@@ -282,7 +282,7 @@ func TestWatchedLaneIgnoresFlood(t *testing.T) {
 
 // TestIncarnationAnnounced: an emitter that does not know its observer's
 // incarnation sends heartbeats that the observer refuses
-// (wrong_incarnation) and answers with its incarnation; once the emitter
+// (unbound_heartbeat) and answers with its incarnation; once the emitter
 // drained it, its heartbeats are bound and accepted, and its rebind
 // function heard of the observer.
 func TestIncarnationAnnounced(t *testing.T) {
@@ -296,7 +296,7 @@ func TestIncarnationAnnounced(t *testing.T) {
 	}
 	waitFor(t, "the refusal", func() bool {
 		cl.ts[1].DrainHeartbeats()
-		return cl.ts[1].Stats().Rejected[wire.ReasonWrongIncarnation] == 1
+		return cl.ts[1].Stats().Rejected[wire.ReasonUnbound] == 1
 	})
 	if got := cl.slots[1].Load(0); got != 0 {
 		t.Fatalf("an unbound heartbeat stored %d", got)
@@ -332,7 +332,7 @@ func TestIncarnationAnnounced(t *testing.T) {
 	}
 	waitFor(t, "the refusals", func() bool {
 		cl.ts[1].DrainHeartbeats()
-		return cl.ts[1].Stats().Rejected[wire.ReasonWrongIncarnation] == 201
+		return cl.ts[1].Stats().Rejected[wire.ReasonUnbound] == 201
 	})
 	allowed := 1 + int(time.Since(start)/announceEvery)
 	time.Sleep(20 * time.Millisecond)
