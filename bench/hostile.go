@@ -68,7 +68,9 @@ type FloodRow struct {
 }
 
 // OK reports whether the run passed: no report, drops counted.
-func (r FloodRow) OK() bool { return r.Reports == 0 && (r.KernelDrops > 0 || sumRejected(r.Rejected) > 0) }
+func (r FloodRow) OK() bool {
+	return r.Reports == 0 && (r.KernelDrops > 0 || sumRejected(r.Rejected) > 0)
+}
 
 func sumRejected(m map[string]float64) float64 {
 	var s float64
