@@ -176,11 +176,11 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int) (FloodRow,
 type ReplayRow struct {
 	Run    int
 	Replay bool // the captured heartbeats were replayed after the kill
-	// Captured datagrams of the victim (to its first observer, then to its
-	// second), and replayed ones.
+	// Captured datagrams of the victim (to its observer), and replayed
+	// ones.
 	Captured, Replayed int
-	// Detected is how long after the kill the victim's observer reported
-	// it (0: not within 2 s + δ + one check).
+	// Detected is how long after the kill rank 2 reported rank 0 (0: not
+	// within 2 s + 4δ).
 	Detected time.Duration
 	// Rejected is the observer's rejected frames by reason after the run.
 	Rejected map[string]float64
@@ -209,13 +209,17 @@ func replayLimit(rows []ReplayRow, check time.Duration) time.Duration {
 }
 
 // HostileReplay captures (on the loopback device) the heartbeats of rank
-// 0, which go to its observer, rank 1; kills rank 1 so that rank 2 becomes
-// rank 0's observer and captures its heartbeats to rank 2 too; then kills
-// rank 0 and, in the runs with Replay, at once replays every captured
-// heartbeat to rank 2, in a loop, from rank 0's own address and port (free
-// once it died: no privilege needed) until rank 2 reports rank 0. Runs
-// alternate with and without the replay. It needs CAP_NET_RAW (the
-// capture) and heartbeats by datagram (cfg.Heartbeat udp).
+// 0 to its observer, rank 1, then kills both at once: rank 2, rank 1's
+// observer, reports rank 1 and becomes the observer of rank 0, whose
+// heartbeats it never received (its word for rank 0 is 0). In the runs
+// with Replay, the captured heartbeats are replayed to rank 2 in order at
+// their pace, from rank 0's own address and port (free once it died: no
+// privilege needed), until rank 2 reports rank 0: without the heartbeats'
+// binding to their receiver, they would move its word and hide rank 0's
+// death for as long as the replay lasts (the capture's 500 ms). Runs alternate with and without the replay.
+// Block mending is off (-mend-probe 0): its probes would learn rank 0's
+// death without its heartbeats. It needs CAP_NET_RAW (the capture) and
+// heartbeats by datagram (cfg.Heartbeat udp).
 func HostileReplay(ctx context.Context, cfg HostileConfig) ([]ReplayRow, error) {
 	var rows []ReplayRow
 	for run := range 2 * cfg.Runs {
@@ -238,7 +242,7 @@ func (c *HostileConfig) checkPeriod() time.Duration { return max(c.Delta/8, c.H)
 
 func hostileReplayRun(cfg HostileConfig, run int, replay bool) (ReplayRow, error) {
 	row := ReplayRow{Run: run, Replay: replay}
-	a, err := startJob(cfg.N, cfg.agentArgs(), launchOptions())
+	a, err := startJob(cfg.N, append(cfg.agentArgs(), "-mend-probe=0"), launchOptions())
 	if err != nil {
 		return row, err
 	}
@@ -248,46 +252,38 @@ func hostileReplayRun(cfg HostileConfig, run int, replay bool) (ReplayRow, error
 	if err != nil {
 		return row, fmt.Errorf("hostile: rank 0's address %q: %w", ready[0].Addr, err)
 	}
+	observer, err := netip.ParseAddrPort(ready[2].Addr)
+	if err != nil {
+		return row, err
+	}
 	time.Sleep(time.Second + 3*cfg.Delta)
 	capt, err := startCapture(victim.Port())
 	if err != nil {
 		return row, err
 	}
-	time.Sleep(300 * time.Millisecond) // heartbeats to rank 1
-	if err := a.job.Signal(1, syscall.SIGKILL); err != nil {
-		capt.stop()
-		return row, err
-	}
-	if !waitLine(a, 2*time.Second, func(l lineView) bool { return l.ev == "dead" && l.dead == 1 && l.rank == 2 }) {
-		capt.stop()
-		return row, fmt.Errorf("hostile: rank 2 did not report rank 1")
-	}
-	time.Sleep(300 * time.Millisecond) // heartbeats to rank 2
+	time.Sleep(500 * time.Millisecond) // rank 0's heartbeats to rank 1
 	captured := capt.stop()
 	row.Captured = len(captured)
-	observer, err := netip.ParseAddrPort(ready[2].Addr)
-	if err != nil {
-		return row, err
-	}
 	killed := mono.Now()
-	if err := a.job.Signal(0, syscall.SIGKILL); err != nil {
-		return row, err
+	for _, r := range []uint32{1, 0} {
+		if err := a.job.Signal(r, syscall.SIGKILL); err != nil {
+			return row, err
+		}
 	}
 	<-a.Exited()[0] // its port is free
 	stopReplay := make(chan int)
 	done := make(chan struct{})
 	if replay && len(captured) > 0 {
 		go func() {
-			stopReplay <- replayFrom(victim, observer, captured, done)
+			stopReplay <- replayFrom(victim, observer, captured, cfg.H, done)
 		}()
 	}
-	reported := waitLine(a, 2*time.Second+cfg.Delta+cfg.checkPeriod(), func(l lineView) bool { return l.ev == "dead" && l.dead == 0 && l.rank == 2 })
+	reported := waitLine(a, 2*time.Second+4*cfg.Delta, func(l lineView) bool { return l.ev == "dead" && l.dead == 0 && l.rank == 2 })
 	close(done)
 	if replay && len(captured) > 0 {
 		row.Replayed = <-stopReplay
 	}
-	m, err := scrape(ready[2].Metrics)
-	if err == nil {
+	if m, err := scrape(ready[2].Metrics); err == nil {
 		row.Rejected = map[string]float64{}
 		for k, v := range m {
 			if r, ok := strings.CutPrefix(k, `vigil_frames_rejected_total{reason="`); ok {
@@ -519,27 +515,29 @@ func (c *capture) stop() [][]byte {
 }
 
 // replayFrom sends the captured datagrams to dst from src's address and
-// port, in a loop, until done; it returns how many it sent.
-func replayFrom(src, dst netip.AddrPort, dgrams [][]byte, done <-chan struct{}) int {
+// port, in their order, one every period (as their emitter did: each one
+// would move a word that has not seen it), until done or the last; it
+// returns how many it sent.
+func replayFrom(src, dst netip.AddrPort, dgrams [][]byte, period time.Duration, done <-chan struct{}) int {
 	c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(src), net.UDPAddrFromAddrPort(dst))
 	if err != nil {
 		return 0
 	}
 	defer c.Close()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
 	n := 0
-	for {
-		for _, b := range dgrams {
-			select {
-			case <-done:
-				return n
-			default:
-			}
-			if _, err := c.Write(b); err == nil {
-				n++
-			}
+	for _, b := range dgrams {
+		if _, err := c.Write(b); err == nil {
+			n++
 		}
-		time.Sleep(100 * time.Microsecond)
+		select {
+		case <-done:
+			return n
+		case <-tick.C:
+		}
 	}
+	return n
 }
 
 // scrape reads one Prometheus text page into name{labels} → value.
@@ -586,9 +584,9 @@ func HostileTable(p func(string, ...any), cfg HostileConfig, floods []FloodRow, 
 	}
 	if len(replays) > 0 {
 		limit := replayLimit(replays, cfg.checkPeriod())
-		p("Replay of a killed rank's captured heartbeats to its new observer (-heartbeat %s, h=%v δ=%v; δ + one check = %v; "+
-			"limit with the replay: the latest report without it + one check = %v):\n\n",
-			cfg.Heartbeat, cfg.H, cfg.Delta, cfg.Delta+cfg.checkPeriod(), limit)
+		p("Replay of a killed rank's captured heartbeats to its new observer (-heartbeat %s, h=%v δ=%v, no block mending; "+
+			"the victim and its observer killed at once; limit with the replay: the latest report without it + one check = %v):\n\n",
+			cfg.Heartbeat, cfg.H, cfg.Delta, limit)
 		p("| run | replay | captured | replayed | reported after | false reports | wrong_receiver | old_heartbeat | pass |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range replays {
 			p("| %d | %v | %d | %d | %v | %d | %.0f | %.0f | %v |\n", r.Run, r.Replay, r.Captured, r.Replayed, r.Detected.Round(100*time.Microsecond),

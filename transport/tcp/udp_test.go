@@ -189,7 +189,8 @@ func TestDrainDoesNotAllocate(t *testing.T) {
 
 // FuzzHeartbeatDatagram feeds arbitrary datagrams to the heartbeat
 // socket's decoder: it never panics, and a slot moves only for an
-// authentic heartbeat frame that fills the datagram exactly.
+// authentic heartbeat frame that fills the datagram exactly, is meant for
+// this incarnation of this rank and moves the slot forwards.
 func FuzzHeartbeatDatagram(f *testing.F) {
 	slots := transport.NewSlots(4)
 	tr, err := Listen(testConfig(0, 4, slots, func(ranks.Rank, []byte) {}))
@@ -202,8 +203,14 @@ func FuzzHeartbeatDatagram(f *testing.F) {
 	hbf.Bind(0, tr.Incarnation())
 	f.Add(append([]byte(nil), hbf.Encode(3)...))
 	f.Add(append([]byte(nil), hbf.Encode(1<<62)...)[:20])
+	hbf.Bind(2, tr.Incarnation())
+	f.Add(append([]byte(nil), hbf.Encode(4)...)) // to another rank
+	hbf.Bind(0, 0)
+	f.Add(append([]byte(nil), hbf.Encode(5)...)) // unbound
 	m, _ := c.Append(nil, wire.Msg, []byte("x"))
 	f.Add(m)
+	hello, _ := c.Append(nil, wire.Hello, wire.AppendHello(nil, 0)) // an announcement
+	f.Add(hello)
 	check := wire.NewCodec(wire.Params{JobID: testJob, Key: testKey, N: 4, MaxPayload: DefaultMaxPayload})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := make([]uint64, 4)
@@ -212,12 +219,17 @@ func FuzzHeartbeatDatagram(f *testing.F) {
 		}
 		tr.gotHeartbeat(b)
 		for r := range before {
-			if slots.Load(ranks.Rank(r)) == before[r] {
+			after := slots.Load(ranks.Rank(r))
+			if after == before[r] {
 				continue
 			}
 			fr, n, err := check.Decode(b)
 			if err != nil || n != len(b) || fr.Type != wire.Heartbeat || fr.Sender != ranks.Rank(r) {
 				t.Fatalf("slot %d moved for a datagram that is not an authentic heartbeat of it (%v)", r, err)
+			}
+			beat, err := wire.DecodeHeartbeat(fr.Payload)
+			if err != nil || beat.To != 0 || beat.ToIncarnation != tr.Incarnation() || beat.Seq != after || after < before[r] {
+				t.Fatalf("slot %d moved from %d to %d for %+v (%v)", r, before[r], after, beat, err)
 			}
 		}
 	})
