@@ -98,7 +98,9 @@ type Transport struct {
 	// newest incarnation known of a rank changed (SetHeartbeatRebind).
 	announced []atomic.Int64
 	rebind    atomic.Pointer[func(ranks.Rank)]
-	helloBuf  []byte // the drain's: announce's frame
+	annMu     sync.Mutex  // guards annCodec, annBuf: the drain and the node's loop announce
+	annCodec  *wire.Codec // announce's
+	annBuf    []byte
 
 	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
 	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
@@ -142,6 +144,7 @@ func Listen(cfg Config) (*Transport, error) {
 	t.log = cfg.Logger.With("rank", cfg.Self)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.hbFrame = wire.NewCodec(t.params).NewHeartbeatFrame()
+	t.annCodec = wire.NewCodec(t.params)
 	t.wg.Add(1)
 	go t.acceptLoop()
 	return t, nil
@@ -497,6 +500,9 @@ func (t *Transport) WatchHeartbeats(from ranks.Rank) {
 	if err := t.hb.watch(r); err != nil {
 		t.logLimited("watch", slog.LevelWarn, "tcp: connecting the watched emitter's heartbeat socket", "emitter", from, "err", err)
 	}
+	if r >= 0 && from != t.cfg.Self {
+		t.announce(from) // at once: its first heartbeats need not wait for a refusal
+	}
 }
 
 // HeartbeatSweepFD implements transport.HeartbeatLanes: the socket of the
@@ -632,7 +638,9 @@ const announceEvery = 10 * time.Millisecond
 // announce tells rank r this rank's incarnation, which its heartbeats do
 // not name: one authenticated Hello datagram (naming r) to r's published
 // address, never to the datagram's source, at most once per
-// announceEvery per peer, so that replayed heartbeats make no flood.
+// announceEvery per peer, so that replayed heartbeats make no flood. An
+// observer announces itself when it starts watching an emitter, and again
+// when a heartbeat of it names no incarnation or another one.
 func (t *Transport) announce(r ranks.Rank) {
 	if int64(r) >= int64(len(t.announced)) {
 		return
@@ -642,10 +650,12 @@ func (t *Transport) announce(r ranks.Rank) {
 	if now-last < int64(announceEvery) || !t.announced[r].CompareAndSwap(last, now) {
 		return
 	}
+	t.annMu.Lock()
 	var err error
-	if t.helloBuf, err = t.hb.codec.Append(t.helloBuf[:0], wire.Hello, wire.AppendHello(nil, r)); err == nil {
-		err = t.hb.send(r, t.helloBuf)
+	if t.annBuf, err = t.annCodec.Append(t.annBuf[:0], wire.Hello, wire.AppendHello(nil, r)); err == nil {
+		err = t.hb.send(r, t.annBuf)
 	}
+	t.annMu.Unlock()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		t.logLimited("announce", slog.LevelInfo, "tcp: announcing this rank's incarnation", "peer", r, "err", err)
 	}
