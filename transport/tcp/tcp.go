@@ -14,15 +14,25 @@
 // waits for an exponential backoff, which only a new message starts: a dead
 // peer costs nothing while nobody talks to it.
 //
-// Heartbeats are UDP datagrams on a socket bound to the listener's address
-// and port (udp.go): the emitter thread sends each pre-encoded, authenticated
-// frame with one sendto, which never blocks and needs no connection, and
-// nothing in the observer's process wakes up for it. The datagrams wait in
-// the socket until the observer's check drains them (DrainHeartbeats,
-// transport.Drainer), checks them like any frame (job, known rank, tag,
-// incarnation not stale) and stores their sequence numbers into
-// Config.Slots. The check therefore sees every heartbeat that reached the
-// host, however starved the process was.
+// Heartbeats are UDP datagrams to the listener's address and port (udp.go):
+// the emitter thread sends each pre-encoded, authenticated frame with one
+// sendto, which never blocks and needs no connection, and nothing in the
+// observer's process wakes up for it. The datagrams wait in a socket until
+// the observer's check drains them (DrainHeartbeats, transport.Drainer),
+// checks them like any frame (job, known rank, tag, incarnation not stale)
+// and stores their sequence numbers into Config.Slots. The check therefore
+// sees every heartbeat that reached the host, however starved the process
+// was. The watched emitter's heartbeats have a socket of their own,
+// connect()ed to it (WatchHeartbeats, transport.HeartbeatLanes), which no
+// other sender's datagram reaches: a flood at the port fills the other
+// socket, drained within a budget, and the kernel's drops are counted
+// (Stats().KernelDropped). A heartbeat names its receiver's rank and
+// incarnation and must move the emitter's word forwards (wire.Beat), so a
+// captured one replayed to another rank, to a restarted one or to the same
+// one later is refused and counted (wrong_receiver, wrong_incarnation,
+// old_heartbeat); an observer announces its incarnation to its emitter
+// (an authenticated Hello datagram) when it starts watching it and when it
+// refuses a heartbeat bound to no or another incarnation of it.
 //
 // Peers never write on the connections we open, so each one also has a
 // goroutine blocked in Read: when the peer closes or resets it, the next
