@@ -130,9 +130,6 @@ func (a *AgentJob) Ready() []launch.Line {
 	return r
 }
 
-// launchOptions are the launcher's options of the hostile checks.
-func launchOptions() launch.Options { return launch.Options{} }
-
 // Pids returns the agents' process IDs.
 func (a *AgentJob) Pids() []int {
 	p := make([]int, len(a.job.Procs))

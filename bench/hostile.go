@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/launch"
 )
 
 // HostileConfig configures the hostile-input checks of the heartbeat path
@@ -37,12 +38,17 @@ type HostileConfig struct {
 	H, Delta  time.Duration
 	Heartbeat string
 	// Flood is how long each port is flooded; Runs is how many flood runs.
-	Flood time.Duration
-	Runs  int
+	// With Controls, each flood run is followed by a control run: the same
+	// agents for as long, not flooded, to tell the flood's effect from
+	// the machine's.
+	Flood    time.Duration
+	Runs     int
+	Controls bool
 	// Burners adds that many CPU burners during the floods (0: none).
 	Burners int
-	// Log receives progress lines (nil: none).
-	Log io.Writer
+	// Log receives progress lines, and AgentLog the agents' stderr (nil:
+	// none).
+	Log, AgentLog io.Writer
 }
 
 func (c *HostileConfig) logf(format string, args ...any) {
@@ -53,8 +59,9 @@ func (c *HostileConfig) logf(format string, args ...any) {
 
 // FloodRow is one flood run against one agent.
 type FloodRow struct {
-	Run   int
-	Ports []uint16 // the agent's UDP ports, each flooded for Flood
+	Run     int
+	Control bool     // not flooded
+	Ports   []uint16 // the agent's UDP ports, each flooded for Flood
 	// Sent datagrams, and the rate one sender reached.
 	Sent uint64
 	Rate float64
@@ -62,14 +69,17 @@ type FloodRow struct {
 	Reports int
 	// KernelDrops and Rejected are the flooded agent's metrics after the
 	// flood: datagrams the kernel dropped at its heartbeat sockets, and
-	// frames refused by reason.
+	// frames refused by reason; Gone, that its metrics could not be read
+	// (it had exited).
 	KernelDrops float64
 	Rejected    map[string]float64
+	Gone        bool
 }
 
-// OK reports whether the run passed: no report, drops counted.
+// OK reports whether the run passed: no report, and for a flood the
+// drops counted.
 func (r FloodRow) OK() bool {
-	return r.Reports == 0 && (r.KernelDrops > 0 || sumRejected(r.Rejected) > 0)
+	return r.Reports == 0 && !r.Gone && (r.Control || r.KernelDrops > 0 || sumRejected(r.Rejected) > 0)
 }
 
 func sumRejected(m map[string]float64) float64 {
@@ -99,23 +109,28 @@ func (c *HostileConfig) agentArgs() []string {
 func HostileFlood(ctx context.Context, cfg HostileConfig) ([]FloodRow, error) {
 	var rows []FloodRow
 	for run := range cfg.Runs {
-		if ctx.Err() != nil {
-			return rows, ctx.Err()
+		for _, control := range []bool{false, true} {
+			if control && !cfg.Controls {
+				continue
+			}
+			if ctx.Err() != nil {
+				return rows, ctx.Err()
+			}
+			row, err := hostileFloodRun(ctx, cfg, run, control)
+			if err != nil {
+				return rows, err
+			}
+			cfg.logf("flood run %d (control %v): ports %v, %d datagrams at %.0f/s, %d reports, %.0f kernel drops, rejected %v, agent gone %v\n",
+				run, control, row.Ports, row.Sent, row.Rate, row.Reports, row.KernelDrops, row.Rejected, row.Gone)
+			rows = append(rows, row)
 		}
-		row, err := hostileFloodRun(ctx, cfg, run)
-		if err != nil {
-			return rows, err
-		}
-		cfg.logf("flood run %d: ports %v, %d datagrams at %.0f/s, %d reports, %.0f kernel drops, rejected %v\n",
-			run, row.Ports, row.Sent, row.Rate, row.Reports, row.KernelDrops, row.Rejected)
-		rows = append(rows, row)
 	}
 	return rows, nil
 }
 
-func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int) (FloodRow, error) {
-	row := FloodRow{Run: run}
-	a, err := startJob(cfg.N, cfg.agentArgs(), launchOptions())
+func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bool) (FloodRow, error) {
+	row := FloodRow{Run: run, Control: control}
+	a, err := startJob(cfg.N, cfg.agentArgs(), launch.Options{Stderr: cfg.AgentLog})
 	if err != nil {
 		return row, err
 	}
@@ -139,6 +154,10 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int) (FloodRow,
 	}
 	var elapsed time.Duration
 	for _, port := range row.Ports {
+		if control {
+			sleepCtx(ctx, cfg.Flood)
+			continue
+		}
 		fctx, cancel := context.WithTimeout(ctx, cfg.Flood)
 		sent, d, err := flood(fctx, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port), junk)
 		cancel()
@@ -154,12 +173,12 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int) (FloodRow,
 	if burners != nil {
 		burners.Stop()
 	}
-	row.Rate = float64(row.Sent) / elapsed.Seconds()
+	if elapsed > 0 {
+		row.Rate = float64(row.Sent) / elapsed.Seconds()
+	}
 	time.Sleep(3 * cfg.Delta) // a suspicion the flood caused would be out by now
 	m, err := scrape(a.Ready()[target].Metrics)
-	if err != nil {
-		return row, err
-	}
+	row.Gone = err != nil
 	row.KernelDrops = m["vigil_heartbeat_datagrams_kernel_dropped_total"]
 	row.Rejected = map[string]float64{}
 	for k, v := range m {
@@ -242,7 +261,7 @@ func (c *HostileConfig) checkPeriod() time.Duration { return max(c.Delta/8, c.H)
 
 func hostileReplayRun(cfg HostileConfig, run int, replay bool) (ReplayRow, error) {
 	row := ReplayRow{Run: run, Replay: replay}
-	a, err := startJob(cfg.N, append(cfg.agentArgs(), "-mend-probe=0"), launchOptions())
+	a, err := startJob(cfg.N, append(cfg.agentArgs(), "-mend-probe=0"), launch.Options{Stderr: cfg.AgentLog})
 	if err != nil {
 		return row, err
 	}
@@ -575,10 +594,10 @@ func HostileTable(p func(string, ...any), cfg HostileConfig, floods []FloodRow, 
 	ok := true
 	if len(floods) > 0 {
 		p("UDP flood, one sender, %v per port of agent 1 of %d (-heartbeat %s, h=%v δ=%v, %d CPU burners):\n\n", cfg.Flood, cfg.N, cfg.Heartbeat, cfg.H, cfg.Delta, cfg.Burners)
-		p("| run | ports | datagrams | rate (/s) | reports | kernel drops | rejected | pass |\n|---|---|---|---|---|---|---|---|\n")
+		p("| run | flood | ports | datagrams | rate (/s) | reports | kernel drops | rejected | pass |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range floods {
-			p("| %d | %v | %d | %.0f | %d | %.0f | %.0f | %v |\n", r.Run, r.Ports, r.Sent, r.Rate, r.Reports, r.KernelDrops, sumRejected(r.Rejected), r.OK())
-			ok = ok && r.OK()
+			p("| %d | %v | %v | %d | %.0f | %d | %.0f | %.0f | %v |\n", r.Run, !r.Control, r.Ports, r.Sent, r.Rate, r.Reports, r.KernelDrops, sumRejected(r.Rejected), r.OK())
+			ok = ok && (r.Control || r.OK())
 		}
 		p("\n")
 	}

@@ -16,7 +16,7 @@ func TestHostileShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds vigil and starts agents")
 	}
-	cfg := HostileConfig{VigilBin: buildVigil(t), N: 4, H: time.Millisecond, Delta: 20 * time.Millisecond,
+	cfg := HostileConfig{VigilBin: buildVigil(t), N: 4, H: 10 * time.Millisecond, Delta: 50 * time.Millisecond,
 		Heartbeat: "shm", Flood: 2 * time.Second, Runs: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

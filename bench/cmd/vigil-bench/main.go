@@ -330,13 +330,15 @@ func hostileMain(args []string) error {
 	fs := flag.NewFlagSet("vigil-bench hostile", flag.ContinueOnError)
 	vigilBin := fs.String("vigil", "", "the product's vigil executable (default: next to vigil-bench, else built from the source tree)")
 	n := fs.Int("n", 8, "agents")
-	h := fs.Duration("h", time.Millisecond, "heartbeat period")
-	delta := fs.Duration("delta", 20*time.Millisecond, "suspicion time-out δ")
+	h := fs.Duration("h", 10*time.Millisecond, "heartbeat period (default: vigil run's)")
+	delta := fs.Duration("delta", 50*time.Millisecond, "suspicion time-out δ (default: vigil run's)")
+	controls := fs.Bool("controls", false, "after each flood run, a control run: the same agents as long, not flooded (reports there are the machine's)")
 	modes := fs.String("heartbeat", "shm,udp", "comma-separated heartbeat paths to attack (shm, udp); the replay runs over udp only")
 	floodFor := fs.Duration("flood", 30*time.Second, "how long each UDP port is flooded")
 	runs := fs.Int("runs", 10, "flood runs per heartbeat path, and replay runs (each with a run without replay)")
 	burners := fs.Int("burners", 0, "CPU burners during the floods")
 	checks := fs.String("checks", "flood,replay", "which checks: flood, replay")
+	agentLog := fs.String("agent-log", "", "append the agents' stderr to this file (default: discarded)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -354,6 +356,13 @@ func hostileMain(args []string) error {
 			return err
 		}
 	}
+	var alog *os.File
+	if *agentLog != "" {
+		if alog, err = os.OpenFile(*agentLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return err
+		}
+		defer alog.Close()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := func(f string, a ...any) { fmt.Printf(f, a...) }
@@ -361,7 +370,10 @@ func hostileMain(args []string) error {
 	ok := true
 	for _, mode := range strings.Split(*modes, ",") {
 		cfg := bench.HostileConfig{VigilBin: *vigilBin, N: *n, H: *h, Delta: *delta, Heartbeat: mode,
-			Flood: *floodFor, Runs: *runs, Burners: *burners, Log: os.Stderr}
+			Flood: *floodFor, Runs: *runs, Controls: *controls, Burners: *burners, Log: os.Stderr}
+		if alog != nil {
+			cfg.AgentLog = alog
+		}
 		var floods []bench.FloodRow
 		var replays []bench.ReplayRow
 		if strings.Contains(*checks, "flood") {
