@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,6 +39,7 @@ type DetectorSpec struct {
 type AgentJob struct {
 	job  *launch.Job
 	done chan struct{}
+	mu   sync.Mutex // guards log until done is closed
 	log  []launch.Line
 }
 
@@ -102,10 +104,30 @@ func startJob(n int, argv []string, opt launch.Options) (*AgentJob, error) {
 	go func() {
 		defer close(a.done)
 		for l := range job.Lines {
+			a.mu.Lock()
 			a.log = append(a.log, l)
+			a.mu.Unlock()
 		}
 	}()
 	return a, nil
+}
+
+// Lines returns the agents' lines so far.
+func (a *AgentJob) Lines() []launch.Line {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]launch.Line(nil), a.log...)
+}
+
+// Ready returns the agents' "ready" lines, indexed by rank.
+func (a *AgentJob) Ready() []launch.Line {
+	r := make([]launch.Line, len(a.job.Procs))
+	for _, l := range a.job.Ready() {
+		if int(l.Rank) < len(r) {
+			r[l.Rank] = l
+		}
+	}
+	return r
 }
 
 // Pids returns the agents' process IDs.

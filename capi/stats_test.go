@@ -26,7 +26,8 @@ func TestStatsNames(t *testing.T) {
 	seen := map[int]string{}
 	for _, r := range []string{wire.ReasonBadMagic, wire.ReasonBadVersion, wire.ReasonBadType, wire.ReasonForeignJob,
 		wire.ReasonBadTag, wire.ReasonTruncated, wire.ReasonTooLarge, wire.ReasonUnknownRank, wire.ReasonStale,
-		wire.ReasonNoHello, wire.ReasonMisdirected, wire.ReasonBadPayload, "hello_timeout", "wrong_source_qp"} {
+		wire.ReasonNoHello, wire.ReasonMisdirected, wire.ReasonBadPayload, "hello_timeout", "wrong_source_qp",
+		wire.ReasonWrongReceiver, wire.ReasonWrongIncarnation, wire.ReasonUnbound, wire.ReasonOldHeartbeat} {
 		i := rejectIndex(r)
 		if i == 0 || seen[i] != "" {
 			t.Errorf("reason %s: slot %d (already %q)", r, i, seen[i])

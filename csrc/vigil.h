@@ -290,6 +290,14 @@ enum {
 	VIGIL_REJECT_WRONG_SOURCE_QP = 20,
 	VIGIL_REJECT_BAD_HEARTBEAT = 21,
 	VIGIL_REJECT_UNEXPECTED_TYPE = 22,
+	/* Heartbeats bound to their receiver (UDP; wrong_incarnation and
+	 * old_heartbeat over verbs too): meant for another rank, for another
+	 * incarnation of this one, for none yet, or not moving the emitter's
+	 * word forwards (a replay). */
+	VIGIL_REJECT_WRONG_RECEIVER = 23,
+	VIGIL_REJECT_WRONG_INCARNATION = 24,
+	VIGIL_REJECT_UNBOUND_HEARTBEAT = 25,
+	VIGIL_REJECT_OLD_HEARTBEAT = 26,
 	VIGIL_REJECT_SLOTS = 32         /* the array's length: room for later reasons */
 };
 
@@ -357,7 +365,7 @@ static inline const char *vigil_reject_name(int r)
 		"truncated", "too_large", "unknown_rank", "stale", "no_hello", "misdirected",
 		"bad_payload", "hello_timeout", "bad_control", "ud_send_error", "bad_packet",
 		"recv_error", "bad_frame", "trailing_bytes", "wrong_source_qp", "bad_heartbeat",
-		"unexpected_type"};
+		"unexpected_type", "wrong_receiver", "wrong_incarnation", "unbound_heartbeat", "old_heartbeat"};
 	return r >= 0 && r < (int)(sizeof names / sizeof *names) ? names[r] : NULL;
 }
 

@@ -42,7 +42,10 @@
 // equal to the frames its emitter will send, computed in advance the same
 // way; the others (a new emitter's first ones, another sender's, a
 // forgery) are checked by a goroutine, which then checks in the thread's
-// place. Go resolves each target's Sink and publishes both to the thread
+// place. With EmitterConfig.Sweep the transport's port has a second socket
+// for every other sender's datagrams (transport.HeartbeatLanes): while
+// the watched emitter is heard, the thread has a goroutine sweep it within
+// a budget and checks at once, so no rate of junk there delays a check. Go resolves each target's Sink and publishes both to the thread
 // (a sequence lock it never waits on). The thread enters Go only for a
 // target without a Sink (the silence alarm too is rung by a goroutine),
 // so a quiet job's heartbeats over shared memory or UDP wake nothing in

@@ -62,6 +62,13 @@ type EmitterConfig struct {
 	// a datagram it did not expect: a new emitter's first ones, another
 	// sender's, a forgery.
 	Verify transport.HeartbeatVerifier
+	// Sweep, with the native thread and DrainFD > 0, drains within a
+	// bounded budget the socket SweepFD of the other datagrams of the
+	// transport's port (transport.HeartbeatLanes): the thread then looks
+	// at SweepFD too, but while the watched emitter is heard it has Sweep
+	// run on the drainer and checks at once, never waiting for it.
+	Sweep   func()
+	SweepFD int
 	// DatagramsOnly tells the native thread that Sink never resolves a
 	// word (no shared memory): a target reached by datagram is then
 	// resolved again only every 64 s (for a changed address), not within
@@ -91,10 +98,12 @@ type EmitterStats struct {
 	Checks uint64
 	// Verified counts the heartbeat datagrams the native thread received
 	// and authenticated without Go (EmitterConfig.Verify; not in the
-	// transport's counters).
-	Verified uint64
-	Pinned   bool
-	RealTime bool
+	// transport's counters), and OldSeen those among them that did not
+	// move the word (replays, or overtaken: the transports count them as
+	// Rejected["old_heartbeat"]).
+	Verified, OldSeen uint64
+	Pinned            bool
+	RealTime          bool
 	// Native: the thread runs in C (EmitterConfig.Sink).
 	Native bool
 }
@@ -179,7 +188,19 @@ func (e *Emitter) setTarget(to uint32) {
 	defer e.mu.Unlock()
 	e.target.Store(to)
 	if e.nat != nil {
-		e.nat.publish(to)
+		e.nat.publish(to, false)
+	}
+}
+
+// Rebind tells the thread that the heartbeats to rank to signed in
+// advance are bound to an incarnation of to that is not the newest known
+// any more: it signs them anew if to is its target. Safe from any
+// goroutine.
+func (e *Emitter) Rebind(to ranks.Rank) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.nat != nil && e.target.Load() == uint32(to) {
+		e.nat.publish(uint32(to), true)
 	}
 }
 

@@ -94,6 +94,9 @@ static void ask_refill(uint64_t *filled, uint64_t *requested, uint64_t seq, int 
 // has not signed it; it asks for a refill when the ring runs low.
 static const unsigned char *frame(vg_emitter *e, uint64_t seq) {
 	ask_refill(&e->filled, &e->requested, seq, e->refill_efd);
+	if (LOAD(&e->ring_to) != e->cur_to) {
+		return NULL; // signed for another receiver, or being signed anew
+	}
 	uint64_t i = (seq - 1) % VG_RING;
 	return LOAD(&e->stamps[i]) == seq ? e->frames[i] : NULL;
 }
@@ -243,9 +246,13 @@ static int receive(vg_emitter *e) {
 				kept++;
 				continue;
 			}
-			store_max(word, seqs[i]);
 			v->lens[i] = 0;
 			top = seqs[i] > top ? seqs[i] : top;
+			if (seqs[i] <= LOAD(word)) {
+				ADD(&v->old, 1); // a replay, or overtaken: it moves nothing
+				continue;
+			}
+			store_max(word, seqs[i]);
 			ADD(&v->verified, 1);
 		}
 		if (top != 0) {
@@ -266,43 +273,75 @@ static const uint64_t *watched(const vg_watch *w) {
 	return w->rec_emitter < w->nwords ? &w->words[w->rec_emitter] : NULL;
 }
 
-// shm_emitter reports whether the watched emitter is heard without
-// drain_fd: its word grew since the last check left it, though neither
-// this thread nor the drainer stored into it since (the drainer's checks
-// leave no mark), and Go asked for no other emitter meanwhile. Its
-// heartbeats come by shared memory (or TCP), not by datagram.
-static int shm_emitter(const vg_emitter *e) {
+// heard reports whether the watched emitter's word grew since the last
+// check left it, and Go asked for no other emitter meanwhile (the
+// drainer's checks leave no mark): by shared memory, or by datagrams the
+// thread stored.
+static int heard(const vg_emitter *e) {
 	const vg_watch *w = e->watch;
 	const uint64_t *p = watched(w);
 	return p != NULL && e->mark_emitter == w->rec_emitter && LOAD(&w->want) == w->applied && LOAD(p) > e->mark;
 }
 
+// waiting reports whether a datagram waits in socket fd.
+static int waiting(int fd) {
+	char b;
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
+// hand hands this check to Go's drainer, which collects the datagrams,
+// checks, then clears drain_pending; the thread checks nothing meanwhile.
+static void hand(vg_emitter *e) {
+	e->mark_emitter = VG_NO_TARGET; // the drainer checks and may store: no mark
+	STORE(&e->drain_pending, 1);
+	notify(e->drain_efd);
+}
+
 // check is the observer's check: the watch's, here, when no heartbeat
 // waits in drain_fd (or, with a verify ring, when every one that did was
-// an expected frame); otherwise it hands the check to Go's drainer (which
-// collects the datagrams, checks, then clears drain_pending), and checks
-// nothing itself until the drainer is done: one thread at a time runs the
-// watch's check. With VG_DRAIN_ALWAYS every check goes to the drainer.
-// While the watched emitter stores into its word (shm_emitter), the check
-// skips drain_fd but every VG_DRAIN_EVERY-th time: its system call is
-// most of a check's cost, and the datagrams waiting there (another
-// sender's) change nothing for the emitter, which is heard.
+// an expected frame); otherwise it hands the check to Go's drainer (hand).
+// With VG_DRAIN_ALWAYS every check goes to the drainer. While the watched
+// emitter is heard without drain_fd (shared memory), the check skips
+// drain_fd but every VG_DRAIN_EVERY-th time: its system call is most of a
+// check's cost, and the datagrams waiting there change nothing for the
+// emitter, which is heard.
+//
+// sweep_fd (the port's other datagrams: anyone's) never holds a check up
+// while the emitter is heard: the check asks the drainer to sweep it
+// (within a bounded budget) and checks at once, looking at it only every
+// VG_DRAIN_EVERY-th time. While the emitter is not heard, the check hands
+// itself to the drainer when sweep_fd holds datagrams: they may be the
+// emitter's own, from an address its lane was not connected to.
 static void check(vg_emitter *e) {
 	if (LOAD(&e->drain_pending)) {
 		return; // the drainer has not run yet: it will check
 	}
-	char b;
-	if (e->drain_fd >= 0 && e->skipped + 1 < VG_DRAIN_EVERY && shm_emitter(e)) {
+	if (e->drain_fd >= 0 && e->skipped + 1 < VG_DRAIN_EVERY && heard(e)) {
 		e->skipped++;
 	} else {
 		e->skipped = 0;
 		if (e->drain_fd >= 0 && e->verify != NULL ? receive(e) :
-		    e->drain_fd == VG_DRAIN_ALWAYS ||
-		    (e->drain_fd >= 0 && recv(e->drain_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)) {
-			e->mark_emitter = VG_NO_TARGET; // the drainer checks and may store: no mark
-			STORE(&e->drain_pending, 1);
-			notify(e->drain_efd);
+		    e->drain_fd == VG_DRAIN_ALWAYS || (e->drain_fd >= 0 && waiting(e->drain_fd))) {
+			hand(e);
 			return;
+		}
+	}
+	if (e->sweep_fd >= 0) {
+		int h = heard(e);
+		if (h && e->sweep_skipped + 1 < VG_DRAIN_EVERY) {
+			e->sweep_skipped++;
+		} else {
+			e->sweep_skipped = 0;
+			if (waiting(e->sweep_fd)) {
+				if (!h) {
+					hand(e);
+					return;
+				}
+				if (!LOAD(&e->sweep_pending)) {
+					STORE(&e->sweep_pending, 1);
+					notify(e->drain_efd);
+				}
+			}
 		}
 	}
 	if (vg_watch_check(e->watch, vg_now())) {

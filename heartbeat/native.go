@@ -38,10 +38,10 @@ type Sink struct {
 // reached only through the SendFunc.
 type SinkFunc func(to ranks.Rank) (Sink, bool)
 
-// SignFunc writes the authenticated datagram of heartbeat seq into dst and
-// returns its length. It is called from one goroutine at a time, never
-// concurrently with itself.
-type SignFunc func(dst []byte, seq uint64) int
+// SignFunc writes the authenticated datagram of heartbeat seq to rank to
+// into dst and returns its length. It is called from one goroutine at a
+// time, never concurrently with itself.
+type SignFunc func(dst []byte, to ranks.Rank, seq uint64) int
 
 // native is the state of an Emitter whose thread runs in C (native.c): a
 // pthread the Go runtime never schedules, which sleeps on absolute
@@ -66,6 +66,7 @@ type native struct {
 	vf     *verifier // nil without Verify
 
 	fillMu  sync.Mutex // one fill at a time: the refill goroutine, publish
+	ringTo  uint32     // the receiver the ring is signed for; fillMu
 	refillF *os.File   // the thread's signal that a ring runs low
 	drain   *os.File   // the thread's signal that heartbeats wait in DrainFD
 	alarm   *os.File   // the thread's signal that the watch's alarm is due
@@ -111,8 +112,13 @@ func (e *Emitter) startNative() error {
 	default:
 		c.drain_fd = C.VG_DRAIN_ALWAYS
 	}
+	c.sweep_fd = -1
+	if e.cfg.Sweep != nil && e.cfg.SweepFD > 0 && c.drain_fd != -1 {
+		c.sweep_fd = C.int(e.cfg.SweepFD)
+	}
 	c.refill_efd, c.drain_efd, c.alarm_efd = -1, -1, -1
-	n := &native{e: e, c: c, handle: cgo.NewHandle(e)} // the handle keeps e, its Watch and Slots alive
+	c.ring_to = C.VG_NO_TARGET
+	n := &native{e: e, c: c, handle: cgo.NewHandle(e), ringTo: noTarget, to: noTarget} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
 	if e.cfg.Verify != nil && e.cfg.Watch != nil && e.cfg.DrainFD > 0 {
 		if n.vf = newVerifier(e.cfg.Verify); n.vf == nil {
@@ -121,7 +127,7 @@ func (e *Emitter) startNative() error {
 		}
 		c.verify = n.vf.c
 	}
-	n.publish(e.target.Load())
+	n.publish(e.target.Load(), false)
 	if err := n.start(); err != nil {
 		n.stopGoroutines()
 		n.free()
@@ -172,14 +178,41 @@ func (n *native) startSigning() error {
 		return errors.New("heartbeat: out of memory for the signed heartbeats")
 	}
 	var probe [C.VG_FRAME_MAX + 1]byte
-	l := n.e.cfg.Sign(probe[:], 1)
+	l := n.e.cfg.Sign(probe[:], 0, 1)
 	if l <= 0 || l > C.VG_FRAME_MAX {
 		return fmt.Errorf("heartbeat: a signed heartbeat of %d bytes, want 1 to %d", l, C.VG_FRAME_MAX)
 	}
 	n.c.frame_len = C.uint32_t(l)
-	n.fill()
+	n.resign(n.to)
 	return nil
 }
+
+// resign signs the ring anew for receiver to: the thread sends none of
+// its frames meanwhile (ring_to), and goes through Go's SendFunc instead.
+func (n *native) resign(to uint32) {
+	n.fillMu.Lock()
+	defer n.fillMu.Unlock()
+	c := n.c
+	ringTo := (*uint32)(unsafe.Pointer(&c.ring_to))
+	atomic.StoreUint32(ringTo, noTarget)
+	stamps := unsafe.Slice((*uint64)(unsafe.Pointer(c.stamps)), C.VG_RING)
+	for i := range stamps {
+		atomic.StoreUint64(&stamps[i], 0)
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.seq))))
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.requested)), 0)
+	n.ringTo = to
+	if to == noTarget {
+		return
+	}
+	n.fillLocked(resignFirst) // the next few first, so that the thread goes through Go for a few µs at most
+	atomic.StoreUint32(ringTo, to)
+	n.fillLocked(C.VG_RING - 1)
+}
+
+// resignFirst is how many frames resign signs before the thread may use
+// the ring again.
+const resignFirst = 8
 
 // refill is the refill goroutine's work: both rings, each only when it
 // runs low.
@@ -199,7 +232,12 @@ func (n *native) refill() {
 // among those datagrams, the verify ring follows that emitter.
 func (n *native) drainAndCheck() {
 	pending := (*uint32)(unsafe.Pointer(&n.c.drain_pending))
+	sweep := (*uint32)(unsafe.Pointer(&n.c.sweep_pending))
 	if atomic.LoadUint32(pending) == 0 {
+		if atomic.LoadUint32(sweep) != 0 {
+			n.e.cfg.Sweep() // the thread checks meanwhile: the emitter is heard
+			atomic.StoreUint32(sweep, 0)
+		}
 		return
 	}
 	var from ranks.Rank
@@ -208,8 +246,9 @@ func (n *native) drainAndCheck() {
 	if n.vf != nil {
 		from, inc, follow = n.vf.deliver(n.e.cfg.Watch)
 	}
-	n.e.check()
+	n.e.check() // its Drain sweeps too
 	atomic.AddUint64((*uint64)(unsafe.Pointer(&n.c.checks)), 1)
+	atomic.StoreUint32(sweep, 0)
 	atomic.StoreUint32(pending, 0) // after the check: the thread checks again from now on
 	if follow {
 		n.vf.follow(from, inc) // after the check: signing a ring takes about a millisecond
@@ -247,19 +286,27 @@ func (n *native) wake(efd *C.int, name string, do func()) (*os.File, error) {
 func (n *native) fill() {
 	n.fillMu.Lock()
 	defer n.fillMu.Unlock()
+	if n.ringTo != noTarget {
+		n.fillLocked(C.VG_RING - 1)
+	}
+}
+
+// fillLocked is fill with fillMu held, up to ahead frames after the
+// thread's current one.
+func (n *native) fillLocked(ahead uint64) {
 	c := n.c
 	filled := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.filled)))
 	seq := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.seq)))
-	limit := seq + C.VG_RING - 1
+	limit := seq + ahead
 	if limit <= filled {
 		return
 	}
 	ring := unsafe.Slice((*byte)(unsafe.Pointer(c.frames)), C.VG_RING*C.VG_FRAME_MAX)
 	stamps := unsafe.Slice((*uint64)(unsafe.Pointer(c.stamps)), C.VG_RING)
-	sign := n.e.cfg.Sign
+	sign, to := n.e.cfg.Sign, ranks.Rank(n.ringTo)
 	for s := max(filled, seq) + 1; s <= limit; s++ {
 		i := (s - 1) % C.VG_RING
-		sign(ring[i*C.VG_FRAME_MAX:(i+1)*C.VG_FRAME_MAX], s)
+		sign(ring[i*C.VG_FRAME_MAX:(i+1)*C.VG_FRAME_MAX], to, s)
 		atomic.StoreUint64(&stamps[i], s)
 	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.filled)), limit)
@@ -281,7 +328,7 @@ func (n *native) stopGoroutines() {
 // not a word, a timer resolves it again (a datagram with DatagramsOnly
 // every resolveMax only: it can change only if the peer's address does).
 // The Emitter's mu is held (or the thread not started).
-func (n *native) publish(to uint32) {
+func (n *native) publish(to uint32, rebind bool) {
 	c := n.c
 	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
 	v := atomic.LoadUint64(ver)
@@ -290,7 +337,14 @@ func (n *native) publish(to uint32) {
 	n.e.resolveSink(&c.pub_sink, to)
 	atomic.StoreUint64(ver, v+2)
 	if c.pub_sink.kind == C.VG_SINK_DGRAM && c.frames != nil {
-		n.fill() // the ring may lag behind heartbeats sent otherwise
+		n.fillMu.Lock()
+		same := n.ringTo == to && n.kind == C.VG_SINK_DGRAM
+		n.fillMu.Unlock()
+		if same && !rebind {
+			n.fill() // the ring may lag behind heartbeats sent otherwise
+		} else {
+			n.resign(to) // frames are bound to their receiver
+		}
 	}
 	if to != n.to || c.pub_sink.kind != n.kind {
 		n.interval = resolveFirst
@@ -316,7 +370,7 @@ func (n *native) reresolve() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.nat == n {
-		n.publish(n.to)
+		n.publish(n.to, false)
 	}
 }
 
@@ -373,6 +427,7 @@ func (n *native) stats() EmitterStats {
 		MaxLateNs:  atomic.LoadInt64((*int64)(unsafe.Pointer(&c.max_late))),
 		Checks:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.checks))),
 		Verified:   n.vf.verified(),
+		OldSeen:    n.vf.old(),
 		Pinned:     atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.pinned))) != 0,
 		RealTime:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.rt))) != 0,
 		Native:     true,
@@ -402,7 +457,7 @@ type verifier struct {
 	mu   sync.Mutex // one change or fill at a time: the drainer, the refill goroutine
 	from uint32     // the frames' sender, noTarget before the first
 	inc  uint64
-	sign SignFunc
+	sign func(dst []byte, seq uint64) int
 	word *uint64
 }
 
@@ -433,6 +488,13 @@ func (v *verifier) verified() uint64 {
 		return 0
 	}
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&v.c.verified)))
+}
+
+func (v *verifier) old() uint64 {
+	if v == nil {
+		return 0
+	}
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&v.c.old)))
 }
 
 // match returns the sequence number of datagram b when the thread would

@@ -82,7 +82,8 @@ typedef struct vg_verify {
 	uint64_t filled, requested; // as for the sending ring
 	unsigned char (*frames)[VG_FRAME_MAX];
 	uint64_t *stamps;
-	uint64_t verified; // datagrams the thread accepted
+	uint64_t verified; // datagrams the thread accepted and stored
+	uint64_t old;      // expected frames that did not move the word (old_heartbeat)
 	uint32_t nhand;
 	uint32_t lens[VG_BATCH];
 	unsigned char bufs[VG_BATCH][VG_FRAME_MAX + 1]; // +1: longer datagrams show as such
@@ -104,9 +105,11 @@ typedef struct vg_emitter {
 	vg_watch *watch;  // the checks' watch, or NULL for no checks
 	int drain_fd;     // a socket whose heartbeats Go's drainer collects, -1 (none) or VG_DRAIN_ALWAYS
 	vg_verify *verify; // with drain_fd >= 0: the thread receives and authenticates them itself
+	int sweep_fd;     // the port's other datagrams, which Go drains (sweep_pending), or -1
 	int drain_efd;    // wakes the drainer
 	int alarm_efd;    // wakes the goroutine that rings the watch's alarm (-1: none)
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
+	uint32_t sweep_pending; // set by the thread, cleared by the drainer once it swept sweep_fd
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
 
 	// The target and its sink, published by Go: pub_ver is odd while Go
@@ -119,7 +122,10 @@ typedef struct vg_emitter {
 	// frame, then its stamp, then filled; the thread writes seq and, when
 	// fewer than VG_RING/2 frames are left, signals refill_efd once per
 	// refill (requested); so it does for the verify ring.
+	// ring_to is the target the frames are signed for (VG_NO_TARGET while
+	// Go signs them anew): a frame is bound to its receiver.
 	uint32_t frame_len;
+	uint32_t ring_to;
 	int refill_efd;
 	uint64_t filled, requested;
 	unsigned char (*frames)[VG_FRAME_MAX];
@@ -138,7 +144,7 @@ typedef struct vg_emitter {
 	// VG_NO_TARGET), and the drains skipped since the last one.
 	uint64_t mark;
 	uint32_t mark_emitter;
-	int skipped;
+	int skipped, sweep_skipped;
 	pthread_t tid;
 } vg_emitter;
 

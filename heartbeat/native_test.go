@@ -230,7 +230,7 @@ func TestNativeDatagrams(t *testing.T) {
 	}
 	defer unix.Close(tx)
 	var sends, signed atomic.Int32
-	sign := func(dst []byte, seq uint64) int { // "hb" + seq, as a transport's signed frame would carry it
+	sign := func(dst []byte, _ ranks.Rank, seq uint64) int { // "hb" + seq, as a transport's signed frame would carry it
 		signed.Add(1)
 		copy(dst, "hb")
 		binary.LittleEndian.PutUint64(dst[2:], seq)
@@ -286,7 +286,7 @@ func TestNativeDatagrams(t *testing.T) {
 	if s := uint64(sends.Load()); s+st.NativeSent != st.Sent || st.NativeSent < want+3000 {
 		t.Fatalf("stats %+v with %d sends through Go", st, s)
 	}
-	if s := sends.Load(); s != 0 {
+	if s := sends.Load(); s > 2 { // at most while the ring is signed anew for the new target
 		t.Fatalf("%d sends through Go for %d heartbeats", s, st.Sent)
 	}
 	if n := signed.Load(); uint64(n) > want+3*1024 {

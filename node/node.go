@@ -224,6 +224,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		}
 		if ecfg.DrainFD > 0 {
 			ecfg.Verify = verify
+			if l, ok := n.tr.(transport.HeartbeatLanes); ok {
+				ecfg.Sweep, ecfg.SweepFD = l.SweepHeartbeats, l.HeartbeatSweepFD()
+			}
 		}
 		_, worder := n.tr.(transport.Worder)
 		ecfg.DatagramsOnly = !worder
@@ -232,6 +235,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if n.em, err = heartbeat.NewEmitter(ecfg); err != nil {
 		n.tr.Close()
 		return nil, err
+	}
+	if l, ok := n.tr.(transport.HeartbeatLanes); ok {
+		l.SetHeartbeatRebind(n.em.Rebind) // frames signed in advance name their receiver's incarnation
 	}
 	if n.heldP {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
@@ -374,6 +380,9 @@ func (n *Node) flush() {
 		return
 	}
 	if rd.Watch {
+		if l, ok := n.tr.(transport.HeartbeatLanes); ok {
+			l.WatchHeartbeats(rd.Emitter) // the emitter's heartbeats in a socket of their own
+		}
 		n.watch.Set(rd.Emitter, mono())
 	}
 	if rd.Retarget {
@@ -560,6 +569,12 @@ func (n *Node) Stats() Stats {
 	tr.HeartbeatsSent += em.NativeSent // sent by the native thread, past the transport's counters
 	tr.HeartbeatsDropped += em.Dropped
 	tr.HeartbeatsRecv += em.Verified // received and authenticated by the native thread
+	if em.OldSeen > 0 {
+		if tr.Rejected == nil {
+			tr.Rejected = map[string]uint64{}
+		}
+		tr.Rejected[wire.ReasonOldHeartbeat] += em.OldSeen
+	}
 	return Stats{
 		Transport:       tr,
 		Emitter:         em,

@@ -87,7 +87,27 @@ type Datagrams interface {
 	// HeartbeatSigner returns a function that writes the authenticated
 	// heartbeat datagram of seq into dst and returns its length, with its
 	// own state (nil when heartbeats are not datagrams).
-	HeartbeatSigner() func(dst []byte, seq uint64) int
+	HeartbeatSigner() func(dst []byte, to ranks.Rank, seq uint64) int
+}
+
+// HeartbeatLanes is implemented by a HeartbeatFD transport that gives the
+// watched emitter's heartbeats a socket of their own (HeartbeatFD), which
+// no other sender can reach, and the port's other datagrams another
+// (HeartbeatSweepFD), drained within a bounded budget: junk at the port
+// may be dropped, never the watched emitter's heartbeats with it.
+type HeartbeatLanes interface {
+	// WatchHeartbeats points HeartbeatFD at emitter from's heartbeats;
+	// the node calls it when its watched emitter changes.
+	WatchHeartbeats(from ranks.Rank)
+	// HeartbeatSweepFD returns the socket of the other datagrams, and
+	// SweepHeartbeats drains it alone, within its budget.
+	HeartbeatSweepFD() int
+	SweepHeartbeats()
+	// SetHeartbeatRebind sets the function told the rank whose newest
+	// known incarnation changed: heartbeats to it signed in advance are
+	// bound to the previous one (HeartbeatSigner binds each frame to the
+	// incarnation of its receiver known at signing).
+	SetHeartbeatRebind(f func(ranks.Rank))
 }
 
 // HeartbeatVerifier is implemented by a Drainer whose heartbeat datagrams
@@ -120,6 +140,9 @@ type Stats struct {
 	// MsgsDropped and HeartbeatsDropped count what the send side gave up
 	// on: a full queue, an unreachable or dead peer, a failed write.
 	MsgsDropped, HeartbeatsDropped uint64
+	// KernelDropped counts the datagrams the kernel dropped at this
+	// rank's heartbeat sockets, their receive buffers full (a flood).
+	KernelDropped uint64
 	// Rejected counts frames dropped on receipt, by reason.
 	Rejected map[string]uint64
 }

@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HB_FRAME_SIZE 52
+#define HB_FRAME_SIZE 64
 #define WORD_STRIDE 8 /* uint64_t words: one per 64-byte cache line */
 #define BATCH 64
 #define GRACE_NS 2000000000LL

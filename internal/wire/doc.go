@@ -42,8 +42,13 @@
 // the connection (8 bytes, little-endian, from 0 at the Hello). A frame,
 // or a whole recorded session, replayed on another connection fails its
 // check, and so does a frame repeated, dropped or reordered on the same
-// one. Datagrams (UDP heartbeats) are not bound: a replayed heartbeat
-// carries a sequence number already seen, which the slot's maximum ignores.
+// one. Datagrams (UDP heartbeats) cannot be bound to a connection: a
+// heartbeat's payload (Beat) names instead, under the tag, the receiver's
+// rank and incarnation, and carries the emitter's sequence number; with
+// the emitter's incarnation in the header, a heartbeat captured on its way
+// to one observer is refused by every other rank (wrong_receiver), by a
+// later incarnation of the same one (wrong_incarnation), and by that one
+// once its word has passed the sequence number (old_heartbeat).
 //
 // A Codec encodes and checks the frames of one connection; it owns a
 // reusable HMAC state, so checking a frame does not allocate. Checks
@@ -54,7 +59,8 @@
 //
 // Frame payloads: Hello (AppendHello, DecodeHello: the rank the sender
 // meant to reach), Heartbeat (AppendHeartbeat, DecodeHeartbeat,
-// HeartbeatFrame: the emitter's sequence number), Bye (empty) and Msg (one
+// HeartbeatFrame: Beat, the receiver's rank and incarnation and the
+// emitter's sequence number), Bye (empty) and Msg (one
 // node message, below).
 //
 // # Node messages

@@ -20,6 +20,14 @@ const (
 	ReasonNoHello     = "no_hello"     // a frame before the connection's Hello
 	ReasonMisdirected = "misdirected"  // a Hello meant for another rank
 	ReasonBadPayload  = "bad_payload"  // an authenticated frame or message with a malformed payload
+	// Heartbeats (Beat): meant for another rank, for another incarnation
+	// of this one, for no incarnation (its emitter has not learned this
+	// one's yet), or not moving the emitter's word forwards (a replay, or
+	// a datagram overtaken by a later one).
+	ReasonWrongReceiver    = "wrong_receiver"
+	ReasonWrongIncarnation = "wrong_incarnation"
+	ReasonUnbound          = "unbound_heartbeat"
+	ReasonOldHeartbeat     = "old_heartbeat"
 )
 
 // Error is a decoding or checking failure. Reason is one of the Reason

@@ -27,8 +27,13 @@ const (
 	TagSize = 16
 	// DefaultMaxPayload bounds a frame's payload unless Params says otherwise.
 	DefaultMaxPayload = 1 << 20
+	// HeartbeatPayloadSize is the size of a heartbeat's payload (Beat).
+	HeartbeatPayloadSize = 4 + 8 + 8
+	// HeartbeatSeqAt is where a heartbeat frame's sequence number
+	// (little-endian) starts: the payload's last 8 bytes.
+	HeartbeatSeqAt = HeaderSize + 12
 	// HeartbeatFrameSize is the size of a whole heartbeat frame.
-	HeartbeatFrameSize = HeaderSize + 8 + TagSize
+	HeartbeatFrameSize = HeaderSize + HeartbeatPayloadSize + TagSize
 	// MinKeyLen is the shortest job key accepted.
 	MinKeyLen = 16
 	// ChallengeSize is the size of a connection's challenge (Bind).
@@ -47,7 +52,8 @@ const (
 	Hello Type = 1
 	// Msg carries one protocol message (see AppendMessage).
 	Msg Type = 2
-	// Heartbeat carries an emitter's sequence number (8 bytes, little-endian).
+	// Heartbeat carries an emitter's sequence number, bound to one
+	// incarnation of its receiver (Beat).
 	Heartbeat Type = 3
 	// Bye announces an orderly close of the connection (empty payload).
 	Bye Type = 4
@@ -365,6 +371,7 @@ func (c *Codec) ReadFrame(r io.Reader) (Frame, error) {
 // HeartbeatFrame is a pre-encoded heartbeat frame rewritten in place for
 // each sequence number: Encode does not allocate. It has its own HMAC
 // state (the same function as the Codec that made it), independent of it.
+// Its receiver is rank 0 of incarnation 0 until Bind.
 type HeartbeatFrame struct {
 	mac hash.Hash
 	sum [sha256.Size]byte
@@ -375,29 +382,51 @@ type HeartbeatFrame struct {
 func (c *Codec) NewHeartbeatFrame() *HeartbeatFrame {
 	h := &HeartbeatFrame{}
 	h.mac, _ = newMAC(c.p.MAC, c.p.Key)
-	putHeader(h.b[:HeaderSize], c.ver, &c.p, Heartbeat, 8)
+	putHeader(h.b[:HeaderSize], c.ver, &c.p, Heartbeat, HeartbeatPayloadSize)
 	return h
+}
+
+// Bind addresses the next frames to incarnation inc of rank to.
+func (h *HeartbeatFrame) Bind(to ranks.Rank, inc uint64) {
+	binary.LittleEndian.PutUint32(h.b[HeaderSize:], to)
+	binary.LittleEndian.PutUint64(h.b[HeaderSize+4:], inc)
 }
 
 // Encode writes seq and the new tag into the frame and returns the whole
 // frame, valid until the next call.
 func (h *HeartbeatFrame) Encode(seq uint64) []byte {
-	binary.LittleEndian.PutUint64(h.b[HeaderSize:], seq)
-	copy(h.b[HeaderSize+8:], tag(h.mac, &h.sum, h.b[:HeaderSize], h.b[HeaderSize:HeaderSize+8]))
+	binary.LittleEndian.PutUint64(h.b[HeartbeatSeqAt:], seq)
+	end := HeaderSize + HeartbeatPayloadSize
+	copy(h.b[end:], tag(h.mac, &h.sum, h.b[:HeaderSize], h.b[HeaderSize:end]))
 	return h.b[:]
 }
 
-// AppendHeartbeat appends a heartbeat payload carrying seq.
-func AppendHeartbeat(dst []byte, seq uint64) []byte {
-	return binary.LittleEndian.AppendUint64(dst, seq)
+// Beat is a heartbeat's payload: the emitter's sequence number, which
+// must grow, and the receiver it is meant for, by rank and incarnation,
+// all under the frame's tag with the emitter's incarnation in its header.
+// A heartbeat captured on its way to one observer is thus refused by any
+// other rank and by a later incarnation of the same one, and by that one
+// once its word has passed seq.
+type Beat struct {
+	To            ranks.Rank
+	ToIncarnation uint64
+	Seq           uint64
+}
+
+// AppendHeartbeat appends a heartbeat payload.
+func AppendHeartbeat(dst []byte, b Beat) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, b.To)
+	dst = binary.LittleEndian.AppendUint64(dst, b.ToIncarnation)
+	return binary.LittleEndian.AppendUint64(dst, b.Seq)
 }
 
 // DecodeHeartbeat decodes a heartbeat payload.
-func DecodeHeartbeat(p []byte) (uint64, error) {
-	if len(p) != 8 {
-		return 0, errf(ReasonBadPayload, "heartbeat.seq", "%d bytes, want 8", len(p))
+func DecodeHeartbeat(p []byte) (Beat, error) {
+	if len(p) != HeartbeatPayloadSize {
+		return Beat{}, errf(ReasonBadPayload, "heartbeat", "%d bytes, want %d", len(p), HeartbeatPayloadSize)
 	}
-	return binary.LittleEndian.Uint64(p), nil
+	return Beat{To: binary.LittleEndian.Uint32(p), ToIncarnation: binary.LittleEndian.Uint64(p[4:]),
+		Seq: binary.LittleEndian.Uint64(p[12:])}, nil
 }
 
 // AppendHello appends a Hello payload naming the rank the sender meant

@@ -184,6 +184,7 @@ func TestHeartbeatFrame(t *testing.T) { eachMAC(t, testHeartbeatFrame) }
 func testHeartbeatFrame(t *testing.T, mac MAC) {
 	enc, dec := NewCodec(macParams(4, mac)), NewCodec(macParams(1, mac))
 	hb := enc.NewHeartbeatFrame()
+	hb.Bind(1, 0xfeed)
 	for _, seq := range []uint64{1, 2, 1 << 40, ^uint64(0)} {
 		b := hb.Encode(seq)
 		if len(b) != HeartbeatFrameSize {
@@ -194,10 +195,14 @@ func testHeartbeatFrame(t *testing.T, mac MAC) {
 			t.Fatal(err)
 		}
 		got, err := DecodeHeartbeat(f.Payload)
-		if f.Type != Heartbeat || f.Sender != 4 || err != nil || got != seq {
-			t.Fatalf("got %+v seq %d err %v", f, got, err)
+		want := Beat{To: 1, ToIncarnation: 0xfeed, Seq: seq}
+		if f.Type != Heartbeat || f.Sender != 4 || err != nil || got != want {
+			t.Fatalf("got %+v beat %+v err %v", f, got, err)
 		}
-		if want := mustAppend(t, enc, Heartbeat, AppendHeartbeat(nil, seq)); !bytes.Equal(b, want) {
+		if binary.LittleEndian.Uint64(b[HeartbeatSeqAt:]) != seq {
+			t.Fatal("sequence number not at HeartbeatSeqAt")
+		}
+		if want := mustAppend(t, enc, Heartbeat, AppendHeartbeat(nil, want)); !bytes.Equal(b, want) {
 			t.Fatal("heartbeat frame differs from Append's")
 		}
 	}
@@ -291,7 +296,7 @@ func TestSession(t *testing.T) {
 		}
 	}
 	expect(frame(Msg, 1, 10, nil), ReasonNoHello)
-	expect(frame(Heartbeat, 1, 10, AppendHeartbeat(nil, 1)), ReasonNoHello)
+	expect(frame(Heartbeat, 1, 10, AppendHeartbeat(nil, Beat{Seq: 1})), ReasonNoHello)
 	expect(hello(1, 10, 3), ReasonMisdirected)
 	expect(frame(Hello, 1, 10, []byte{1}), ReasonBadPayload)
 	if r, err := s.Accept(hello(1, 10, 2)); err != nil || r {
@@ -301,7 +306,7 @@ func TestSession(t *testing.T) {
 		t.Fatal("Peer after hello")
 	}
 	expect(frame(Msg, 1, 10, []byte("x")), "")
-	expect(frame(Heartbeat, 1, 10, AppendHeartbeat(nil, 5)), "")
+	expect(frame(Heartbeat, 1, 10, AppendHeartbeat(nil, Beat{Seq: 5})), "")
 	expect(frame(Heartbeat, 1, 10, []byte{1, 2}), ReasonBadPayload)
 	expect(hello(1, 10, 2), "")          // repeated hello, same peer
 	expect(hello(3, 10, 2), ReasonStale) // another rank on this connection

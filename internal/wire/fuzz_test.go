@@ -23,7 +23,7 @@ func macFrames(tb testing.TB, mac MAC) [][]byte {
 		mustAppend(tb, c, Hello, AppendHello(nil, 0)),
 		mustAppend(tb, c, Msg, AppendMessage(nil, &NewObserver{Observer: 2})),
 		mustAppend(tb, c, Msg, AppendMessage(nil, benchBcast())),
-		mustAppend(tb, c, Heartbeat, AppendHeartbeat(nil, 12)),
+		mustAppend(tb, c, Heartbeat, AppendHeartbeat(nil, Beat{To: 0, ToIncarnation: 7, Seq: 12})),
 		mustAppend(tb, c, Bye, nil),
 	}
 	return out
@@ -157,14 +157,14 @@ func FuzzDecodeHello(f *testing.F) {
 }
 
 func FuzzDecodeHeartbeat(f *testing.F) {
-	f.Add(AppendHeartbeat(nil, 5))
+	f.Add(AppendHeartbeat(nil, Beat{To: 3, ToIncarnation: 1 << 40, Seq: 5}))
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		seq, err := DecodeHeartbeat(b)
+		beat, err := DecodeHeartbeat(b)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(AppendHeartbeat(nil, seq), b) {
+		if !bytes.Equal(AppendHeartbeat(nil, beat), b) {
 			t.Fatal("re-encoding differs")
 		}
 	})

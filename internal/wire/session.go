@@ -105,8 +105,8 @@ func (s *Session) Accept(f *Frame) (restarted bool, err error) {
 			return false, errf(ReasonMisdirected, "hello.to", "hello for rank %d reached rank %d", to, s.Self)
 		}
 	case Heartbeat:
-		if len(f.Payload) != 8 {
-			return false, errf(ReasonBadPayload, "heartbeat.seq", "%d bytes, want 8", len(f.Payload))
+		if _, err := DecodeHeartbeat(f.Payload); err != nil {
+			return false, err
 		}
 		fallthrough
 	default:

@@ -118,7 +118,7 @@ func (t *Transport) HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool) 
 
 // HeartbeatSigner implements transport.Datagrams for an inner transport
 // that does (nil otherwise).
-func (t *Transport) HeartbeatSigner() func(dst []byte, seq uint64) int {
+func (t *Transport) HeartbeatSigner() func(dst []byte, to ranks.Rank, seq uint64) int {
 	if d, ok := t.inner.(transport.Datagrams); ok {
 		return d.HeartbeatSigner()
 	}
@@ -132,6 +132,39 @@ func (t *Transport) HeartbeatFD() int {
 		return f.HeartbeatFD()
 	}
 	return -1
+}
+
+// WatchHeartbeats implements transport.HeartbeatLanes for an inner
+// transport that does (nothing otherwise).
+func (t *Transport) WatchHeartbeats(from ranks.Rank) {
+	if l, ok := t.inner.(transport.HeartbeatLanes); ok {
+		l.WatchHeartbeats(from)
+	}
+}
+
+// HeartbeatSweepFD implements transport.HeartbeatLanes for an inner
+// transport that does (-1 otherwise).
+func (t *Transport) HeartbeatSweepFD() int {
+	if l, ok := t.inner.(transport.HeartbeatLanes); ok {
+		return l.HeartbeatSweepFD()
+	}
+	return -1
+}
+
+// SweepHeartbeats implements transport.HeartbeatLanes for an inner
+// transport that does (nothing otherwise).
+func (t *Transport) SweepHeartbeats() {
+	if l, ok := t.inner.(transport.HeartbeatLanes); ok {
+		l.SweepHeartbeats()
+	}
+}
+
+// SetHeartbeatRebind implements transport.HeartbeatLanes for an inner
+// transport that does (nothing otherwise).
+func (t *Transport) SetHeartbeatRebind(f func(ranks.Rank)) {
+	if l, ok := t.inner.(transport.HeartbeatLanes); ok {
+		l.SetHeartbeatRebind(f)
+	}
 }
 
 // HeartbeatExpected implements transport.HeartbeatVerifier for an inner

@@ -14,15 +14,25 @@
 // waits for an exponential backoff, which only a new message starts: a dead
 // peer costs nothing while nobody talks to it.
 //
-// Heartbeats are UDP datagrams on a socket bound to the listener's address
-// and port (udp.go): the emitter thread sends each pre-encoded, authenticated
-// frame with one sendto, which never blocks and needs no connection, and
-// nothing in the observer's process wakes up for it. The datagrams wait in
-// the socket until the observer's check drains them (DrainHeartbeats,
-// transport.Drainer), checks them like any frame (job, known rank, tag,
-// incarnation not stale) and stores their sequence numbers into
-// Config.Slots. The check therefore sees every heartbeat that reached the
-// host, however starved the process was.
+// Heartbeats are UDP datagrams to the listener's address and port (udp.go):
+// the emitter thread sends each pre-encoded, authenticated frame with one
+// sendto, which never blocks and needs no connection, and nothing in the
+// observer's process wakes up for it. The datagrams wait in a socket until
+// the observer's check drains them (DrainHeartbeats, transport.Drainer),
+// checks them like any frame (job, known rank, tag, incarnation not stale)
+// and stores their sequence numbers into Config.Slots. The check therefore
+// sees every heartbeat that reached the host, however starved the process
+// was. The watched emitter's heartbeats have a socket of their own,
+// connect()ed to it (WatchHeartbeats, transport.HeartbeatLanes), which no
+// other sender's datagram reaches: a flood at the port fills the other
+// socket, drained within a budget, and the kernel's drops are counted
+// (Stats().KernelDropped). A heartbeat names its receiver's rank and
+// incarnation and must move the emitter's word forwards (wire.Beat), so a
+// captured one replayed to another rank, to a restarted one or to the same
+// one later is refused and counted (wrong_receiver, wrong_incarnation,
+// old_heartbeat); an observer announces its incarnation to its emitter
+// (an authenticated Hello datagram) when it starts watching it and when it
+// refuses a heartbeat bound to no or another incarnation of it.
 //
 // Peers never write on the connections we open, so each one also has a
 // goroutine blocked in Read: when the peer closes or resets it, the next
@@ -97,6 +107,14 @@ type Transport struct {
 
 	hb      *hbSocket            // heartbeats (udp.go)
 	hbFrame *wire.HeartbeatFrame // the emitter thread's
+	// announced[r] is when this rank last told rank r its incarnation
+	// (announce), in time.Now nanoseconds; rebind is told when the
+	// newest incarnation known of a rank changed (SetHeartbeatRebind).
+	announced []atomic.Int64
+	rebind    atomic.Pointer[func(ranks.Rank)]
+	annMu     sync.Mutex  // guards annCodec, annBuf: the drain and the node's loop announce
+	annCodec  *wire.Codec // announce's
+	annBuf    []byte
 
 	msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64
 	hbSent, hbRecv, msgsDropped, hbDropped   atomic.Uint64
@@ -123,22 +141,24 @@ func Listen(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{
-		cfg:      cfg,
-		params:   params,
-		ln:       ln,
-		hb:       hb,
-		incs:     wire.NewIncarnations(cfg.N),
-		dialer:   net.Dialer{Timeout: cfg.DialTimeout},
-		done:     make(chan struct{}),
-		out:      make(map[ranks.Rank]*peer),
-		in:       make(map[net.Conn]bool),
-		rejected: make(map[string]uint64),
-		lastLog:  make(map[string]time.Time),
-		muted:    make(map[string]uint64),
+		cfg:       cfg,
+		params:    params,
+		ln:        ln,
+		hb:        hb,
+		incs:      wire.NewIncarnations(cfg.N),
+		announced: make([]atomic.Int64, cfg.N),
+		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
+		done:      make(chan struct{}),
+		out:       make(map[ranks.Rank]*peer),
+		in:        make(map[net.Conn]bool),
+		rejected:  make(map[string]uint64),
+		lastLog:   make(map[string]time.Time),
+		muted:     make(map[string]uint64),
 	}
 	t.log = cfg.Logger.With("rank", cfg.Self)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.hbFrame = wire.NewCodec(t.params).NewHeartbeatFrame()
+	t.annCodec = wire.NewCodec(t.params)
 	t.wg.Add(1)
 	go t.acceptLoop()
 	return t, nil
@@ -434,14 +454,17 @@ func (p *peer) drain() int {
 }
 
 // SendHeartbeat implements transport.Transport: one authenticated datagram
-// to rank to, sent with one sendto from a pre-encoded frame; it does not
-// allocate and never blocks. A heartbeat that cannot go out (address not
-// known yet, full socket buffer) is dropped and counted in
-// Stats().HeartbeatsDropped, not returned.
+// to rank to, bound to the newest incarnation of to this rank knows (0
+// before it knows one: to then refuses it and announces its own), sent
+// with one sendto from a pre-encoded frame; it does not allocate and never
+// blocks. A heartbeat that cannot go out (address not known yet, full
+// socket buffer) is dropped and counted in Stats().HeartbeatsDropped, not
+// returned.
 func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 	if int64(to) >= int64(t.cfg.N) {
 		return transport.ErrUnknownRank
 	}
+	t.hbFrame.Bind(to, t.incs.Latest(to))
 	if err := t.hb.send(to, t.hbFrame.Encode(seq)); err != nil {
 		if errors.Is(err, net.ErrClosed) {
 			return transport.ErrClosed
@@ -454,12 +477,22 @@ func (t *Transport) SendHeartbeat(to ranks.Rank, seq uint64) error {
 }
 
 // DrainHeartbeats implements transport.Drainer: it stores every
-// authenticated heartbeat waiting in the socket into the slots and counts
-// the datagrams it rejects. Call it from one goroutine at a time (the
-// heartbeat thread); it does not block.
+// authenticated heartbeat waiting in the watched emitter's socket, then in
+// the port's, into the slots and counts the datagrams it rejects; at most
+// drainBudget batches from each, whatever is waiting. Call it from one
+// goroutine at a time (the heartbeat thread); it does not block.
 func (t *Transport) DrainHeartbeats() {
-	for {
-		n := t.hb.recv()
+	t.drain(true)
+	t.drain(false)
+}
+
+// SweepHeartbeats implements transport.HeartbeatLanes: DrainHeartbeats
+// of the port's socket only.
+func (t *Transport) SweepHeartbeats() { t.drain(false) }
+
+func (t *Transport) drain(lane bool) {
+	for range drainBudget {
+		n := t.hb.recv(lane)
 		for i := range n {
 			t.gotHeartbeat(t.hb.datagram(i))
 		}
@@ -469,27 +502,69 @@ func (t *Transport) DrainHeartbeats() {
 	}
 }
 
-// HeartbeatDest implements transport.Datagrams.
-func (t *Transport) HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool) {
-	return t.hb.dest(to)
+// WatchHeartbeats implements transport.HeartbeatLanes: from now on the
+// kernel queues rank from's heartbeats in a socket of their own (the
+// watched lane, HeartbeatFD), connect()ed to from's address: no other
+// sender's datagram reaches it, and no flood of the port drops them.
+func (t *Transport) WatchHeartbeats(from ranks.Rank) {
+	r := int64(from)
+	if r >= int64(t.cfg.N) {
+		r = -1
+	}
+	if err := t.hb.watch(r); err != nil {
+		t.logLimited("watch", slog.LevelWarn, "tcp: connecting the watched emitter's heartbeat socket", "emitter", from, "err", err)
+	}
+	if r >= 0 && from != t.cfg.Self {
+		t.announce(from) // at once: its first heartbeats need not wait for a refusal
+	}
 }
 
-// HeartbeatSigner implements transport.Datagrams.
-func (t *Transport) HeartbeatSigner() func(dst []byte, seq uint64) int {
-	f := wire.NewCodec(t.params).NewHeartbeatFrame()
-	return func(dst []byte, seq uint64) int { return copy(dst, f.Encode(seq)) }
-}
-
-// HeartbeatFD implements transport.HeartbeatFD: the UDP socket the
-// heartbeats wait in (-1 once closed).
-func (t *Transport) HeartbeatFD() int {
+// HeartbeatSweepFD implements transport.HeartbeatLanes: the socket of the
+// port's other datagrams (-1 once closed).
+func (t *Transport) HeartbeatSweepFD() int {
 	t.hb.mu.RLock()
 	defer t.hb.mu.RUnlock()
 	return t.hb.fd
 }
 
+// SetHeartbeatRebind implements transport.HeartbeatLanes: f is called
+// with rank r when the newest incarnation this rank knows of r changed,
+// from a transport goroutine or the drain: heartbeats signed in advance
+// for r are bound to the previous one.
+func (t *Transport) SetHeartbeatRebind(f func(ranks.Rank)) { t.rebind.Store(&f) }
+
+func (t *Transport) rebound(r ranks.Rank) {
+	if f := t.rebind.Load(); f != nil && *f != nil {
+		(*f)(r)
+	}
+}
+
+// HeartbeatDest implements transport.Datagrams.
+func (t *Transport) HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool) {
+	return t.hb.dest(to)
+}
+
+// HeartbeatSigner implements transport.Datagrams: frames bound to the
+// newest incarnation of their receiver known at signing.
+func (t *Transport) HeartbeatSigner() func(dst []byte, to ranks.Rank, seq uint64) int {
+	f := wire.NewCodec(t.params).NewHeartbeatFrame()
+	return func(dst []byte, to ranks.Rank, seq uint64) int {
+		f.Bind(to, t.incs.Latest(to))
+		return copy(dst, f.Encode(seq))
+	}
+}
+
+// HeartbeatFD implements transport.HeartbeatFD: the socket the watched
+// emitter's heartbeats wait in (WatchHeartbeats; -1 once closed).
+func (t *Transport) HeartbeatFD() int {
+	t.hb.mu.RLock()
+	defer t.hb.mu.RUnlock()
+	return t.hb.lane
+}
+
 // HeartbeatExpected implements transport.HeartbeatVerifier: rank from's
-// heartbeat frames of incarnation inc, as its SendHeartbeat encodes them.
+// heartbeat frames of incarnation inc to this incarnation of this rank,
+// as its SendHeartbeat encodes them.
 func (t *Transport) HeartbeatExpected(from ranks.Rank, inc uint64) (func(dst []byte, seq uint64) int, int, *uint64) {
 	if int64(from) >= int64(t.cfg.N) || int64(from) >= int64(t.cfg.Slots.Len()) {
 		return nil, 0, nil
@@ -497,7 +572,8 @@ func (t *Transport) HeartbeatExpected(from ranks.Rank, inc uint64) (func(dst []b
 	p := t.params
 	p.Rank, p.Incarnation = from, inc
 	f := wire.NewCodec(p).NewHeartbeatFrame()
-	return func(dst []byte, seq uint64) int { return copy(dst, f.Encode(seq)) }, wire.HeaderSize, t.cfg.Slots.Word(from)
+	f.Bind(t.cfg.Self, t.cfg.Incarnation)
+	return func(dst []byte, seq uint64) int { return copy(dst, f.Encode(seq)) }, wire.HeartbeatSeqAt, t.cfg.Slots.Word(from)
 }
 
 // HeartbeatDatagram implements transport.HeartbeatVerifier.
@@ -506,7 +582,13 @@ func (t *Transport) HeartbeatDatagram(b []byte) (ranks.Rank, uint64, bool) {
 }
 
 // gotHeartbeat checks one datagram and stores its sequence number; it
-// returns the sender and incarnation of an authentic heartbeat.
+// returns the sender and incarnation of an authentic heartbeat that moved
+// its word. A heartbeat must be meant for this rank (wrong_receiver) and
+// this incarnation of it (wrong_incarnation, or unbound_heartbeat for
+// none: the sender is then told the incarnation, see announce), come from the newest incarnation of its
+// sender known (stale) and move the sender's word forwards
+// (old_heartbeat). An incarnation announced by a peer (a Hello frame,
+// announce) is recorded.
 func (t *Transport) gotHeartbeat(b []byte) (ranks.Rank, uint64, bool) {
 	f, n, err := t.hb.codec.Decode(b)
 	reason := ""
@@ -514,14 +596,29 @@ func (t *Transport) gotHeartbeat(b []byte) (ranks.Rank, uint64, bool) {
 	case err != nil:
 	case n != len(b):
 		reason, err = wire.ReasonBadPayload, fmt.Errorf("datagram of %d bytes or more holds a frame of %d", len(b), n)
+	case f.Type == wire.Hello:
+		t.gotAnnounce(&f)
+		return 0, 0, false
 	case f.Type != wire.Heartbeat:
 		reason, err = wire.ReasonBadType, fmt.Errorf("%v frame on the heartbeat socket", f.Type)
 	case f.Incarnation < t.incs.Latest(f.Sender):
 		reason, err = wire.ReasonStale, fmt.Errorf("heartbeat of rank %d from an old incarnation", f.Sender)
 	}
-	var seq uint64
+	var beat wire.Beat
 	if err == nil {
-		seq, err = wire.DecodeHeartbeat(f.Payload)
+		beat, err = wire.DecodeHeartbeat(f.Payload)
+	}
+	switch {
+	case err != nil:
+	case beat.To != t.cfg.Self:
+		reason, err = wire.ReasonWrongReceiver, fmt.Errorf("rank %d heartbeat for rank %d", f.Sender, beat.To)
+	case beat.ToIncarnation == 0:
+		reason, err = wire.ReasonUnbound, fmt.Errorf("rank %d heartbeat names no incarnation of this rank yet", f.Sender)
+		t.announce(f.Sender)
+	case beat.ToIncarnation != t.cfg.Incarnation:
+		reason, err = wire.ReasonWrongIncarnation, fmt.Errorf("rank %d heartbeat for incarnation %#x of this rank, which is %#x",
+			f.Sender, beat.ToIncarnation, t.cfg.Incarnation)
+		t.announce(f.Sender)
 	}
 	if err != nil {
 		if reason == "" {
@@ -530,9 +627,75 @@ func (t *Transport) gotHeartbeat(b []byte) (ranks.Rank, uint64, bool) {
 		t.reject(reason, err, nil)
 		return 0, 0, false
 	}
-	t.cfg.Slots.Store(f.Sender, seq)
+	if newer, _ := t.incs.Observe(f.Sender, f.Incarnation); newer {
+		t.rebound(f.Sender)
+	}
+	w := t.cfg.Slots.Word(f.Sender)
+	for {
+		old := atomic.LoadUint64(w)
+		if beat.Seq <= old {
+			t.reject(wire.ReasonOldHeartbeat, fmt.Errorf("rank %d heartbeat %d, its word is at %d", f.Sender, beat.Seq, old), nil)
+			return 0, 0, false
+		}
+		if atomic.CompareAndSwapUint64(w, old, beat.Seq) {
+			break
+		}
+	}
 	t.hbRecv.Add(1)
 	return f.Sender, f.Incarnation, true
+}
+
+// announceEvery is the least interval between two announcements of this
+// rank's incarnation to one peer.
+const announceEvery = 10 * time.Millisecond
+
+// announce tells rank r this rank's incarnation, which its heartbeats do
+// not name: one authenticated Hello datagram (naming r) to r's published
+// address, never to the datagram's source, at most once per
+// announceEvery per peer, so that replayed heartbeats make no flood. An
+// observer announces itself when it starts watching an emitter, and again
+// when a heartbeat of it names no incarnation or another one.
+func (t *Transport) announce(r ranks.Rank) {
+	if int64(r) >= int64(len(t.announced)) {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := t.announced[r].Load()
+	if now-last < int64(announceEvery) || !t.announced[r].CompareAndSwap(last, now) {
+		return
+	}
+	t.annMu.Lock()
+	var err error
+	if t.annBuf, err = t.annCodec.Append(t.annBuf[:0], wire.Hello, wire.AppendHello(nil, r)); err == nil {
+		err = t.hb.send(r, t.annBuf)
+	}
+	t.annMu.Unlock()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		t.logLimited("announce", slog.LevelInfo, "tcp: announcing this rank's incarnation", "peer", r, "err", err)
+	}
+}
+
+// gotAnnounce records the incarnation a peer announced (announce).
+func (t *Transport) gotAnnounce(f *wire.Frame) {
+	to, err := wire.DecodeHello(f.Payload)
+	reason := ""
+	if err == nil && to != t.cfg.Self {
+		reason, err = wire.ReasonMisdirected, fmt.Errorf("announcement for rank %d reached rank %d", to, t.cfg.Self)
+	}
+	var newer bool
+	if err == nil {
+		newer, err = t.incs.Observe(f.Sender, f.Incarnation)
+	}
+	if err != nil {
+		if reason == "" {
+			reason = wire.ReasonOf(err)
+		}
+		t.reject(reason, err, nil)
+		return
+	}
+	if newer {
+		t.rebound(f.Sender)
+	}
 }
 
 // peerRestarted drops the connections to rank r's previous incarnation.
@@ -615,10 +778,14 @@ func (t *Transport) serve(c net.Conn) {
 	for {
 		f, err := codec.ReadFrame(r)
 		if err == nil {
+			prev := t.incs.Latest(f.Sender)
 			var restarted bool
 			restarted, err = sess.Accept(&f)
 			if restarted {
 				t.peerRestarted(f.Sender)
+			}
+			if err == nil && f.Type == wire.Hello && t.incs.Latest(f.Sender) != prev {
+				t.rebound(f.Sender)
 			}
 		}
 		if err != nil {
@@ -669,7 +836,11 @@ func (t *Transport) reject(reason string, err error, c net.Conn) {
 	t.rejected[reason]++
 	t.rejMu.Unlock()
 	if c == nil {
-		t.logLimited("reject:"+reason, slog.LevelWarn, "tcp: heartbeat datagram rejected", "reason", reason, "err", err)
+		level := slog.LevelWarn
+		if reason == wire.ReasonOldHeartbeat || reason == wire.ReasonUnbound {
+			level = slog.LevelDebug // also a datagram overtaken by a later one; every emitter's first ones
+		}
+		t.logLimited("reject:"+reason, level, "tcp: heartbeat datagram rejected", "reason", reason, "err", err)
 		return
 	}
 	t.logLimited("reject:"+reason, slog.LevelWarn, "tcp: frame rejected; connection closed",
@@ -707,6 +878,7 @@ func (t *Transport) Stats() transport.Stats {
 		HeartbeatsRecv:    t.hbRecv.Load(),
 		MsgsDropped:       t.msgsDropped.Load(),
 		HeartbeatsDropped: t.hbDropped.Load(),
+		KernelDropped:     t.hb.kernelDrops(),
 	}
 	t.rejMu.Lock()
 	s.Rejected = make(map[string]uint64, len(t.rejected))
@@ -745,4 +917,5 @@ var (
 	_ transport.Transport         = (*Transport)(nil)
 	_ transport.Drainer           = (*Transport)(nil)
 	_ transport.HeartbeatVerifier = (*Transport)(nil)
+	_ transport.HeartbeatLanes    = (*Transport)(nil)
 )

@@ -86,8 +86,24 @@ type cluster struct {
 	col   *collector
 }
 
-// newCluster starts transports for ranks 0..live-1 of an n-rank job.
+// newCluster starts transports for ranks 0..live-1 of an n-rank job, each
+// knowing the others' incarnations (as after any message between them:
+// their heartbeats are bound from the first; see newBareCluster).
 func newCluster(t testing.TB, n, live int, tweak func(*Config)) *cluster {
+	cl := newBareCluster(t, n, live, tweak)
+	for _, a := range cl.ts {
+		for j, b := range cl.ts {
+			if _, err := a.incs.Observe(ranks.Rank(j), b.Incarnation()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return cl
+}
+
+// newBareCluster is newCluster with ranks that know nothing of each
+// other but their addresses.
+func newBareCluster(t testing.TB, n, live int, tweak func(*Config)) *cluster {
 	cl := &cluster{col: newCollector()}
 	addrs := make([]string, n)
 	for i := range live {
@@ -572,7 +588,7 @@ func TestForgedFrames(t *testing.T) {
 		}},
 		{"heartbeat on a message connection", wire.ReasonBadType, func(ch wire.Challenge) []byte {
 			c, h := honest(ch)
-			return cat(h, frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, 5)))
+			return cat(h, frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, wire.Beat{Seq: 5})))
 		}},
 	}
 	var badTagFirst, badTagLast time.Time // when the bad_tag cases ran: the log limit is per second

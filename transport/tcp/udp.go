@@ -21,18 +21,35 @@ const drainBatch = 64
 // thousands of heartbeats between two checks.
 const hbRcvBuf = 1 << 20
 
-// hbSocket is the heartbeat path: one UDP socket per rank, bound to the
-// listener's address and port, kept out of Go's network poller. The emitter
-// thread sends each heartbeat with one sendto; nothing wakes on the
-// receiving side: the datagrams wait in the socket until the observer's
-// check drains them with recvmmsg (DrainHeartbeats). The socket's
-// descriptor is closed only under mu, so a send or drain never uses a
-// recycled descriptor.
+// drainBudget bounds the batches one drain reads from one socket: what a
+// flood leaves waiting is the kernel's to drop (counted: kernelDrops), not
+// the check's to wait for.
+const drainBudget = 16
+
+// hbSocket is the heartbeat path: UDP sockets bound to the listener's
+// address and port, kept out of Go's network poller. The emitter thread
+// sends each heartbeat with one sendto on fd; nothing wakes on the
+// receiving side: the datagrams wait in a socket until the observer's
+// check drains them with recvmmsg (DrainHeartbeats).
+//
+// Two sockets receive, both bound to the port with SO_REUSEPORT (which
+// the kernel grants only to sockets of one user): lane is connect()ed to
+// the emitter the observer watches (watch), so the kernel puts that
+// emitter's datagrams there and nothing else, and fd gets the rest (other
+// senders, junk). A connected socket wins the kernel's lookup for its
+// peer, and the port's hash never picks it for another sender: no rate of
+// junk at the port reaches lane or makes it drop the emitter's heartbeats.
+// The descriptors are closed only under mu, so a send or drain never uses
+// a recycled one.
 type hbSocket struct {
-	mu    sync.RWMutex // write-held by close
-	fd    int          // -1 once closed
-	v6    bool
-	peers []rawAddr // indexed by rank; len 0 when unknown
+	mu      sync.RWMutex // write-held by close
+	fd      int          // -1 once closed
+	lane    int          // -1 once closed
+	self    netip.AddrPort
+	v6      bool
+	peers   []rawAddr // indexed by rank; len 0 when unknown
+	addrs   []netip.AddrPort
+	watched int64 // the rank lane is connected to, -1 for none (then to self)
 
 	// The drain's state: the heartbeat thread only.
 	codec *wire.Codec
@@ -47,25 +64,22 @@ type rawAddr struct {
 	len uint32
 }
 
-// openHBSocket binds a UDP socket to addr (the listener's address).
+// openHBSocket binds the UDP sockets to addr (the listener's address).
 func openHBSocket(addr *net.TCPAddr, codec *wire.Codec) (*hbSocket, error) {
 	ap := addr.AddrPort()
 	ip := ap.Addr().Unmap()
-	s := &hbSocket{fd: -1, v6: ip.Is6(), codec: codec}
-	family := unix.AF_INET
-	if s.v6 {
-		family = unix.AF_INET6
+	s := &hbSocket{fd: -1, lane: -1, v6: ip.Is6(), codec: codec, watched: -1, self: netip.AddrPortFrom(ip, ap.Port())}
+	var err error
+	if s.fd, err = s.bind(); err != nil {
+		return nil, err
 	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if s.lane, err = s.bind(); err == nil {
+		err = unix.Connect(s.lane, sockaddr(s.placeholder()))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("tcp: heartbeat socket: %w", err)
+		s.close()
+		return nil, fmt.Errorf("tcp: heartbeat socket: the watched emitter's: %w", err)
 	}
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, hbRcvBuf) // best effort: capped by rmem_max
-	if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(ip, ap.Port()))); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("tcp: heartbeat socket: bind UDP %s: %w", ap, err)
-	}
-	s.fd = fd
 	for i := range s.msgs {
 		s.iovs[i].Base = &s.bufs[i][0]
 		s.iovs[i].SetLen(len(s.bufs[i]))
@@ -73,6 +87,87 @@ func openHBSocket(addr *net.TCPAddr, codec *wire.Codec) (*hbSocket, error) {
 		s.msgs[i].Hdr.SetIovlen(1)
 	}
 	return s, nil
+}
+
+// bind opens one UDP socket bound to the listener's address and port,
+// sharing it with this process's other heartbeat socket.
+func (s *hbSocket) bind() (int, error) {
+	family := unix.AF_INET
+	if s.v6 {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("tcp: heartbeat socket: %w", err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, hbRcvBuf) // best effort: capped by rmem_max
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("tcp: heartbeat socket: SO_REUSEPORT: %w", err)
+	}
+	if err := unix.Bind(fd, sockaddr(s.self)); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("tcp: heartbeat socket: bind UDP %s: %w", s.self, err)
+	}
+	return fd, nil
+}
+
+// placeholder is the peer of lane while no emitter is watched: this
+// socket's own address, which sends no heartbeat to itself.
+func (s *hbSocket) placeholder() netip.AddrPort {
+	ip := s.self.Addr()
+	if ip.IsUnspecified() {
+		ip = netip.IPv6Loopback()
+		if !s.v6 {
+			ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+	}
+	return netip.AddrPortFrom(ip, s.self.Port())
+}
+
+// watch connects lane to rank r's address (r < 0: none), so that from
+// now on the kernel queues r's heartbeats there, away from any other
+// sender's datagrams. A rank whose address is unknown leaves lane on the
+// placeholder until setPeers.
+func (s *hbSocket) watch(r int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watched = r
+	return s.connectLane()
+}
+
+// connectLane connects lane to the watched rank's address; mu is
+// write-held.
+func (s *hbSocket) connectLane() error {
+	if s.lane < 0 {
+		return nil
+	}
+	to := s.placeholder()
+	if s.watched >= 0 && s.watched < int64(len(s.addrs)) && s.addrs[s.watched].IsValid() {
+		to = s.addrs[s.watched]
+	}
+	return unix.Connect(s.lane, sockaddr(to))
+}
+
+// kernelDrops returns how many datagrams the kernel dropped at both
+// sockets (a full receive buffer), from SO_MEMINFO.
+func (s *hbSocket) kernelDrops() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var n uint64
+	for _, fd := range []int{s.fd, s.lane} {
+		if fd < 0 {
+			continue
+		}
+		var info [unix.SK_MEMINFO_VARS]uint32
+		l := uint32(unsafe.Sizeof(info))
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if errno == 0 && l > unix.SK_MEMINFO_DROPS*4 {
+			n += uint64(info[unix.SK_MEMINFO_DROPS])
+		}
+	}
+	return n
 }
 
 func sockaddr(ap netip.AddrPort) unix.Sockaddr {
@@ -86,6 +181,7 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 // their listener) into kernel socket addresses.
 func (s *hbSocket) setPeers(addrs []string) error {
 	peers := make([]rawAddr, len(addrs))
+	aps := make([]netip.AddrPort, len(addrs))
 	for i, a := range addrs {
 		if a == "" {
 			continue
@@ -101,12 +197,13 @@ func (s *hbSocket) setPeers(addrs []string) error {
 		} else if !ip.Is4() {
 			return fmt.Errorf("tcp: SetPeers: rank %d: IPv6 address %s, but this rank listens on IPv4", i, a)
 		}
-		peers[i] = toRaw(netip.AddrPortFrom(ip, ap.Port()))
+		aps[i] = netip.AddrPortFrom(ip, ap.Port())
+		peers[i] = toRaw(aps[i])
 	}
 	s.mu.Lock()
-	s.peers = peers
-	s.mu.Unlock()
-	return nil
+	defer s.mu.Unlock()
+	s.peers, s.addrs = peers, aps
+	return s.connectLane()
 }
 
 func toRaw(ap netip.AddrPort) rawAddr {
@@ -163,19 +260,23 @@ func (s *hbSocket) dest(to ranks.Rank) (fd int, addr []byte, ok bool) {
 	return s.fd, unsafe.Slice((*byte)(unsafe.Pointer(&p.sa)), p.len), true
 }
 
-// recv receives the datagrams waiting in the socket, up to drainBatch, and
-// returns how many it got (0 when none wait or the socket is closed); see
-// datagram. It never blocks.
-func (s *hbSocket) recv() int {
+// recv receives the datagrams waiting in one socket (lane, or else fd),
+// up to drainBatch, and returns how many it got (0 when none wait or the
+// socket is closed); see datagram. It never blocks.
+func (s *hbSocket) recv(lane bool) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.fd < 0 {
+	fd := s.fd
+	if lane {
+		fd = s.lane
+	}
+	if fd < 0 {
 		return 0
 	}
 	for i := range s.msgs {
 		s.msgs[i].Len = 0
 	}
-	r, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.msgs[0])),
+	r, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&s.msgs[0])),
 		drainBatch, unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 { // EAGAIN: empty
 		return 0
@@ -190,12 +291,14 @@ func (s *hbSocket) datagram(i int) []byte {
 	return s.bufs[i][:min(int(s.msgs[i].Len), len(s.bufs[i]))]
 }
 
-// close closes the socket; later sends and drains do nothing.
+// close closes the sockets; later sends and drains do nothing.
 func (s *hbSocket) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fd >= 0 {
-		unix.Close(s.fd)
-		s.fd = -1
+	for _, fd := range []*int{&s.fd, &s.lane} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
 	}
 }

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,10 +37,12 @@ func testForgedDatagrams(t *testing.T, native bool) {
 		var err error
 		em, err = heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
 			Send: cl.ts[0].SendHeartbeat, Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
-			Watch: w, Drain: cl.ts[0].DrainHeartbeats, DrainFD: cl.ts[0].HeartbeatFD(), Verify: cl.ts[0]})
+			Watch: w, Drain: cl.ts[0].DrainHeartbeats, DrainFD: cl.ts[0].HeartbeatFD(), Verify: cl.ts[0],
+			Sweep: cl.ts[0].SweepHeartbeats, SweepFD: cl.ts[0].HeartbeatSweepFD()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		cl.ts[0].WatchHeartbeats(1)
 		w.Set(1, mono.Now())
 		if err := em.Start(); err != nil {
 			t.Fatal(err)
@@ -65,8 +68,9 @@ func testForgedDatagrams(t *testing.T, native bool) {
 		t.Fatal(err)
 	}
 	defer u.Close()
+	inc0 := cl.ts[0].Incarnation()
 	beat := func(c *wire.Codec, seq uint64) []byte {
-		return frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, seq))
+		return frame(t, c, wire.Heartbeat, wire.AppendHeartbeat(nil, wire.Beat{To: 0, ToIncarnation: inc0, Seq: seq}))
 	}
 	good := beat(honest, 1<<40)
 	// Rank 1's messages say hello: its older incarnations are stale.
@@ -107,7 +111,11 @@ func testForgedDatagrams(t *testing.T, native bool) {
 		{"rank 1, shorter", wire.ReasonTruncated, rank1(wire.Params{Incarnation: inc1}, seq+2)[:wire.HeartbeatFrameSize-1]},
 		{"rank 1, longer", wire.ReasonBadPayload, append(rank1(wire.Params{Incarnation: inc1}, seq+2), 0)},
 		{"rank 1, much longer", wire.ReasonBadPayload, append(rank1(wire.Params{Incarnation: inc1}, seq+2), make([]byte, 200)...)},
-		{"rank 1, replayed old heartbeat", "", rank1(wire.Params{Incarnation: inc1}, 3)},
+		{"rank 1, replayed old heartbeat", wire.ReasonOldHeartbeat, rank1(wire.Params{Incarnation: inc1}, 3)},
+		{"rank 1, to another rank", wire.ReasonWrongReceiver, frame(t, f.codec(wire.Params{Rank: 1, Incarnation: inc1}), wire.Heartbeat,
+			wire.AppendHeartbeat(nil, wire.Beat{To: 3, ToIncarnation: inc0, Seq: 1 << 40}))},
+		{"rank 1, to an old incarnation", wire.ReasonWrongIncarnation, frame(t, f.codec(wire.Params{Rank: 1, Incarnation: inc1}), wire.Heartbeat,
+			wire.AppendHeartbeat(nil, wire.Beat{To: 0, ToIncarnation: inc0 - 1, Seq: 1 << 40}))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +189,8 @@ func TestDrainDoesNotAllocate(t *testing.T) {
 
 // FuzzHeartbeatDatagram feeds arbitrary datagrams to the heartbeat
 // socket's decoder: it never panics, and a slot moves only for an
-// authentic heartbeat frame that fills the datagram exactly.
+// authentic heartbeat frame that fills the datagram exactly, is meant for
+// this incarnation of this rank and moves the slot forwards.
 func FuzzHeartbeatDatagram(f *testing.F) {
 	slots := transport.NewSlots(4)
 	tr, err := Listen(testConfig(0, 4, slots, func(ranks.Rank, []byte) {}))
@@ -191,10 +200,17 @@ func FuzzHeartbeatDatagram(f *testing.F) {
 	defer tr.Close()
 	c := wire.NewCodec(wire.Params{JobID: testJob, Key: testKey, Rank: 1, Incarnation: 7, N: 4, MaxPayload: DefaultMaxPayload})
 	hbf := c.NewHeartbeatFrame()
+	hbf.Bind(0, tr.Incarnation())
 	f.Add(append([]byte(nil), hbf.Encode(3)...))
 	f.Add(append([]byte(nil), hbf.Encode(1<<62)...)[:20])
+	hbf.Bind(2, tr.Incarnation())
+	f.Add(append([]byte(nil), hbf.Encode(4)...)) // to another rank
+	hbf.Bind(0, 0)
+	f.Add(append([]byte(nil), hbf.Encode(5)...)) // unbound
 	m, _ := c.Append(nil, wire.Msg, []byte("x"))
 	f.Add(m)
+	hello, _ := c.Append(nil, wire.Hello, wire.AppendHello(nil, 0)) // an announcement
+	f.Add(hello)
 	check := wire.NewCodec(wire.Params{JobID: testJob, Key: testKey, N: 4, MaxPayload: DefaultMaxPayload})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := make([]uint64, 4)
@@ -203,12 +219,17 @@ func FuzzHeartbeatDatagram(f *testing.F) {
 		}
 		tr.gotHeartbeat(b)
 		for r := range before {
-			if slots.Load(ranks.Rank(r)) == before[r] {
+			after := slots.Load(ranks.Rank(r))
+			if after == before[r] {
 				continue
 			}
 			fr, n, err := check.Decode(b)
 			if err != nil || n != len(b) || fr.Type != wire.Heartbeat || fr.Sender != ranks.Rank(r) {
 				t.Fatalf("slot %d moved for a datagram that is not an authentic heartbeat of it (%v)", r, err)
+			}
+			beat, err := wire.DecodeHeartbeat(fr.Payload)
+			if err != nil || beat.To != 0 || beat.ToIncarnation != tr.Incarnation() || beat.Seq != after || after < before[r] {
+				t.Fatalf("slot %d moved from %d to %d for %+v (%v)", r, before[r], after, beat, err)
 			}
 		}
 	})
@@ -227,5 +248,171 @@ func BenchmarkDrainOne(b *testing.B) {
 		_ = cl.ts[0].SendHeartbeat(1, seq)
 		b.StartTimer()
 		cl.ts[1].DrainHeartbeats()
+	}
+}
+
+// TestWatchedLaneIgnoresFlood: with rank 0 watching rank 1, a flood of
+// datagrams at rank 0's port from another socket, far beyond its receive
+// buffer, reaches only the port's socket: the kernel drops (and counts) the
+// excess there, and every heartbeat of rank 1 waits in its own lane, the
+// first drain of which stores the last one.
+func TestWatchedLaneIgnoresFlood(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	cl.ts[0].WatchHeartbeats(1)
+	u, err := net.Dial("udp", cl.ts[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	junk := make([]byte, wire.HeartbeatFrameSize)
+	copy(junk, "VG")
+	before := cl.ts[0].Stats().KernelDropped
+	var seq uint64
+	for i := range 40_000 { // ≈ 2.5 MiB of datagrams' buffer charge: well past 1 MiB
+		_, _ = u.Write(junk)
+		if i%400 == 0 {
+			seq++
+			if err := cl.ts[1].SendHeartbeat(0, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "kernel drops counted", func() bool { return cl.ts[0].Stats().KernelDropped > before })
+	cl.ts[0].drain(true) // the lane alone
+	if got := cl.slots[0].Load(1); got != seq {
+		t.Fatalf("after the flood, the lane's drain stored %d, want %d (every heartbeat of rank 1)", got, seq)
+	}
+	if got := cl.ts[0].Stats().Rejected[wire.ReasonBadMagic]; got != 0 {
+		t.Fatalf("%d junk datagrams in the lane", got)
+	}
+	cl.ts[0].SweepHeartbeats()
+	if got := cl.ts[0].Stats().Rejected; got[wire.ReasonBadVersion] == 0 || got[wire.ReasonBadVersion] > drainBudget*drainBatch {
+		t.Fatalf("one sweep rejected %d junk datagrams, want 1 to %d", got[wire.ReasonBadVersion], drainBudget*drainBatch)
+	}
+}
+
+// TestIncarnationAnnounced: an emitter that does not know its observer's
+// incarnation sends heartbeats that the observer refuses
+// (unbound_heartbeat) and answers with its incarnation; once the emitter
+// drained it, its heartbeats are bound and accepted, and its rebind
+// function heard of the observer.
+func TestIncarnationAnnounced(t *testing.T) {
+	cl := newBareCluster(t, 2, 2, nil)
+	defer cl.close()
+	var rebound atomic.Int64
+	rebound.Store(-1)
+	cl.ts[0].SetHeartbeatRebind(func(r ranks.Rank) { rebound.Store(int64(r)) })
+	if err := cl.ts[0].SendHeartbeat(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refusal", func() bool {
+		cl.ts[1].DrainHeartbeats()
+		return cl.ts[1].Stats().Rejected[wire.ReasonUnbound] == 1
+	})
+	if got := cl.slots[1].Load(0); got != 0 {
+		t.Fatalf("an unbound heartbeat stored %d", got)
+	}
+	waitFor(t, "the announcement", func() bool {
+		cl.ts[0].DrainHeartbeats()
+		return cl.ts[0].incs.Latest(1) == cl.ts[1].Incarnation()
+	})
+	if r := rebound.Load(); r != 1 {
+		t.Fatalf("rebind told %d, want 1", r)
+	}
+	if err := cl.ts[0].SendHeartbeat(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the bound heartbeat", func() bool { return cl.load(1, 0) == 2 })
+	if st := cl.ts[0].Stats().Rejected; len(st) != 0 {
+		t.Fatalf("the emitter rejected %v", st)
+	}
+	// Replayed unbound heartbeats make at most one announcement per
+	// announceEvery.
+	cl.ts[0].incs = wire.NewIncarnations(2) // signed as before the announcement
+	b := make([]byte, 64)
+	unbound := b[:cl.ts[0].HeartbeatSigner()(b, 1, 1)]
+	u, err := net.Dial("udp", cl.ts[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	time.Sleep(announceEvery) // past the first announcement's interval
+	start := time.Now()
+	for range 200 {
+		_, _ = u.Write(unbound)
+	}
+	waitFor(t, "the refusals", func() bool {
+		cl.ts[1].DrainHeartbeats()
+		return cl.ts[1].Stats().Rejected[wire.ReasonUnbound] == 201
+	})
+	allowed := 1 + int(time.Since(start)/announceEvery)
+	time.Sleep(20 * time.Millisecond)
+	got := 0
+	for _, lane := range []bool{false, true} {
+		for n := cl.ts[0].hb.recv(lane); n > 0; n = cl.ts[0].hb.recv(lane) {
+			got += n
+		}
+	}
+	if got == 0 || got > allowed {
+		t.Fatalf("%d announcements for 200 refusals in %d intervals of %v", got, allowed, announceEvery)
+	}
+}
+
+// TestReplayedHeartbeats replays heartbeats rank 0 sent to rank 1: to
+// rank 1 itself (old_heartbeat), to rank 2, the new observer a ring would
+// give rank 0 if rank 1 died (wrong_receiver), and to a restarted rank 1
+// (wrong_incarnation). None moves a word.
+func TestReplayedHeartbeats(t *testing.T) {
+	cl := newCluster(t, 3, 3, nil)
+	defer cl.close()
+	sign := cl.ts[0].HeartbeatSigner()
+	var captured [][]byte
+	for seq := uint64(1); seq <= 20; seq++ {
+		b := make([]byte, 64)
+		captured = append(captured, b[:sign(b, 1, seq)])
+	}
+	u1, err := net.Dial("udp", cl.ts[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u1.Close()
+	for _, b := range captured { // what rank 1 received
+		_, _ = u1.Write(b)
+	}
+	waitFor(t, "the heartbeats", func() bool { return cl.load(1, 0) == 20 })
+	replay := func(to int, reason string) {
+		t.Helper()
+		u, err := net.Dial("udp", cl.ts[to].Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		for _, b := range captured {
+			_, _ = u.Write(b)
+		}
+		waitFor(t, reason, func() bool {
+			cl.ts[to].DrainHeartbeats()
+			return cl.ts[to].Stats().Rejected[reason] == uint64(len(captured))
+		})
+	}
+	replay(1, wire.ReasonOldHeartbeat)
+	replay(2, wire.ReasonWrongReceiver)
+	if got := cl.slots[2].Load(0); got != 0 {
+		t.Fatalf("rank 2's word for rank 0 moved to %d", got)
+	}
+	// Rank 1 restarts: a new incarnation, at a new address.
+	cl.ts[1].Close()
+	s1 := transport.NewSlots(3)
+	cfg := testConfig(1, 3, s1, func(ranks.Rank, []byte) {})
+	cfg.Incarnation = cl.ts[1].Incarnation() + 1
+	t1, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.ts[1], cl.slots[1] = t1, s1
+	replay(1, wire.ReasonWrongIncarnation)
+	if got := s1.Load(0); got != 0 {
+		t.Fatalf("the restarted rank's word for rank 0 moved to %d", got)
 	}
 }

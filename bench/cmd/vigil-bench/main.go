@@ -38,6 +38,9 @@ names:
   child vigil|memberlist ...
                       a head-to-head child process (started by h2h)
   child emitter ...   the Go emitter alone (started by lateness)
+  hostile             attacks on the heartbeat path against running agents:
+                      a UDP flood at every UDP port of one, the replay of a
+                      killed rank's captured heartbeats (vigil-bench hostile -h)
 
 The agents are the product's ` + "`vigil agent`" + ` (-vigil; default: the vigil
 next to this executable, else built from the source tree into -out/build).
@@ -46,9 +49,12 @@ Outputs go to -out: CSV files, PNG plots and SUMMARY.md.
 
 func main() {
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "sim" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "sim":
 		err = simMain(os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "hostile":
+		err = hostileMain(os.Args[2:])
+	default:
 		err = benchMain(os.Args[1:])
 	}
 	if err != nil {
@@ -316,4 +322,74 @@ func findModuleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// hostileMain runs the hostile-input checks of the heartbeat path and
+// fails when one of them does.
+func hostileMain(args []string) error {
+	fs := flag.NewFlagSet("vigil-bench hostile", flag.ContinueOnError)
+	vigilBin := fs.String("vigil", "", "the product's vigil executable (default: next to vigil-bench, else built from the source tree)")
+	n := fs.Int("n", 8, "agents")
+	h := fs.Duration("h", 10*time.Millisecond, "heartbeat period (default: vigil run's)")
+	delta := fs.Duration("delta", 50*time.Millisecond, "suspicion time-out δ (default: vigil run's)")
+	controls := fs.Bool("controls", false, "after each flood run, a control run: the same agents as long, not flooded (reports there are the machine's)")
+	modes := fs.String("heartbeat", "shm,udp", "comma-separated heartbeat paths to attack (shm, udp); the replay runs over udp only")
+	floodFor := fs.Duration("flood", 30*time.Second, "how long each UDP port is flooded")
+	runs := fs.Int("runs", 10, "flood runs per heartbeat path, and replay runs (each with a run without replay)")
+	burners := fs.Int("burners", 0, "CPU burners during the floods")
+	checks := fs.String("checks", "flood,replay", "which checks: flood, replay")
+	agentLog := fs.String("agent-log", "", "append the agents' stderr to this file (default: discarded)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if *vigilBin == "" {
+		dir, err := os.MkdirTemp("", "vigil-hostile")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if *vigilBin, err = findVigil(self, "", dir); err != nil {
+			return err
+		}
+	}
+	var alog *os.File
+	if *agentLog != "" {
+		if alog, err = os.OpenFile(*agentLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return err
+		}
+		defer alog.Close()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p := func(f string, a ...any) { fmt.Printf(f, a...) }
+	fmt.Printf("vigil-bench hostile %s\n\n", strings.Join(args, " "))
+	ok := true
+	for _, mode := range strings.Split(*modes, ",") {
+		cfg := bench.HostileConfig{VigilBin: *vigilBin, N: *n, H: *h, Delta: *delta, Heartbeat: mode,
+			Flood: *floodFor, Runs: *runs, Controls: *controls, Burners: *burners, Log: os.Stderr}
+		if alog != nil {
+			cfg.AgentLog = alog
+		}
+		var floods []bench.FloodRow
+		var replays []bench.ReplayRow
+		if strings.Contains(*checks, "flood") {
+			if floods, err = bench.HostileFlood(ctx, cfg); err != nil {
+				return err
+			}
+		}
+		if strings.Contains(*checks, "replay") && mode == "udp" {
+			if replays, err = bench.HostileReplay(ctx, cfg); err != nil {
+				return err
+			}
+		}
+		ok = bench.HostileTable(p, cfg, floods, replays) && ok
+	}
+	if !ok {
+		return errors.New("hostile: a check failed")
+	}
+	return nil
 }

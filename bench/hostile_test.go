@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestHostileShort runs the hostile checks briefly against real agents: a
+// 2 s flood at agent 1's UDP port (default shared-memory heartbeats) with
+// no report and the drops counted in its metrics, and one pair of kills
+// of a rank and its observer, with and without the replay of the rank's
+// captured heartbeats to its new observer, reported no later with the
+// replay than one check after the run without.
+func TestHostileShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds vigil and starts agents")
+	}
+	cfg := HostileConfig{VigilBin: buildVigil(t), N: 4, H: 10 * time.Millisecond, Delta: 50 * time.Millisecond,
+		Heartbeat: "shm", Flood: 2 * time.Second, Runs: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	floods, err := HostileFlood(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range floods {
+		t.Logf("flood: %+v", r)
+		if !r.OK() || r.Sent == 0 {
+			t.Errorf("flood run %d: %d reports, %.0f kernel drops, rejected %v", r.Run, r.Reports, r.KernelDrops, r.Rejected)
+		}
+	}
+	c, err := startCapture(1)
+	if err != nil {
+		t.Skipf("the flood passed; the replay needs a packet capture: %v", err)
+	}
+	c.stop()
+	cfg.Heartbeat = "udp"
+	replays, err := HostileReplay(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := replayLimit(replays, cfg.checkPeriod())
+	for _, r := range replays {
+		t.Logf("replay: %+v", r)
+		if !r.OK(limit) || (r.Replay && (r.Replayed == 0 || r.Rejected["wrong_receiver"] == 0)) {
+			t.Errorf("replay run %d (replay %v): reported after %v (limit %v), %d false, %d replayed, rejected %v",
+				r.Run, r.Replay, r.Detected, limit, r.False, r.Replayed, r.Rejected)
+		}
+	}
+}
