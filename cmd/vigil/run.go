@@ -63,11 +63,11 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer job.Stop(3 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	_, err = job.WaitReady(ctx)
 	cancel()
 	if err != nil {
+		job.Stop(3 * time.Second)
 		return err
 	}
 	fmt.Printf("vigil: %d ranks up (h=%v δ=%v, %s over %s); kill any agent to see it reported\n",
@@ -79,29 +79,82 @@ func runMain(args []string) error {
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	var stop <-chan time.Time
+	defer signal.Stop(sigs)
+	var timeUp <-chan time.Time
 	if *dur > 0 {
-		stop = time.After(*dur)
+		timeUp = time.After(*dur)
 	}
+	// Until the stop, every crash and departure is printed. Once the job
+	// stops (every agent leaves), the departures are expected and only
+	// counted; a crash report or an eviction then is printed as at any
+	// other time, and the summary counts them.
+	var stopping bool
+	var stopped chan struct{}
+	var st stopTally
 	for {
 		select {
 		case l, ok := <-job.Lines:
 			if !ok {
+				if stopping {
+					<-stopped
+					fmt.Println(st.summary(*n))
+				}
 				return nil
 			}
-			if l.Ev == "dead" {
+			switch {
+			case l.Ev == "dead" && (!stopping || !l.Left):
 				what := "crashed"
 				if l.Left {
 					what = "left"
 				}
 				fmt.Printf("rank %d: rank %d %s (detected by %d)\n", l.Rank, l.Dead, what, l.Detector)
+			case l.Ev == "evicted":
+				fmt.Printf("rank %d: declared dead by the job (it was paused or cut off for longer than δ); it stopped\n", l.Rank)
+			}
+			if stopping {
+				st.add(l)
 			}
 		case <-sigs:
-			return nil
-		case <-stop:
-			return nil
+			if stopping {
+				continue
+			}
+			stopping = true
+			timeUp = nil
+		case <-timeUp:
+			stopping = true
+			timeUp = nil
+		}
+		if stopping && stopped == nil {
+			// Stop in the background: the agents' lines are read meanwhile,
+			// or an agent blocked writing one would not leave.
+			stopped = make(chan struct{})
+			go func() { job.Stop(3 * time.Second); close(stopped) }()
 		}
 	}
+}
+
+// stopTally counts what the agents printed while the job stopped.
+type stopTally struct {
+	left, crashed, evicted, bye int
+}
+
+func (t *stopTally) add(l launch.Line) {
+	switch {
+	case l.Ev == "dead" && l.Left:
+		t.left++
+	case l.Ev == "dead":
+		t.crashed++
+	case l.Ev == "evicted":
+		t.evicted++
+	case l.Ev == "bye":
+		t.bye++
+	}
+}
+
+// summary is the line vigil run prints once the job has stopped.
+func (t *stopTally) summary(n int) string {
+	return fmt.Sprintf("vigil: job stopped: %d of %d agents left cleanly; %d crash reports and %d evictions during the stop",
+		t.bye, n, t.crashed, t.evicted)
 }
 
 // checkRunMetricsAddr checks vigil run's -metrics-addr (empty: no
