@@ -11,7 +11,15 @@ import (
 )
 
 // Parts are the suite's parts, in the order they run.
-var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h", "hostcrash", "propagation", "storm"}
+var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h", "hostcrash", "propagation"}
+
+// ExtraParts run only when named (vigil-bench storm, vigil-bench jobstop,
+// or -parts): each takes minutes at its acceptance size, so quick and full
+// leave them out.
+var ExtraParts = []string{"storm", "jobstop"}
+
+// allParts are Parts and ExtraParts, in the order they run.
+func allParts() []string { return append(slices.Clone(Parts), ExtraParts...) }
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -51,7 +59,10 @@ type Suite struct {
 	// and Runs take the profile's, of the rest the part's defaults
 	// (stormDefaults). StormAccuracy runs its accuracy-at-scale rows too,
 	// at the N of StormAccuracyNs (default 32, 64, 128).
-	Storm           StormConfig
+	Storm StormConfig
+	// JobStop is the jobstop part's configuration (its zero fields: 20
+	// runs of 128 agents, both ways, h = 10 ms, δ = 50 ms).
+	JobStop         JobStopConfig
 	StormAccuracy   bool
 	StormAccuracyNs []int
 
@@ -75,6 +86,7 @@ type Suite struct {
 	HostCrash []HostCrashRow
 	Propag    []PropagationRow
 	Storms    []StormRun
+	JobStops  []JobStopRun
 	StormAcc  []CostRun
 }
 
@@ -91,8 +103,8 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		parts = Parts
 	}
 	for _, p := range parts {
-		if !slices.Contains(Parts, p) {
-			return fmt.Errorf("bench: unknown part %q (want %s)", p, strings.Join(Parts, ", "))
+		if !slices.Contains(allParts(), p) {
+			return fmt.Errorf("bench: unknown part %q (want %s)", p, strings.Join(allParts(), ", "))
 		}
 	}
 	s.Started = time.Now()
@@ -109,7 +121,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		s.MPI = b
 	}
 	pr := s.Profile
-	for _, p := range Parts {
+	for _, p := range allParts() {
 		if !slices.Contains(parts, p) {
 			continue
 		}
@@ -172,6 +184,25 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			}
 		case "storm":
 			err = s.runStorm(ctx)
+		case "jobstop":
+			jc := s.JobStop
+			jc.VigilBin, jc.Log = s.VigilBin, s.Log
+			if len(jc.Ns) == 0 {
+				jc.Ns = []int{128}
+			}
+			if len(jc.Ways) == 0 {
+				jc.Ways = []string{JobStopGroup, JobStopEach}
+			}
+			if jc.Runs == 0 {
+				jc.Runs = 20
+			}
+			if jc.H == 0 {
+				jc.H, jc.Delta = 10*time.Millisecond, 50*time.Millisecond
+			}
+			s.JobStops, err = JobStop(ctx, jc)
+			if s.Log != nil && len(s.JobStops) > 0 {
+				JobStopTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, jc, s.JobStops)
+			}
 		case "h2h":
 			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Systems: pr.H2HSystems, Period: pr.H2HPeriod, DeltaFactor: 5,
 				Window: pr.H2HWindow, Several: pr.H2HSeveral, BurnFor: pr.H2HBurn, Wait: pr.H2HWait, Log: s.Log})

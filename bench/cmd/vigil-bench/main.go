@@ -31,7 +31,7 @@ var benchUsage = `usage: vigil-bench <name> [flags]
 
 names:
   quick | full        every part with the quick (≤ 10 min) or full profile
-  ` + strings.Join(bench.Parts, ", ") + `
+  ` + strings.Join(append(slices.Clone(bench.Parts), bench.ExtraParts...), ", ") + `
                       one part (-profile quick|full)
   sim <stab|probe|bcast|era|tsweep|hostcrash|all>
                       simulations of the papers' results (vigil-bench sim -h)
@@ -85,7 +85,7 @@ func benchMain(args []string) error {
 	switch {
 	case name == "quick" || name == "full":
 		profile = name
-	case slices.Contains(bench.Parts, name):
+	case slices.Contains(bench.Parts, name) || slices.Contains(bench.ExtraParts, name):
 		parts = []string{name}
 	default:
 		fmt.Fprint(os.Stderr, benchUsage)
@@ -96,7 +96,7 @@ func benchMain(args []string) error {
 	vigilBin := fs.String("vigil", "", "the product's vigil executable, for its agents (default: next to vigil-bench, else built from -root)")
 	root := fs.String("root", "", "Vigil source tree, for csrc/bench and ./capi (default: found from the working directory)")
 	summary := fs.String("summary", "", "also write the markdown summary to this file (e.g. bench/SUMMARY.md)")
-	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(bench.Parts, ","))
+	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(append(slices.Clone(bench.Parts), bench.ExtraParts...), ","))
 	if len(parts) > 0 {
 		fs.StringVar(&profile, "profile", "quick", "profile: quick or full")
 	}
@@ -128,6 +128,9 @@ func benchMain(args []string) error {
 	stormWait := fs.Duration("storm-wait", 3*time.Second, "storm part: how long the survivors are watched after a burst")
 	stormAcc := fs.Bool("storm-accuracy", true, "storm part: also the accuracy-at-scale rows (the cost part at -cost-delta 20ms with h=1ms and 50ms with h=10ms, under 2 CPU burners)")
 	stormAccNs := fs.String("storm-accuracy-ns", "32,64,128", "storm part: comma-separated N of the accuracy-at-scale rows")
+	jobStopNs := fs.String("jobstop-ns", "128", "jobstop part: comma-separated job sizes")
+	jobStopRuns := fs.Int("jobstop-runs", 20, "jobstop part: stops per size and way")
+	jobStopWays := fs.String("jobstop-ways", "group,each", "jobstop part: comma-separated ways to stop: group (one SIGTERM to the agents' process group) and/or each (agent by agent, as mpirun's daemons)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,6 +153,18 @@ func benchMain(args []string) error {
 	if *stormRuns < 0 || *stormN < 4 || *stormH <= 0 || *stormDelta <= *stormH || *stormWait <= 0 {
 		return fmt.Errorf("bench: -storm-runs %d, -storm-n %d, -storm-h %v, -storm-delta %v, -storm-wait %v: want runs ≥ 0, n ≥ 4, 0 < h < δ, a positive wait",
 			*stormRuns, *stormN, *stormH, *stormDelta, *stormWait)
+	}
+	jobStop := bench.JobStopConfig{Runs: *jobStopRuns, Ways: splitList(*jobStopWays)}
+	if jobStop.Ns, err = parseInts("-jobstop-ns", *jobStopNs, 2); err != nil {
+		return err
+	}
+	for _, w := range jobStop.Ways {
+		if w != bench.JobStopGroup && w != bench.JobStopEach {
+			return fmt.Errorf("bench: -jobstop-ways %q: want group and/or each", *jobStopWays)
+		}
+	}
+	if *jobStopRuns < 1 {
+		return fmt.Errorf("bench: -jobstop-runs %d: want ≥ 1", *jobStopRuns)
 	}
 	if *only != "" {
 		parts = strings.Split(*only, ",")
@@ -261,7 +276,7 @@ func benchMain(args []string) error {
 		return err
 	}
 	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat, CostGoEmitter: *costGoEmitter, CostDelta: *costDelta,
-		Storm: storm, StormAccuracy: *stormAcc, StormAccuracyNs: stormAccNList,
+		JobStop: jobStop, Storm: storm, StormAccuracy: *stormAcc, StormAccuracyNs: stormAccNList,
 		Command: "vigil-bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
