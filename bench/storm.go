@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -88,6 +89,9 @@ type StormRun struct {
 	Stable time.Duration
 	// Refuted counts memberlist's members declared dead that came back.
 	Refuted int
+	// Before counts the ranks reported dead or evicted before the burst
+	// (a start-up on a loaded machine); they are left out of the rest.
+	Before int
 }
 
 // stormReport is one line of a member during the watch: rank By reported
@@ -191,9 +195,9 @@ func Storm(ctx context.Context, cfg StormConfig) ([]StormRun, error) {
 						r.Run = run
 						runs = append(runs, r)
 						if cfg.Log != nil {
-							fmt.Fprintf(cfg.Log, "storm %-10s %-4s %-5s k=%-2d run %d: lost beyond k %d %v, detected %d/%d, same set %v, complete %v, stable %v, refuted %d\n",
+							fmt.Fprintf(cfg.Log, "storm %-10s %-4s %-5s k=%-2d run %d: lost beyond k %d %v, detected %d/%d, same set %v, complete %v, stable %v, refuted %d, reported before the burst %d\n",
 								sys, mode, target, k, run, len(r.Lost), r.Lost, r.Detected, k, r.Same, r.Complete,
-								r.Stable.Round(time.Millisecond), r.Refuted)
+								r.Stable.Round(time.Millisecond), r.Refuted, r.Before)
 						}
 					}
 				}
@@ -247,7 +251,9 @@ func stormRun(cfg StormConfig, sys System, mode, target string, hit []int) (Stor
 	}
 	t0 := MonoNow()
 	for _, v := range hit {
-		if err := j.signal(v, sig); err != nil {
+		// A rank gone already (declared dead before the burst) counts as
+		// hit; the reports before the burst are counted apart.
+		if err := j.signal(v, sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			return r, err
 		}
 	}
@@ -270,8 +276,14 @@ func stormOutcome(r *StormRun, seen []stormReport, t0 int64) {
 	}
 	lost := map[int]bool{}
 	sets := map[int]map[int]int64{} // reporter → rank → first report
+	before := map[int]bool{}
 	for _, s := range seen {
 		switch {
+		case s.Mono < t0 && s.Evicted:
+			before[s.By] = true
+		case s.Mono < t0 && !s.Alive:
+			before[s.Dead] = true
+		case s.Mono < t0:
 		case s.Evicted:
 			if !isHit[s.By] {
 				lost[s.By] = true
@@ -290,8 +302,11 @@ func stormOutcome(r *StormRun, seen []stormReport, t0 int64) {
 			}
 		}
 	}
+	r.Before = len(before)
 	for x := range lost {
-		r.Lost = append(r.Lost, x)
+		if !before[x] {
+			r.Lost = append(r.Lost, x)
+		}
 	}
 	sort.Ints(r.Lost)
 	detected := map[int]bool{}
@@ -299,7 +314,7 @@ func stormOutcome(r *StormRun, seen []stormReport, t0 int64) {
 	var first map[int]int64
 	var last int64
 	for s := range r.N {
-		if isHit[s] || lost[s] {
+		if isHit[s] || lost[s] || before[s] {
 			continue
 		}
 		set := sets[s]
@@ -322,6 +337,9 @@ func stormOutcome(r *StormRun, seen []stormReport, t0 int64) {
 		}
 	}
 	r.Detected = len(detected)
+	if first == nil { // no survivor: nothing complete, nothing agreed
+		r.Same, r.Complete = false, false
+	}
 	if r.Complete {
 		r.Stable = time.Duration(last - t0)
 	}
@@ -408,8 +426,8 @@ func StormTable(p func(string, ...any), cfg StormConfig, runs []StormRun) {
 	cfg.defaults()
 	p("Storms: bursts of k of %d ranks hit at once (kill -9, or SIGSTOP for %v then SIGCONT), Vigil at h=%v δ=%v, memberlist probing every %v, ranks at random or whole pretended hosts of %d, watched %v after the burst; the same hit ranks for both systems\n\n",
 		cfg.N, cfg.StopFor, cfg.H, cfg.Delta, cfg.MemberlistPeriod, cfg.RanksPerHost, cfg.Wait)
-	p("| system | burst | hit | k | runs | runs losing more than k | lost beyond k: median, max | hit ranks reported (min) | same set at every survivor | every hit rank at every survivor | stabilisation: median, max | refuted |\n")
-	p("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|\n")
+	p("| system | burst | hit | k | runs | runs losing more than k | lost beyond k: median, max | hit ranks reported (min) | same set at every survivor | every hit rank at every survivor | stabilisation: median, max | refuted | reported before the burst (max) |\n")
+	p("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n")
 	type key struct {
 		sys          System
 		mode, target string
@@ -440,7 +458,7 @@ func StormTable(p func(string, ...any), cfg StormConfig, runs []StormRun) {
 		rs := by[k]
 		var lost []int
 		var stable []time.Duration
-		losing, same, complete, refuted, detected := 0, 0, 0, 0, k.k
+		losing, same, complete, refuted, detected, before := 0, 0, 0, 0, k.k, 0
 		for _, r := range rs {
 			lost = append(lost, len(r.Lost))
 			if len(r.Lost) > 0 {
@@ -455,6 +473,7 @@ func StormTable(p func(string, ...any), cfg StormConfig, runs []StormRun) {
 			}
 			refuted += r.Refuted
 			detected = min(detected, r.Detected)
+			before = max(before, r.Before)
 		}
 		slices.Sort(lost)
 		slices.Sort(stable)
@@ -462,8 +481,8 @@ func StormTable(p func(string, ...any), cfg StormConfig, runs []StormRun) {
 		if len(stable) > 0 {
 			st = fmt.Sprintf("%v, %v", stable[len(stable)/2].Round(time.Millisecond), stable[len(stable)-1].Round(time.Millisecond))
 		}
-		p("| %s | %s | %s | %d | %d | %d | %d, %d | %d | %d/%d | %d/%d | %s | %d |\n", k.sys, k.mode, k.target, k.k, len(rs), losing,
-			lost[len(lost)/2], lost[len(lost)-1], detected, same, len(rs), complete, len(rs), st, refuted)
+		p("| %s | %s | %s | %d | %d | %d | %d, %d | %d | %d/%d | %d/%d | %s | %d | %d |\n", k.sys, k.mode, k.target, k.k, len(rs), losing,
+			lost[len(lost)/2], lost[len(lost)-1], detected, same, len(rs), complete, len(rs), st, refuted, before)
 	}
 }
 

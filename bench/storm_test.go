@@ -58,14 +58,27 @@ func TestStormOutcome(t *testing.T) {
 	r = StormRun{N: 5, Hit: []int{1, 2}}
 	stormOutcome(&r, []stormReport{
 		{By: 0, Dead: 1, Mono: t0 + 50*ms}, {By: 0, Dead: 2, Mono: t0 + 55*ms}, {By: 3, Dead: 1, Mono: t0 + 51*ms},
-		{By: 3, Dead: 2, Mono: t0 + 52*ms}, {By: 4, Dead: 2, Mono: t0 + 52*ms}, {By: 2, Evicted: true},
+		{By: 3, Dead: 2, Mono: t0 + 52*ms}, {By: 4, Dead: 2, Mono: t0 + 52*ms}, {By: 2, Evicted: true, Mono: t0 + 60*ms},
 	}, t0)
 	if len(r.Lost) != 0 || r.Complete || r.Same || r.Stable != 0 || r.Detected != 2 {
 		t.Errorf("got lost %v complete %v same %v stable %v detected %d; want none, false, false, 0, 2", r.Lost, r.Complete, r.Same, r.Stable, r.Detected)
 	}
+	// Every rank lost: no survivor to agree or to be complete.
+	r = StormRun{N: 3, Hit: []int{1}}
+	stormOutcome(&r, []stormReport{{By: 0, Dead: 2, Mono: t0 + ms}, {By: 2, Dead: 0, Mono: t0 + ms}}, t0)
+	if !slices.Equal(r.Lost, []int{0, 2}) || r.Complete || r.Same || r.Stable != 0 {
+		t.Errorf("got lost %v complete %v same %v stable %v; want [0 2] false false 0", r.Lost, r.Complete, r.Same, r.Stable)
+	}
+	// A rank reported before the burst is neither lost nor a survivor.
+	r = StormRun{N: 4, Hit: []int{1}}
+	stormOutcome(&r, []stormReport{{By: 0, Dead: 3, Mono: t0 - ms}, {By: 3, Evicted: true, Mono: t0 + ms},
+		{By: 0, Dead: 1, Mono: t0 + ms}, {By: 2, Dead: 1, Mono: t0 + 2*ms}}, t0)
+	if len(r.Lost) != 0 || r.Before != 1 || !r.Complete || !r.Same || r.Stable != 2*time.Millisecond {
+		t.Errorf("got lost %v before %d complete %v same %v stable %v; want none 1 true true 2ms", r.Lost, r.Before, r.Complete, r.Same, r.Stable)
+	}
 	// An eviction of a rank not hit is a loss.
 	r = StormRun{N: 4, Hit: []int{1}}
-	stormOutcome(&r, []stormReport{{By: 0, Dead: 1, Mono: t0 + ms}, {By: 2, Dead: 1, Mono: t0 + ms}, {By: 3, Evicted: true}}, t0)
+	stormOutcome(&r, []stormReport{{By: 0, Dead: 1, Mono: t0 + ms}, {By: 2, Dead: 1, Mono: t0 + ms}, {By: 3, Evicted: true, Mono: t0 + ms}}, t0)
 	if !slices.Equal(r.Lost, []int{3}) || !r.Complete || !r.Same {
 		t.Errorf("got lost %v complete %v same %v; want [3] true true", r.Lost, r.Complete, r.Same)
 	}

@@ -14,10 +14,14 @@ import (
 // TestE2EJobStop stops a whole job of 128 agents at once, as a launcher
 // does when the job ends (SIGTERM to every agent in one sweep): every agent
 // leaves, none reports a crash, none is evicted, and every one prints its
-// statistics and says bye. VIGIL_JOBSTOP_RUNS repeats the job (default 1).
+// statistics and says bye. Three jobs in a row (a few seconds each);
+// VIGIL_JOBSTOP_RUNS sets another count (the 20-run acceptance loop is
+// `vigil-bench jobstop`), VIGIL_JOBSTOP_LOG a directory for the agents'
+// protocol logs (JSON, one file per job) and VIGIL_JOBSTOP_FLAGS more
+// agent flags.
 func TestE2EJobStop(t *testing.T) {
 	const n = 128
-	runs := 1
+	runs := 3
 	if v, err := strconv.Atoi(os.Getenv("VIGIL_JOBSTOP_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
