@@ -57,10 +57,13 @@ type StormConfig struct {
 	Runs int
 	// H and Delta are Vigil's h and δ.
 	H, Delta time.Duration
-	// MemberlistPeriod is memberlist's probe interval (default 100 ms:
-	// 128 members probing every 10 ms saturate this 2-core machine and
-	// never all join).
-	MemberlistPeriod time.Duration
+	// MemberlistPeriod is memberlist's probe interval (default 200 ms,
+	// its ProbeTimeout half that, as in the head-to-head: 128 members
+	// probing every 10 ms or 100 ms never all joined on this loaded
+	// 2-core machine), and MemberlistWait how long its survivors are
+	// watched (default 12 s: its suspicion lasts 4·log10(N) probe
+	// intervals at least, up to 6 times that without confirmations).
+	MemberlistPeriod, MemberlistWait time.Duration
 	// StopFor is how long StormStop keeps the hit ranks stopped (default
 	// 2δ + 20 ms).
 	StopFor time.Duration
@@ -160,7 +163,10 @@ func (cfg *StormConfig) defaults() error {
 		return fmt.Errorf("bench: storm: h = %v, δ = %v: want 0 < h < δ", cfg.H, cfg.Delta)
 	}
 	if cfg.MemberlistPeriod <= 0 {
-		cfg.MemberlistPeriod = 100 * time.Millisecond
+		cfg.MemberlistPeriod = 200 * time.Millisecond
+	}
+	if cfg.MemberlistWait <= 0 {
+		cfg.MemberlistWait = 12 * time.Second
 	}
 	if cfg.StopFor <= 0 {
 		cfg.StopFor = 2*cfg.Delta + 20*time.Millisecond
@@ -179,6 +185,7 @@ func Storm(ctx context.Context, cfg StormConfig) ([]StormRun, error) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 29))
 	var runs []StormRun
+	var failed []error
 	for run := range cfg.Runs {
 		for _, k := range cfg.Ks {
 			for _, mode := range cfg.Modes {
@@ -190,7 +197,13 @@ func Storm(ctx context.Context, cfg StormConfig) ([]StormRun, error) {
 						}
 						r, err := stormRun(cfg, sys, mode, target, hit)
 						if err != nil {
-							return runs, fmt.Errorf("storm %s %s %s k=%d run %d: %w", sys, mode, target, k, run, err)
+							// One job that did not start does not end the part.
+							err = fmt.Errorf("storm %s %s %s k=%d run %d: %w", sys, mode, target, k, run, err)
+							failed = append(failed, err)
+							if cfg.Log != nil {
+								fmt.Fprintln(cfg.Log, err)
+							}
+							continue
 						}
 						r.Run = run
 						runs = append(runs, r)
@@ -204,7 +217,7 @@ func Storm(ctx context.Context, cfg StormConfig) ([]StormRun, error) {
 			}
 		}
 	}
-	return runs, nil
+	return runs, errors.Join(failed...)
 }
 
 // stormHit draws the k ranks of n a burst hits: at random, or whole
@@ -263,7 +276,11 @@ func stormRun(cfg StormConfig, sys System, mode, target string, hit []int) (Stor
 			j.signal(v, syscall.SIGCONT)
 		}
 	}
-	time.Sleep(max(0, cfg.Wait-time.Duration(MonoNow()-t0)))
+	wait := cfg.Wait
+	if sys == Memberlist {
+		wait = cfg.MemberlistWait
+	}
+	time.Sleep(max(0, wait-time.Duration(MonoNow()-t0)))
 	stormOutcome(&r, j.reports(), t0)
 	return r, nil
 }
@@ -397,7 +414,7 @@ func startStormMemberlist(cfg StormConfig) (*stormJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(c, cfg.N); err != nil {
+	if err := waitReadyFor(c, cfg.N, 3*time.Minute); err != nil {
 		c.stop()
 		return nil, err
 	}
@@ -424,8 +441,8 @@ func startStormMemberlist(cfg StormConfig) (*stormJob, error) {
 // last survivor took to learn the last hit rank.
 func StormTable(p func(string, ...any), cfg StormConfig, runs []StormRun) {
 	cfg.defaults()
-	p("Storms: bursts of k of %d ranks hit at once (kill -9, or SIGSTOP for %v then SIGCONT), Vigil at h=%v δ=%v, memberlist probing every %v, ranks at random or whole pretended hosts of %d, watched %v after the burst; the same hit ranks for both systems\n\n",
-		cfg.N, cfg.StopFor, cfg.H, cfg.Delta, cfg.MemberlistPeriod, cfg.RanksPerHost, cfg.Wait)
+	p("Storms: bursts of k of %d ranks hit at once (kill -9, or SIGSTOP for %v then SIGCONT), Vigil at h=%v δ=%v watched %v after the burst, memberlist probing every %v (probe time-out half that) watched %v, ranks at random or whole pretended hosts of %d; the same hit ranks for both systems\n\n",
+		cfg.N, cfg.StopFor, cfg.H, cfg.Delta, cfg.Wait, cfg.MemberlistPeriod, cfg.MemberlistWait, cfg.RanksPerHost)
 	p("| system | burst | hit | k | runs | runs losing more than k | lost beyond k: median, max | hit ranks reported (min) | same set at every survivor | every hit rank at every survivor | stabilisation: median, max | refuted | reported before the burst (max) |\n")
 	p("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n")
 	type key struct {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -250,9 +251,10 @@ func (s *Suite) runStorm(ctx context.Context) error {
 	if s.Log != nil && len(s.Storms) > 0 {
 		StormTable(p, cfg, s.Storms)
 	}
-	if err != nil || !s.StormAccuracy {
+	if ctx.Err() != nil || !s.StormAccuracy {
 		return err
 	}
+	stormErr := err
 	cbin, err := BuildHBCost(ctx, s.Root, filepath.Join(s.Out, "build"))
 	if err != nil {
 		return err
@@ -267,7 +269,7 @@ func (s *Suite) runStorm(ctx context.Context) error {
 		p("\n")
 		StormAccuracyTable(p, ac, s.StormAcc)
 	}
-	return err
+	return errors.Join(stormErr, err)
 }
 
 // stormDefaults fills what cfg leaves zero: the profile's Ks and Runs, 128

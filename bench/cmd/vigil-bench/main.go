@@ -124,7 +124,8 @@ func benchMain(args []string) error {
 	stormSystems := fs.String("storm-systems", "vigil,memberlist", "storm part: comma-separated systems: vigil and/or memberlist")
 	stormH := fs.Duration("storm-h", 10*time.Millisecond, "storm part: Vigil's heartbeat period, memberlist's probe interval")
 	stormDelta := fs.Duration("storm-delta", 50*time.Millisecond, "storm part: Vigil's δ")
-	stormMLPeriod := fs.Duration("storm-memberlist-period", 100*time.Millisecond, "storm part: memberlist's probe interval (128 members probing every 10 ms saturate a 2-core machine)")
+	stormMLPeriod := fs.Duration("storm-memberlist-period", 200*time.Millisecond, "storm part: memberlist's probe interval, its probe time-out half that (128 members probing every 10 or 100 ms never all joined on a loaded 2-core machine)")
+	stormMLWait := fs.Duration("storm-memberlist-wait", 12*time.Second, "storm part: how long memberlist's survivors are watched after a burst (its suspicion lasts 4·log10(N) probe intervals or more)")
 	stormWait := fs.Duration("storm-wait", 3*time.Second, "storm part: how long the survivors are watched after a burst")
 	stormAcc := fs.Bool("storm-accuracy", true, "storm part: also the accuracy-at-scale rows (the cost part at -cost-delta 20ms with h=1ms and 50ms with h=10ms, under 2 CPU burners)")
 	stormAccNs := fs.String("storm-accuracy-ns", "32,64,128", "storm part: comma-separated N of the accuracy-at-scale rows")
@@ -136,8 +137,8 @@ func benchMain(args []string) error {
 	}
 	var err error
 	storm := bench.StormConfig{N: *stormN, Runs: *stormRuns, RanksPerHost: *stormPerHost, H: *stormH, Delta: *stormDelta, Wait: *stormWait,
-		MemberlistPeriod: *stormMLPeriod,
-		Modes:            splitList(*stormModes), Targets: splitList(*stormTargets)}
+		MemberlistPeriod: *stormMLPeriod, MemberlistWait: *stormMLWait,
+		Modes: splitList(*stormModes), Targets: splitList(*stormTargets)}
 	for _, f := range splitList(*stormSystems) {
 		storm.Systems = append(storm.Systems, bench.System(f))
 	}
