@@ -535,15 +535,26 @@ func StormAccuracy(ctx context.Context, cfg StormAccuracyConfig) ([]CostRun, err
 	}
 	defer b.Stop()
 	var runs []CostRun
+	var failed []error
 	for _, t := range cfg.Timings {
-		rs, err := Cost(ctx, CostConfig{CBin: cfg.CBin, VigilBin: cfg.VigilBin, Hs: []time.Duration{t[0]}, Ns: cfg.Ns,
-			Transports: []string{CostSHM}, Rounds: 1, Heartbeat: CostHeartbeatMatch, RealTime: true, Delta: t[1], Log: cfg.Log})
-		runs = append(runs, rs...)
-		if err != nil {
-			return runs, err
+		for _, n := range cfg.Ns {
+			// One N at a time: agents that do not all start at one N (the
+			// start-up itself falsely reporting some) leave the others.
+			rs, err := Cost(ctx, CostConfig{CBin: cfg.CBin, VigilBin: cfg.VigilBin, Hs: []time.Duration{t[0]}, Ns: []int{n},
+				Transports: []string{CostSHM}, Rounds: 1, Heartbeat: CostHeartbeatMatch, RealTime: true, Delta: t[1], Log: cfg.Log})
+			runs = append(runs, rs...)
+			if ctx.Err() != nil {
+				return runs, ctx.Err()
+			}
+			if err != nil {
+				failed = append(failed, err)
+				if cfg.Log != nil {
+					fmt.Fprintln(cfg.Log, err)
+				}
+			}
 		}
 	}
-	return runs, nil
+	return runs, errors.Join(failed...)
 }
 
 // StormAccuracyTable prints the rows: per h, δ and N, the C reference's
@@ -569,6 +580,10 @@ func StormAccuracyTable(p func(string, ...any), cfg StormAccuracyConfig, runs []
 	}
 	for _, k := range keys {
 		cr, vr := c[k], v[k]
+		if _, ok := v[k]; !ok {
+			p("| %v | %v | %d | %d | the agents did not all start (see the log) | | | | false |\n", k.h, k.delta, k.n, cr.Suspicions)
+			continue
+		}
 		lost := max(vr.Suspected, vr.Lost)
 		p("| %v | %v | %d | %d | %d | %d | %d | %d | %v |\n", k.h, k.delta, k.n, cr.Suspicions, vr.Suspicions, vr.Suspected, vr.Lost, vr.AtStop,
 			lost <= cr.Suspicions)

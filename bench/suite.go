@@ -65,6 +65,7 @@ type Suite struct {
 	// runs of 128 agents, both ways, h = 10 ms, δ = 50 ms).
 	JobStop         JobStopConfig
 	StormAccuracy   bool
+	StormNoBursts   bool // only the accuracy-at-scale rows
 	StormAccuracyNs []int
 
 	Started   time.Time
@@ -247,7 +248,9 @@ func (s *Suite) runStorm(ctx context.Context) error {
 	stormDefaults(&cfg, s.Profile)
 	p := func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }
 	var err error
-	s.Storms, err = Storm(ctx, cfg)
+	if !s.StormNoBursts {
+		s.Storms, err = Storm(ctx, cfg)
+	}
 	if s.Log != nil && len(s.Storms) > 0 {
 		StormTable(p, cfg, s.Storms)
 	}

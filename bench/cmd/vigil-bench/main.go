@@ -128,6 +128,7 @@ func benchMain(args []string) error {
 	stormMLWait := fs.Duration("storm-memberlist-wait", 12*time.Second, "storm part: how long memberlist's survivors are watched after a burst (its suspicion lasts 4·log10(N) probe intervals or more)")
 	stormWait := fs.Duration("storm-wait", 3*time.Second, "storm part: how long the survivors are watched after a burst")
 	stormAcc := fs.Bool("storm-accuracy", true, "storm part: also the accuracy-at-scale rows (the cost part at -cost-delta 20ms with h=1ms and 50ms with h=10ms, under 2 CPU burners)")
+	stormBursts := fs.Bool("storm-bursts", true, "storm part: the bursts (false: only the accuracy-at-scale rows)")
 	stormAccNs := fs.String("storm-accuracy-ns", "32,64,128", "storm part: comma-separated N of the accuracy-at-scale rows")
 	jobStopNs := fs.String("jobstop-ns", "128", "jobstop part: comma-separated job sizes")
 	jobStopRuns := fs.Int("jobstop-runs", 20, "jobstop part: stops per size and way")
@@ -277,7 +278,7 @@ func benchMain(args []string) error {
 		return err
 	}
 	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat, CostGoEmitter: *costGoEmitter, CostDelta: *costDelta,
-		JobStop: jobStop, Storm: storm, StormAccuracy: *stormAcc, StormAccuracyNs: stormAccNList,
+		JobStop: jobStop, Storm: storm, StormAccuracy: *stormAcc, StormNoBursts: !*stormBursts, StormAccuracyNs: stormAccNList,
 		Command: "vigil-bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
