@@ -156,7 +156,11 @@ type CostRun struct {
 	// leaving at once). Missed sums the agents' missed heartbeat
 	// deadlines (C: wake-ups more than a period late).
 	Suspicions, AtStop int
-	Missed             uint64
+	// Suspected counts the distinct ranks the agents reported crashed
+	// before the stop (0 for the C reference, whose SUSPECT lines are
+	// gaps).
+	Suspected int
+	Missed    uint64
 }
 
 // Periods returns the number of heartbeat periods in s's window.
@@ -357,6 +361,7 @@ func costRun(ctx context.Context, cfg CostConfig, tr string, h time.Duration, n 
 			stopMono := MonoNow()
 			r.Missed = a.Stop().Missed
 			r.Suspicions, r.AtStop = splitSuspicions(a.log, stopMono)
+			r.Suspected = suspectedBefore(a.log, stopMono)
 			return nil
 		}
 	default:
@@ -429,6 +434,18 @@ func splitSuspicions(lines []launch.Line, stopMono int64) (before, after int) {
 		}
 	}
 	return before, after
+}
+
+// suspectedBefore counts the distinct ranks reported crashed before
+// stopMono (as splitSuspicions counts the reports).
+func suspectedBefore(lines []launch.Line, stopMono int64) int {
+	ranks := map[uint32]bool{}
+	for _, l := range lines {
+		if l.Ev == "dead" && !l.Left && (l.Mono == 0 || l.Mono < stopMono) {
+			ranks[l.Dead] = true
+		}
+	}
+	return len(ranks)
 }
 
 func closed(c <-chan struct{}) bool {

@@ -245,15 +245,21 @@ func HeadToHead(ctx context.Context, cfg H2HConfig) ([]H2HRow, error) {
 	return rows, nil
 }
 
-func waitReady(c *children, n int) error {
+func waitReady(c *children, n int) error { return waitReadyFor(c, n, 60*time.Second) }
+
+// waitReadyFor is waitReady with a time limit of d.
+func waitReadyFor(c *children, n int, d time.Duration) error {
 	ready := map[int]bool{}
 	_, err := c.await(func(l ChildLine) bool {
 		if l.Ev == "ready" {
 			ready[l.Rank] = true
 		}
 		return len(ready) == n
-	}, 60*time.Second)
-	return err
+	}, d)
+	if err != nil {
+		return fmt.Errorf("%w (%d of %d members ready)", err, len(ready), n)
+	}
+	return nil
 }
 
 // Kill is the outcome of one kill -9 of one or more ranks at once.

@@ -36,6 +36,10 @@ type Profile struct {
 	LatenessHs       []time.Duration
 	LatenessDuration time.Duration
 	LatenessRounds   int
+	// Storms (StormConfig): the burst sizes and the runs per k, mode,
+	// target and system.
+	StormKs   []int
+	StormRuns int
 	// Detector cost against the C reference (CostConfig): the grid, the
 	// rounds, the bounds of the sampling window, and whether libvigil's
 	// in-process side runs too.
@@ -88,6 +92,7 @@ var Quick = Profile{
 	SchedHs: []time.Duration{ms, 100 * us}, SchedDuration: time.Second,
 	H2HSizes: []int{8, 16}, H2HPeriod: 200 * ms, H2HWindow: 2 * time.Second, H2HSeveral: 3, H2HBurn: 3 * time.Second,
 	H2HWait: 15 * time.Second, HostCrashRuns: 5,
+	StormKs: []int{1, 16}, StormRuns: 1,
 	PropagationNs: []int{16, 32, 64}, PropagationRuns: 3,
 }
 
@@ -113,6 +118,7 @@ var Full = Profile{
 	SchedHs: []time.Duration{10 * ms, ms, 100 * us}, SchedDuration: 5 * time.Second,
 	H2HSizes: []int{8, 16, 32}, H2HPeriod: 200 * ms, H2HWindow: 5 * time.Second, H2HSeveral: 4, H2HBurn: 20 * time.Second,
 	H2HWait: 30 * time.Second, HostCrashRuns: 20,
+	StormKs: []int{1, 4, 8, 16, 32, 64}, StormRuns: 3,
 	PropagationNs: []int{16, 32, 64}, PropagationRuns: 10,
 }
 

@@ -195,7 +195,7 @@ func (s *Suite) Summary(files []string) string {
 		"read the overheads against the variability band, and treat the quick profile's small samples as indicative.\n\n")
 	if len(s.Errors) > 0 {
 		p("## Parts that failed\n\n")
-		for _, k := range Parts {
+		for _, k := range allParts() {
 			if e, ok := s.Errors[k]; ok {
 				p("- %s: `%s`\n", k, strings.ReplaceAll(e, "\n", " "))
 			}
@@ -203,7 +203,7 @@ func (s *Suite) Summary(files []string) string {
 		p("\n")
 	}
 	p("Part durations:")
-	for _, k := range Parts {
+	for _, k := range allParts() {
 		if d, ok := s.Durations[k]; ok {
 			p(" %s %v;", k, d.Round(100*time.Millisecond))
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +13,14 @@ import (
 
 // Parts are the suite's parts, in the order they run.
 var Parts = []string{"imb-go", "imb-mpi", "noise", "sweep", "accuracy", "rtprocess", "lateness", "cost", "sched", "h2h", "hostcrash", "propagation"}
+
+// ExtraParts run only when named (vigil-bench storm, vigil-bench jobstop,
+// or -parts): each takes minutes at its acceptance size, so quick and full
+// leave them out.
+var ExtraParts = []string{"storm", "jobstop"}
+
+// allParts are Parts and ExtraParts, in the order they run.
+func allParts() []string { return append(slices.Clone(Parts), ExtraParts...) }
 
 // accuracySizes are the message sizes the IMB loads of the accuracy and
 // guard steps loop over.
@@ -47,6 +56,17 @@ type Suite struct {
 	CostGoEmitter bool
 	// CostDelta is the cost part's CostConfig.Delta.
 	CostDelta time.Duration
+	// Storm is the storm part's configuration; the zero values of its Ks
+	// and Runs take the profile's, of the rest the part's defaults
+	// (stormDefaults). StormAccuracy runs its accuracy-at-scale rows too,
+	// at the N of StormAccuracyNs (default 32, 64, 128).
+	Storm StormConfig
+	// JobStop is the jobstop part's configuration (its zero fields: 20
+	// runs of 128 agents, both ways, h = 10 ms, δ = 50 ms).
+	JobStop         JobStopConfig
+	StormAccuracy   bool
+	StormNoBursts   bool // only the accuracy-at-scale rows
+	StormAccuracyNs []int
 
 	Started   time.Time
 	Durations map[string]time.Duration
@@ -67,6 +87,9 @@ type Suite struct {
 	H2H       []H2HRow
 	HostCrash []HostCrashRow
 	Propag    []PropagationRow
+	Storms    []StormRun
+	JobStops  []JobStopRun
+	StormAcc  []CostRun
 }
 
 func (s *Suite) logf(format string, a ...any) {
@@ -82,8 +105,8 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		parts = Parts
 	}
 	for _, p := range parts {
-		if !slices.Contains(Parts, p) {
-			return fmt.Errorf("bench: unknown part %q (want %s)", p, strings.Join(Parts, ", "))
+		if !slices.Contains(allParts(), p) {
+			return fmt.Errorf("bench: unknown part %q (want %s)", p, strings.Join(allParts(), ", "))
 		}
 	}
 	s.Started = time.Now()
@@ -100,7 +123,7 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 		s.MPI = b
 	}
 	pr := s.Profile
-	for _, p := range Parts {
+	for _, p := range allParts() {
 		if !slices.Contains(parts, p) {
 			continue
 		}
@@ -161,6 +184,27 @@ func (s *Suite) Run(ctx context.Context, parts []string) error {
 			if s.Log != nil && len(s.Propag) > 0 {
 				PropagationTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, pc, s.Propag)
 			}
+		case "storm":
+			err = s.runStorm(ctx)
+		case "jobstop":
+			jc := s.JobStop
+			jc.VigilBin, jc.Log = s.VigilBin, s.Log
+			if len(jc.Ns) == 0 {
+				jc.Ns = []int{128}
+			}
+			if len(jc.Ways) == 0 {
+				jc.Ways = []string{JobStopGroup, JobStopEach}
+			}
+			if jc.Runs == 0 {
+				jc.Runs = 20
+			}
+			if jc.H == 0 {
+				jc.H, jc.Delta = 10*time.Millisecond, 50*time.Millisecond
+			}
+			s.JobStops, err = JobStop(ctx, jc)
+			if s.Log != nil && len(s.JobStops) > 0 {
+				JobStopTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, jc, s.JobStops)
+			}
 		case "h2h":
 			s.H2H, err = HeadToHead(ctx, H2HConfig{BenchBin: s.BenchBin, Sizes: pr.H2HSizes, Systems: pr.H2HSystems, Period: pr.H2HPeriod, DeltaFactor: 5,
 				Window: pr.H2HWindow, Several: pr.H2HSeveral, BurnFor: pr.H2HBurn, Wait: pr.H2HWait, Log: s.Log})
@@ -194,6 +238,67 @@ func (s *Suite) runCost(ctx context.Context) error {
 		CostTable(func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }, s.Cost)
 	}
 	return err
+}
+
+// runStorm runs the storm part: the bursts, then the accuracy-at-scale
+// rows, and logs their tables.
+func (s *Suite) runStorm(ctx context.Context) error {
+	cfg := s.Storm
+	cfg.VigilBin, cfg.BenchBin, cfg.Log = s.VigilBin, s.BenchBin, s.Log
+	stormDefaults(&cfg, s.Profile)
+	p := func(f string, a ...any) { fmt.Fprintf(s.Log, f, a...) }
+	var err error
+	if !s.StormNoBursts {
+		s.Storms, err = Storm(ctx, cfg)
+	}
+	if s.Log != nil && len(s.Storms) > 0 {
+		StormTable(p, cfg, s.Storms)
+	}
+	if ctx.Err() != nil || !s.StormAccuracy {
+		return err
+	}
+	stormErr := err
+	cbin, err := BuildHBCost(ctx, s.Root, filepath.Join(s.Out, "build"))
+	if err != nil {
+		return err
+	}
+	ac := StormAccuracyConfig{CBin: cbin, VigilBin: s.VigilBin, Ns: s.StormAccuracyNs, Burners: 2, Log: s.Log,
+		Timings: [][2]time.Duration{{time.Millisecond, 20 * time.Millisecond}, {10 * time.Millisecond, 50 * time.Millisecond}}}
+	if len(ac.Ns) == 0 {
+		ac.Ns = []int{32, 64, 128}
+	}
+	s.StormAcc, err = StormAccuracy(ctx, ac)
+	if s.Log != nil && len(s.StormAcc) > 0 {
+		p("\n")
+		StormAccuracyTable(p, ac, s.StormAcc)
+	}
+	return errors.Join(stormErr, err)
+}
+
+// stormDefaults fills what cfg leaves zero: the profile's Ks and Runs, 128
+// ranks, h = 10 ms, δ = 50 ms, both modes, both targets, both systems.
+func stormDefaults(cfg *StormConfig, pr Profile) {
+	if len(cfg.Ks) == 0 {
+		cfg.Ks = pr.StormKs
+	}
+	if cfg.Runs == 0 {
+		cfg.Runs = pr.StormRuns
+	}
+	if cfg.N == 0 {
+		cfg.N = 128
+	}
+	if cfg.H == 0 {
+		cfg.H, cfg.Delta = 10*time.Millisecond, 50*time.Millisecond
+	}
+	if len(cfg.Modes) == 0 {
+		cfg.Modes = []string{StormKill, StormStop}
+	}
+	if len(cfg.Targets) == 0 {
+		cfg.Targets = []string{StormRanks, StormHosts}
+	}
+	if len(cfg.Systems) == 0 {
+		cfg.Systems = []System{Vigil, Memberlist}
+	}
 }
 
 func (s *Suite) runIMBGo() error {

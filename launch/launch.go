@@ -190,6 +190,7 @@ type Job struct {
 	// agent's output has ended. Its buffer is large; a reader must keep up.
 	Lines <-chan Line
 	srv   *local.Server
+	pgid  int // the agents' process group (the first agent's pid)
 	wg    sync.WaitGroup
 	ready []Line // by rank, as WaitReady read them
 }
@@ -231,7 +232,9 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(append(os.Environ(), opt.ExtraEnv...), srv.Identity(uint32(r)).Env()...)
 		cmd.Stderr = opt.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		// One process group for the whole job (the first rank's), so that
+		// Stop reaches every rank with one signal (Stop).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Pgid: j.pgid}
 		var out io.Reader = strings.NewReader("")
 		if opt.Stdout != nil {
 			cmd.Stdout = opt.Stdout
@@ -245,6 +248,9 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 		if err := cmd.Start(); err != nil {
 			j.Stop(0)
 			return nil, fmt.Errorf("launch: starting rank %d: %w", r, err)
+		}
+		if r == 0 {
+			j.pgid = cmd.Process.Pid
 		}
 		p := &Proc{Rank: uint32(r), Cmd: cmd, exited: make(chan struct{})}
 		j.Procs = append(j.Procs, p)
@@ -275,11 +281,18 @@ func (j *Job) Signal(r uint32, sig syscall.Signal) error {
 }
 
 // Stop asks every agent to leave (SIGTERM), waits up to grace, then kills
-// what is left and releases the bootstrap.
+// what is left and releases the bootstrap. The whole job gets the signal
+// at once, from one kill of the agents' process group: a launcher sending
+// it agent by agent gets little CPU once the first agents leave (their
+// threads are real-time), and the job would stop over a second or more,
+// the later agents still observing the earlier ones.
 func (j *Job) Stop(grace time.Duration) {
-	for _, p := range j.Procs {
-		p.Cmd.Process.Signal(syscall.SIGCONT) // a stopped agent cannot handle SIGTERM
-		p.Cmd.Process.Signal(syscall.SIGTERM)
+	// A stopped agent cannot handle SIGTERM.
+	if j.pgid == 0 || syscall.Kill(-j.pgid, syscall.SIGCONT) != nil || syscall.Kill(-j.pgid, syscall.SIGTERM) != nil {
+		for _, p := range j.Procs {
+			p.Cmd.Process.Signal(syscall.SIGCONT)
+			p.Cmd.Process.Signal(syscall.SIGTERM)
+		}
 	}
 	deadline := time.After(grace)
 	for _, p := range j.Procs {

@@ -619,15 +619,25 @@ func (n *Node) Publish(ctx context.Context, payload []byte) (bool, error) {
 // loaded host) still sees a live emitter until then, not a silent one.
 func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	var observer ranks.Rank
-	var msg *wire.Leave
-	var ok bool
+	var sendErr error
 	defer n.do(context.Background(), n.em.Pause)
-	err := n.do(ctx, func() { observer, msg, ok = n.core.Leave() })
-	if err != nil || !ok {
+	// The LEAVE goes out from the event loop, before anything the loop
+	// sends after it: a LEAVE this rank forwards next (its emitter's) must
+	// not overtake its own, or the observer drops it.
+	err := n.do(ctx, func() {
+		var msg *wire.Leave
+		var ok bool
+		if observer, msg, ok = n.core.Leave(); ok {
+			sendErr = n.send(observer, msg.Type(), wire.AppendMessage(nil, msg))
+		} else {
+			sendErr = errNotSent
+		}
+	})
+	if err != nil || sendErr == errNotSent {
 		return err
 	}
-	if err := n.send(observer, msg.Type(), wire.AppendMessage(nil, msg)); err != nil {
-		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, err)
+	if sendErr != nil {
+		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, sendErr)
 	}
 	// Transports write asynchronously; give the LEAVE time to go out.
 	t := time.NewTimer(linger)
@@ -638,6 +648,9 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	}
 	return nil
 }
+
+// errNotSent: Leave had no LEAVE to send (alone, evicted, or left already).
+var errNotSent = errors.New("node: no LEAVE to send")
 
 // Close stops the event loop, the emitter thread and the transport, and
 // waits for all of them. The Events channel is closed.

@@ -169,7 +169,8 @@ func agentMain(args []string) error {
 			emit(launch.Line{Ev: "evicted", Reason: launch.ReasonDeclaredDead})
 			nd.Close()
 			return fmt.Errorf("rank %d was declared dead by the job (paused or cut off for longer than δ): exiting", nd.Rank())
-		case <-sigs:
+		case sig := <-sigs:
+			logger.Info("leaving the job", "rank", nd.Rank(), "signal", sig.String())
 			leaveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			err := nd.Leave(leaveCtx, 100*time.Millisecond)
 			cancel()

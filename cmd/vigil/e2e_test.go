@@ -63,8 +63,14 @@ type e2eJob struct {
 
 func startJob(t *testing.T, n int, flags ...string) *e2eJob {
 	t.Helper()
+	return startJobTo(t, n, testWriter{t}, flags...)
+}
+
+// startJobTo is startJob with the agents' standard error going to stderr.
+func startJobTo(t *testing.T, n int, stderr io.Writer, flags ...string) *e2eJob {
+	t.Helper()
 	argv := append([]string{vigilBin, "agent"}, flags...)
-	job, err := launch.Start(n, argv, launch.Options{Stderr: testWriter{t}})
+	job, err := launch.Start(n, argv, launch.Options{Stderr: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ var benchUsage = `usage: vigil-bench <name> [flags]
 
 names:
   quick | full        every part with the quick (≤ 10 min) or full profile
-  ` + strings.Join(bench.Parts, ", ") + `
+  ` + strings.Join(append(slices.Clone(bench.Parts), bench.ExtraParts...), ", ") + `
                       one part (-profile quick|full)
   sim <stab|probe|bcast|era|tsweep|hostcrash|all>
                       simulations of the papers' results (vigil-bench sim -h)
@@ -91,7 +91,7 @@ func benchMain(args []string) error {
 	switch {
 	case name == "quick" || name == "full":
 		profile = name
-	case slices.Contains(bench.Parts, name):
+	case slices.Contains(bench.Parts, name) || slices.Contains(bench.ExtraParts, name):
 		parts = []string{name}
 	default:
 		fmt.Fprint(os.Stderr, benchUsage)
@@ -102,7 +102,7 @@ func benchMain(args []string) error {
 	vigilBin := fs.String("vigil", "", "the product's vigil executable, for its agents (default: next to vigil-bench, else built from -root)")
 	root := fs.String("root", "", "Vigil source tree, for csrc/bench and ./capi (default: found from the working directory)")
 	summary := fs.String("summary", "", "also write the markdown summary to this file (e.g. bench/SUMMARY.md)")
-	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(bench.Parts, ","))
+	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(append(slices.Clone(bench.Parts), bench.ExtraParts...), ","))
 	if len(parts) > 0 {
 		fs.StringVar(&profile, "profile", "quick", "profile: quick or full")
 	}
@@ -121,8 +121,58 @@ func benchMain(args []string) error {
 	costGoEmitter := fs.Bool("cost-go-emitter", false, "cost part: also run the agents with their heartbeat thread in Go (-emitter go), beside the native thread")
 	costDelta := fs.Duration("cost-delta", 0, "cost part: δ on every side, the check period δ/10 (default: max(10h, 100 ms))")
 	costInProcess := fs.Bool("cost-in-process", false, "cost part: also run libvigil's detector in a host process (default: the profile's; full: on)")
+	stormN := fs.Int("storm-n", 128, "storm part: ranks per job")
+	stormKs := fs.String("storm-k", "", "storm part: comma-separated burst sizes k (default: the profile's; quick 1,16, full 1,4,8,16,32,64)")
+	stormRuns := fs.Int("storm-runs", 0, "storm part: runs per k, burst mode, target and system (default: the profile's; quick 1, full 3)")
+	stormModes := fs.String("storm-modes", "kill,stop", "storm part: comma-separated burst modes: kill (kill -9) and/or stop (SIGSTOP for 2δ + 20 ms, then SIGCONT)")
+	stormTargets := fs.String("storm-targets", "ranks,hosts", "storm part: comma-separated targets: ranks (k at random) and/or hosts (whole pretended hosts of -storm-ranks-per-host ranks, the agents told the placement)")
+	stormPerHost := fs.Int("storm-ranks-per-host", 8, "storm part: ranks per pretended host")
+	stormSystems := fs.String("storm-systems", "vigil,memberlist", "storm part: comma-separated systems: vigil and/or memberlist")
+	stormH := fs.Duration("storm-h", 10*time.Millisecond, "storm part: Vigil's heartbeat period, memberlist's probe interval")
+	stormDelta := fs.Duration("storm-delta", 50*time.Millisecond, "storm part: Vigil's δ")
+	stormMLPeriod := fs.Duration("storm-memberlist-period", 200*time.Millisecond, "storm part: memberlist's probe interval, its probe time-out half that (128 members probing every 10 or 100 ms never all joined on a loaded 2-core machine)")
+	stormMLWait := fs.Duration("storm-memberlist-wait", 12*time.Second, "storm part: how long memberlist's survivors are watched after a burst (its suspicion lasts 4·log10(N) probe intervals or more)")
+	stormWait := fs.Duration("storm-wait", 3*time.Second, "storm part: how long the survivors are watched after a burst")
+	stormAcc := fs.Bool("storm-accuracy", true, "storm part: also the accuracy-at-scale rows (the cost part at -cost-delta 20ms with h=1ms and 50ms with h=10ms, under 2 CPU burners)")
+	stormBursts := fs.Bool("storm-bursts", true, "storm part: the bursts (false: only the accuracy-at-scale rows)")
+	stormAccNs := fs.String("storm-accuracy-ns", "32,64,128", "storm part: comma-separated N of the accuracy-at-scale rows")
+	jobStopNs := fs.String("jobstop-ns", "128", "jobstop part: comma-separated job sizes")
+	jobStopRuns := fs.Int("jobstop-runs", 20, "jobstop part: stops per size and way")
+	jobStopWays := fs.String("jobstop-ways", "group,each", "jobstop part: comma-separated ways to stop: group (one SIGTERM to the agents' process group) and/or each (agent by agent, as mpirun's daemons)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var err error
+	storm := bench.StormConfig{N: *stormN, Runs: *stormRuns, RanksPerHost: *stormPerHost, H: *stormH, Delta: *stormDelta, Wait: *stormWait,
+		MemberlistPeriod: *stormMLPeriod, MemberlistWait: *stormMLWait,
+		Modes: splitList(*stormModes), Targets: splitList(*stormTargets)}
+	for _, f := range splitList(*stormSystems) {
+		storm.Systems = append(storm.Systems, bench.System(f))
+	}
+	if *stormKs != "" {
+		if storm.Ks, err = parseInts("-storm-k", *stormKs, 1); err != nil {
+			return err
+		}
+	}
+	stormAccNList, err := parseInts("-storm-accuracy-ns", *stormAccNs, 2)
+	if err != nil {
+		return err
+	}
+	if *stormRuns < 0 || *stormN < 4 || *stormH <= 0 || *stormDelta <= *stormH || *stormWait <= 0 {
+		return fmt.Errorf("bench: -storm-runs %d, -storm-n %d, -storm-h %v, -storm-delta %v, -storm-wait %v: want runs ≥ 0, n ≥ 4, 0 < h < δ, a positive wait",
+			*stormRuns, *stormN, *stormH, *stormDelta, *stormWait)
+	}
+	jobStop := bench.JobStopConfig{Runs: *jobStopRuns, Ways: splitList(*jobStopWays)}
+	if jobStop.Ns, err = parseInts("-jobstop-ns", *jobStopNs, 2); err != nil {
+		return err
+	}
+	for _, w := range jobStop.Ways {
+		if w != bench.JobStopGroup && w != bench.JobStopEach {
+			return fmt.Errorf("bench: -jobstop-ways %q: want group and/or each", *jobStopWays)
+		}
+	}
+	if *jobStopRuns < 1 {
+		return fmt.Errorf("bench: -jobstop-runs %d: want ≥ 1", *jobStopRuns)
 	}
 	if *only != "" {
 		parts = strings.Split(*only, ",")
@@ -234,6 +284,7 @@ func benchMain(args []string) error {
 		return err
 	}
 	s := &bench.Suite{Profile: pr, Root: *root, VigilBin: *vigilBin, BenchBin: self, Out: *out, Log: os.Stderr, CostHeartbeat: *costHeartbeat, CostGoEmitter: *costGoEmitter, CostDelta: *costDelta,
+		JobStop: jobStop, Storm: storm, StormAccuracy: *stormAcc, StormNoBursts: !*stormBursts, StormAccuracyNs: stormAccNList,
 		Command: "vigil-bench " + strings.Join(append([]string{name}, args...), " ")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -277,6 +328,35 @@ func parseDurations(name, list string) ([]time.Duration, error) {
 		ds = append(ds, d)
 	}
 	return ds, nil
+}
+
+// splitList splits a comma-separated list, trimming blanks and dropping
+// empty fields.
+func splitList(list string) []string {
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseInts reads a comma-separated list of integers ≥ least given to
+// flag name.
+func parseInts(name, list string, least int) ([]int, error) {
+	var out []int
+	for _, f := range splitList(list) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < least {
+			return nil, fmt.Errorf("bench: %s %q: want integers ≥ %d such as 16,32", name, list, least)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: %s %q: want at least one number", name, list)
+	}
+	return out, nil
 }
 
 // findVigil returns the product's vigil executable: the one next to self
