@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,29 @@ func burstConfig(n int, o time.Duration, plan sim.FailurePlan) sim.DetectorConfi
 		Hosts: sim.HostCrash{HostSize: burstHostSize}.Placement(n), Horizon: int64(100 * delta)}
 }
 
+// burstLight is the most rank-broadcasts (broadcasts × ranks reached) a
+// row's run may cost without -heavy: about 4.5 million, each reaching a
+// rank about 9 times over HBA, a minute of one core.
+const burstLight = 4_500_000
+
+// burstWeight estimates the rank-broadcasts of one run: a broadcast per
+// random rank, about two per host, about two per round of a cut's
+// doubling probe rounds (to the ranks of the side that sees them).
+func burstWeight(n int, plan string, frac float64) int {
+	k := max(1, int(frac*float64(n)+0.5))
+	hosts := max(1, (k+burstHostSize/2)/burstHostSize)
+	m := hosts * burstHostSize
+	switch plan {
+	case "random":
+		return k * n
+	case "hosts":
+		return 2 * hosts * n
+	case "cut, majority":
+		return 2 * bits.Len(uint(m)) * n
+	}
+	return 2 * bits.Len(uint(n)) * m
+}
+
 func simBurst(o *simOpts) error {
 	var fracs []float64
 	for _, f := range strings.Split(o.fracs, ",") {
@@ -41,7 +65,7 @@ func simBurst(o *simOpts) error {
 	if o.recvO <= 0 {
 		return fmt.Errorf("sim burst: -recv-o must be positive")
 	}
-	ns, runs := []int{1024, 4096, 16384, 65536}, o.runsOr(3)
+	ns, runs := []int{1024, 4096, 16384, 65536}, o.runsOr(2)
 	if o.quick {
 		ns, runs = []int{256}, o.runsOr(2)
 	}
@@ -54,17 +78,21 @@ func simBurst(o *simOpts) error {
 	}
 	var rows []row
 	total := 0
-	weight := func(r row) int { return r.n * (1 + int(r.frac*float64(r.n))) } // about one broadcast per failure to every rank
+	var heavy []string
 	for _, n := range ns {
 		names, fs, plans := sim.BurstPlans(n, burstHostSize, fracs)
 		for i := range plans {
-			if n >= 65536 && fs[i] > 0.01 && !o.heavy && names[i] != "cut, minority" {
+			r := row{n, names[i], fs[i], plans[i]}
+			if burstWeight(r.n, r.name, r.frac) > burstLight && !o.heavy {
+				heavy = append(heavy, fmt.Sprintf("n=%d %s %g%%", n, r.name, 100*r.frac))
 				continue
 			}
-			r := row{n, names[i], fs[i], plans[i]}
 			rows = append(rows, r)
-			total += runs * weight(r)
+			total += runs * burstWeight(r.n, r.name, r.frac)
 		}
+	}
+	if len(heavy) > 0 && !o.quiet {
+		fmt.Fprintf(o.stderr, "burst: not run without -heavy (over %d rank-broadcasts a run): %s\n", burstLight, strings.Join(heavy, ", "))
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("sim burst: no n of %v within -minn %d and -maxn %d", []int{1024, 4096, 16384, 65536}, o.minN, o.maxN)
@@ -79,7 +107,7 @@ func simBurst(o *simOpts) error {
 	var all []sim.BurstStats
 	for _, r := range rows {
 		start := time.Now()
-		st, err := sim.BurstStudy(burstConfig(r.n, o.recvO, r.plan), r.name, r.frac, runs, o.workers, o.seed, func() { bar.add(weight(r)) })
+		st, err := sim.BurstStudy(burstConfig(r.n, o.recvO, r.plan), r.name, r.frac, runs, o.workers, o.seed, func() { bar.add(burstWeight(r.n, r.name, r.frac)) })
 		if err != nil {
 			return err
 		}
