@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -137,12 +138,19 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 // all closed at cleanup.
 func memCluster(t *testing.T, n int, h, delta, check time.Duration) (*mem.Network, []*node.Node) {
 	t.Helper()
+	return memClusterMend(t, n, h, delta, check, -1)
+}
+
+// memClusterMend is memCluster with block-mending window probe (-1:
+// Algorithm 1's mending; the runtime's default early probes).
+func memClusterMend(t *testing.T, n int, h, delta, check time.Duration, probe int) (*mem.Network, []*node.Node) {
+	t.Helper()
 	nw := mem.NewNetwork(n)
 	t.Cleanup(func() { nw.Close() })
 	nodes := make([]*node.Node, n)
 	for i := range n {
 		nd, err := node.Start(node.Config{Rank: ranks.Rank(i), Size: n, HeartbeatPeriod: h, SuspectTimeout: delta,
-			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba", MendProbe: -1},
+			CheckPeriod: check, StartGrace: 2 * time.Second, Broadcast: "hba", MendProbe: probe},
 			func(s *transport.Slots, hd transport.Handler) (transport.Transport, error) {
 				return nw.Endpoint(ranks.Rank(i), s, hd), nil
 			})
@@ -269,4 +277,90 @@ func TestCrossCheckMute(t *testing.T) {
 		}
 	}
 	t.Logf("both: rank %d detected by %d and evicted; survivors' dead sets %v", victim, simDetector, simDead)
+}
+
+// TestCrossCheckBurst: a burst of 5 of 16 ranks killed at the same
+// instant (a block of two and three singles), with the runtime's block
+// mending and early probes. The simulator (every heartbeat and check
+// simulated, suspicion through Core.Observe with the records of the
+// simulated checks) and the real runtime on the in-memory transport agree
+// on the dead set of every survivor, exactly the killed ranks, and on the
+// reconnected ring and on who detected each killed rank; nobody else is
+// suspected or evicted.
+func TestCrossCheckBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real 16-rank cluster for several seconds")
+	}
+	const n, probe = 16, 16
+	h, delta, check := 50*time.Millisecond, 1500*time.Millisecond, 100*time.Millisecond
+	burst := []ranks.Rank{2, 3, 7, 11, 14}
+	killed := map[ranks.Rank]bool{}
+	simDetector, realDetector := map[ranks.Rank]ranks.Rank{}, map[ranks.Rank]ranks.Rank{}
+	var script Script
+	for _, r := range burst {
+		killed[r] = true
+		script = append(script, Failure{Rank: r})
+	}
+
+	// Simulator.
+	cfg := DetectorConfig{N: n, H: int64(h), Delta: int64(delta), Check: int64(check), Net: OnePort{T: int64(2 * time.Millisecond)},
+		Heartbeats: HeartbeatsFull, Failures: script, Probe: probe, ProbeAfter: hb.EarlyProbeAfter(int64(delta), int64(check)),
+		Trace: func(e TraceEvent) {
+			if e.Kind == TraceLearn && killed[e.Rank] {
+				simDetector[e.Rank] = e.Source
+			}
+		}}
+	d, err := NewDetector(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := d.Run()
+	if res.Stabilized < 0 || res.FalseSuspicions != 0 || res.Evicted != 0 || len(res.Dead) != len(burst) {
+		t.Fatalf("simulator: %+v", res)
+	}
+	sim := map[ranks.Rank]string{}
+	for i := range n {
+		if r, alive := d.Ring(ranks.Rank(i)); alive {
+			sim[ranks.Rank(i)] = fmt.Sprint(r.Dead().Members(), r.Emitter(), r.Observer())
+		}
+	}
+
+	// Real runtime.
+	nw, nodes := memClusterMend(t, n, h, delta, check, probe)
+	time.Sleep(2500 * time.Millisecond) // past the start-up grace
+	for _, r := range burst {
+		nw.Kill(r)
+	}
+	for _, r := range burst {
+		nodes[r].Close()
+	}
+	waitStable(t, nodes, killed, 30*time.Second)
+	real := map[ranks.Rank]string{}
+	for i, nd := range nodes {
+		if killed[ranks.Rank(i)] {
+			continue
+		}
+		s, err := nd.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		real[ranks.Rank(i)] = fmt.Sprint(s.Dead, s.Emitter, s.Observer)
+		for _, r := range burst {
+			if ev, ok := nd.Known(r); ok && ev.Detector != ranks.Rank(i) {
+				realDetector[r] = ev.Detector
+			}
+		}
+		select {
+		case <-nd.Evicted():
+			t.Fatalf("runtime: rank %d was evicted", i)
+		default:
+		}
+	}
+	if fmt.Sprint(sim) != fmt.Sprint(real) {
+		t.Fatalf("simulator and runtime differ (dead set, emitter, observer per survivor):\nsimulator %v\nruntime   %v", sim, real)
+	}
+	if fmt.Sprint(simDetector) != fmt.Sprint(realDetector) {
+		t.Fatalf("simulator and runtime differ on who detected each killed rank: %v and %v", simDetector, realDetector)
+	}
+	t.Logf("both: %v; detected by %v", sim, simDetector)
 }

@@ -272,6 +272,7 @@ type dnode struct {
 	wakeAt, alarmAt       int64
 	wakeStamp, alarmStamp uint64
 	dormant               bool // skip: no alarm can ring, the emitter is heartbeating us
+	deferred              bool // a turn of the driver waits for the messages being handled
 
 	mutedUntil int64 // full: heartbeats sent before this are lost (Failure.Mute)
 
@@ -478,6 +479,12 @@ func (d *Detector) handle(e Event) {
 		d.onWatch(e, now)
 	case evWake:
 		nd := &d.nodes[e.Node]
+		if e.A == 1 { // a turn that waited for the messages being handled
+			if nd.alive {
+				d.drive(e.Node, now)
+			}
+			return
+		}
 		if nd.alive && e.B == nd.wakeStamp {
 			nd.wakeAt = 0
 			d.drive(e.Node, now)

@@ -258,3 +258,18 @@ func (p *logpPorts) Transfer(now int64, from, to uint32, toAlive bool) (int64, i
 	p.recvFree[to] = rs + p.m.O
 	return sent, rs + p.m.O
 }
+
+// recvBusy is implemented by the ports whose receives occupy the receiver
+// (the node's loop handles them one at a time).
+type recvBusy interface {
+	// recvBusy returns until when node q is busy receiving the messages
+	// booked for it.
+	recvBusy(q uint32) int64
+}
+
+func (p *logpPorts) recvBusy(q uint32) int64 {
+	if p.recvFree == nil {
+		return 0
+	}
+	return p.recvFree[q]
+}

@@ -32,9 +32,21 @@ func (c *DetectorConfig) alarm() int64 {
 func (nd *dnode) word(ranks.Rank) uint64 { return nd.slot }
 
 // drive is one turn of the driver's loop at rank q at now: Tick, Observe
-// with the checks' record, flush, and the next wake and alarm.
+// with the checks' record, flush, and the next wake and alarm. With a
+// network whose receives cost the receiver (LogP with RecvContention) the
+// loop is the receiver: while it is still handling messages that reached
+// it, the turn waits until they are handled (once), as node.loop handles
+// the messages waiting in its inbox before it looks at the checks.
 func (d *Detector) drive(q uint32, now int64) {
 	nd := &d.nodes[q]
+	if b, ok := d.ports.(recvBusy); ok && !nd.deferred {
+		if until := b.recvBusy(q); until > now {
+			nd.deferred = true
+			d.en.Schedule(Event{At: until, Kind: evWake, Node: q, A: 1})
+			return
+		}
+	}
+	nd.deferred = false
 	switch {
 	case d.skip():
 		d.skipRecord(q, now)

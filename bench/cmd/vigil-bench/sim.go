@@ -39,11 +39,13 @@ type simOpts struct {
 	algs    string
 	scaling bool
 	heavy   bool
+	fracs   string
+	recvO   time.Duration
 	stderr  io.Writer
 	stdout  io.Writer
 }
 
-const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|tsweep|hostcrash|all> [flags]
+const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|tsweep|hostcrash|burst|all> [flags]
 
   stab   detector stabilization time vs n (seed 000 §4.2): LOWNOISE and
          LOWLAT, maximal quasi-simultaneous failures and random failures
@@ -61,10 +63,18 @@ const simUsage = `usage: vigil-bench sim <stab|probe|bcast|era|tsweep|hostcrash|
          mending against block mending (W = 16, 64): time until every
          survivor knows every dead rank, messages, hb.BlockBound (-heavy:
          also Algorithm 1 for 4 hosts of 64 at 65,536)
+  burst  correlated failures (issue #29): 1 %, 5 %, 10 %, 25 % of the ranks
+         at once (-fractions), as random ranks, whole hosts of 32 (host
+         labels) and a cut of that many ranks seen from each side, at
+         n = 1,024 … 65,536, with the runtime's defaults (h = 10 ms,
+         δ = 50 ms, checks every 10 ms, block mending W = 16 with early
+         probes) on LogP with receive contention (o = -recv-o): lost vs
+         killed, time until every survivor knows, messages per survivor
+         (-heavy: also the fractions above 1 % at 65,536)
   all    all of the above
 
-Each writes CSV files and PNG figures into -out (hostcrash also a markdown
-table, hostcrash.md, printed unless -q).
+Each writes CSV files and PNG figures into -out (hostcrash and burst also
+a markdown table, hostcrash.md and burst.md, printed unless -q).
 `
 
 // simMain is `vigil-bench sim`.
@@ -90,6 +100,8 @@ func simMain(args []string) error {
 	fs.BoolVar(&o.scaling, "scaling", true, "bcast: also run the scaling study")
 	fs.StringVar(&o.plans, "plans", "max-burst,random-1y", "stab: failure plans to run (max-burst, random-1y)")
 	fs.BoolVar(&o.heavy, "heavy", false, "hostcrash: also run Algorithm 1 with 4 hosts of 64 at n = 65,536 (256 broadcasts to 65,536 ranks a run: over 10 min each on 2 cores)")
+	fs.StringVar(&o.fracs, "fractions", "0.01,0.05,0.1,0.25", "burst: fractions of the ranks taken out at once")
+	fs.DurationVar(&o.recvO, "recv-o", 5*time.Microsecond, "burst: LogP o, the cost of sending or receiving one message (L = 2 µs, g = o)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -114,9 +126,9 @@ func simMain(args []string) error {
 		return fmt.Errorf("sim: %w", err)
 	}
 	subs := map[string]func(*simOpts) error{"stab": simStab, "probe": simProbe, "bcast": simBcast, "era": simERA, "tsweep": simTSweep,
-		"hostcrash": simHostCrash}
+		"hostcrash": simHostCrash, "burst": simBurst}
 	if sub == "all" {
-		for _, s := range []string{"probe", "era", "tsweep", "bcast", "stab", "hostcrash"} {
+		for _, s := range []string{"probe", "era", "tsweep", "bcast", "stab", "hostcrash", "burst"} {
 			if err := subs[s](&o); err != nil {
 				return err
 			}

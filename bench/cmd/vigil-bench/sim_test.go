@@ -130,6 +130,34 @@ func TestSimQuick(t *testing.T) {
 		}
 	}
 	t.Run("hostcrash", func(t *testing.T) { checkSimHostCrash(t, dir) })
+	t.Run("burst", func(t *testing.T) { checkSimBurst(t, dir) })
+}
+
+// checkSimBurst checks the output of `vigil-bench sim burst -quick` (also
+// written by `sim all -quick`) in dir: at n = 256 every burst, random
+// ranks, whole hosts and a cut seen from either side, loses exactly the
+// ranks it takes out, with no live rank suspected, every survivor knowing
+// within 2δ + a probe round's δ of the burst (cut, minority: the doubling
+// rounds over the other side, 5δ).
+func checkSimBurst(t *testing.T, dir string) {
+	md, err := os.ReadFile(filepath.Join(dir, "burst.md"))
+	if err != nil || !bytes.Contains(md, []byte("| 256 | cut, minority | 25 % | 2 |")) {
+		t.Errorf("burst.md: %v\n%s", err, md)
+	}
+	rows := readCSV(t, dir, "burst.csv")
+	if len(rows) != 16 {
+		t.Fatalf("burst.csv: %d rows, want 4 bursts × 4 fractions", len(rows))
+	}
+	for _, r := range rows {
+		bound := 0.15
+		if r["plan"] == "cut, minority" {
+			bound = 0.25
+		}
+		if num(t, r, "lost_max") != num(t, r, "killed") || num(t, r, "false_suspicions") != 0 || num(t, r, "incomplete") != 0 ||
+			num(t, r, "all_known_max_s") > bound || num(t, r, "msgs_per_survivor") <= 0 {
+			t.Errorf("burst %v: lost beyond the burst, a false suspicion, or all know after %v s > %v s", r, num(t, r, "all_known_max_s"), bound)
+		}
+	}
 }
 
 // checkSimHostCrash checks the output of `vigil-bench sim hostcrash -quick`
