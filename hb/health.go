@@ -97,7 +97,7 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		m.control = max(1, now-m.origin) // the first answer
 	}
 	m.lastAnswer = now
-	if !m.late && now-m.start > r.probeTimeout()/4 {
+	if !m.late && now-m.start > r.probeTimeout()/2 {
 		m.late = true
 		r.distrust(now)
 	}
@@ -159,9 +159,11 @@ func (r *Ring) refute(now int64) (Output, bool) {
 
 // decideRound reports whether the open probe round may be resolved at now
 // (see "Controls" in mend.go). Past its deadline it is held open while
-// this rank was stalled (stalled); until (3 + score) times as long as the
-// mending's first answer took, and (1 + score) times that after the last
-// answer (answers still trickling in keep it open); and, on a path seen slow, an eighth of a
+// this rank was stalled (stalled); unless the first answer came within an
+// eighth of the time-out with a score of 0 (a quiet path, for which the
+// deadline is ample), until (3 + score) times as long as the mending's
+// first answer took, and (1 + score) times that after the last answer
+// (answers still trickling in keep it open); and, on a path seen slow, an eighth of a
 // time-out more for the answers that arrived meanwhile (a last call). A
 // round that no answer reached at all is widened instead (out carries its
 // probes): the same first candidate, twice the window, new canaries
@@ -180,7 +182,8 @@ func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 		return out, false
 	}
 	h := int64(r.Health(now))
-	if d := max(m.origin+(3+h)*m.control, m.lastAnswer+(1+h)*m.control); now < d {
+	quiet := h == 0 && m.control <= r.probeTimeout()/8 // a prompt control: the deadline is ample
+	if d := max(m.origin+(3+h)*m.control, m.lastAnswer+(1+h)*m.control); !quiet && now < d {
 		m.deadline = d
 		return Output{}, false
 	}

@@ -75,7 +75,7 @@ func TestRingHeardIsEvidenceOfLife(t *testing.T) {
 	r := stormRing(t)
 	r.Heard(111, 0)
 	r.Heard(150, 13) // a broadcast forwarded by 13, say
-	for now := int64(160); now <= 340; now += 10 {
+	for now := int64(160); now <= 300; now += 10 {
 		if out := check(r, now, 0); out.Detected != nil {
 			t.Fatalf("at %d: %+v", now, out.Detected)
 		}
@@ -85,12 +85,12 @@ func TestRingHeardIsEvidenceOfLife(t *testing.T) {
 	}
 	// 13 never heartbeats (it has not had NEWOBSERVER) but talks: not
 	// suspected, NEWOBSERVER goes again.
-	r.Heard(350, 13)
-	out := check(r, 440, 0)
+	r.Heard(305, 13)
+	out := check(r, 390, 0)
 	if out.Detected != nil || !out.SendNewObserver || out.NewObserverTo != 13 {
 		t.Fatalf("emitter that talks: %+v", out)
 	}
-	out = check(r, 451, 0)
+	out = check(r, 406, 0)
 	if out.Detected == nil || out.Detected.Dead != 13 {
 		t.Fatalf("silent for δ since its last message: %+v", out)
 	}

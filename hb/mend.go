@@ -302,10 +302,11 @@ func (r *Ring) canaries(cands []ranks.Rank) []ranks.Rank {
 	return out
 }
 
-// probed returns the ranks the round probes: its candidates, then its
-// canaries.
+// probed returns the ranks the round probes: its canaries first (their
+// answers are the controls, and a sender with a queue sends in order),
+// then its candidates.
 func (m *mendState) probed() []ranks.Rank {
-	return append(slices.Clip(m.cands), m.canaries...)
+	return append(slices.Clip(m.canaries), m.cands...)
 }
 
 // HostLabels turns the host name of every rank (indexed by rank, as a

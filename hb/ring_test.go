@@ -478,13 +478,14 @@ func TestRingEarlyProbeSecondCheck(t *testing.T) {
 	}
 }
 
-// probesFirst reports whether a round's probes are the candidates want,
-// followed by at most two canaries (controls) that are not candidates.
+// probesFirst reports whether a round's probes are at most two canaries
+// (controls) that are not candidates, then the candidates want.
 func probesFirst(probes, want []ranks.Rank) bool {
-	if len(probes) < len(want) || len(probes) > len(want)+2 || !slices.Equal(probes[:len(want)], want) {
+	k := len(probes) - len(want)
+	if k < 0 || k > 2 || !slices.Equal(probes[k:], want) {
 		return false
 	}
-	for _, c := range probes[len(want):] {
+	for _, c := range probes[:k] {
 		if slices.Contains(want, c) {
 			return false
 		}

@@ -21,10 +21,11 @@
 #include "vigil.h"
 
 /* The layout (see capi.go): the gossip fields follow the address fields,
- * and the struct ends with no tail padding. */
+ * the partition field and its padding word end the struct, with no tail
+ * padding. */
 _Static_assert(offsetof(vigil_config, gossip_t) == offsetof(vigil_config, if_exclude) + sizeof(const char *),
 	       "gossip fields right after if_exclude");
-_Static_assert(sizeof(vigil_config) == offsetof(vigil_config, gossip_latency_ns) + sizeof(int64_t),
+_Static_assert(sizeof(vigil_config) == offsetof(vigil_config, reserved0) + sizeof(int),
 	       "no tail padding");
 
 static int checks, failures;
