@@ -237,7 +237,9 @@ func replayLimit(rows []ReplayRow, check time.Duration) time.Duration {
 // binding to their receiver, they would move its word and hide rank 0's
 // death for as long as the replay lasts (the capture's 500 ms). Runs alternate with and without the replay.
 // Block mending is off (-mend-probe 0): its probes would learn rank 0's
-// death without its heartbeats. It needs CAP_NET_RAW (the capture) and
+// death without its heartbeats; -partition continue: the kills take half
+// of a job of four, which the survivors must not take for a partition. It
+// needs CAP_NET_RAW (the capture) and
 // heartbeats by datagram (cfg.Heartbeat udp).
 func HostileReplay(ctx context.Context, cfg HostileConfig) ([]ReplayRow, error) {
 	var rows []ReplayRow
@@ -261,7 +263,7 @@ func (c *HostileConfig) checkPeriod() time.Duration { return max(c.Delta/8, c.H)
 
 func hostileReplayRun(cfg HostileConfig, run int, replay bool) (ReplayRow, error) {
 	row := ReplayRow{Run: run, Replay: replay}
-	a, err := startJob(cfg.N, append(cfg.agentArgs(), "-mend-probe=0"), launch.Options{Stderr: cfg.AgentLog})
+	a, err := startJob(cfg.N, append(cfg.agentArgs(), "-mend-probe=0", "-partition=continue"), launch.Options{Stderr: cfg.AgentLog})
 	if err != nil {
 		return row, err
 	}
