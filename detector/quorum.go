@@ -11,9 +11,10 @@ import (
 // Partitions without split brain, outside the seeds (which assume crash
 // failures). A network partition cuts the job in two sides; each declares
 // the other dead, and both would go on as the job. A rank therefore holds
-// a membership M, the job's ranks less those that departed cleanly and
-// those an agreement (ERA) decided dead while the ranks that decided were
-// a quorum of M, and it keeps going only while the ranks of M it holds
+// a membership M, the job's ranks less those an agreement (ERA) decided
+// dead while the ranks that decided were a quorum of M (clean departures
+// stay in M: a job stopping rank by rank must not leave its last ranks a
+// minority of the departed), and it keeps going only while the ranks of M it holds
 // crashed are not a majority of M:
 //
 //   - fewer than half of M dead: it goes on;
@@ -133,7 +134,8 @@ func (c *Core) quorumLearned(gone []ranks.Rank) {
 	for _, r := range gone {
 		switch {
 		case c.known[r].Left:
-			q.out.Add(r) // a clean departure leaves M
+			// A clean departure stays in M: a job that stops rank by rank
+			// must not leave its last ranks a minority of the departed.
 		case !q.out.Has(r):
 			q.dead++
 		}
