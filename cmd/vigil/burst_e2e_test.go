@@ -119,8 +119,17 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 		for d, by := range j.deadReports() {
 			if !hit[d] {
 				for r := range by {
+					if stop && hit[r] {
+						// A stopped rank, resumed and not yet evicted, may
+						// report its emitter, which turned its heartbeats
+						// away from it (a known limit: the survivors must
+						// not follow it, and are checked).
+						t.Logf("burst %v: resumed rank %d reported live rank %d before its eviction", members(hit), r, d)
+						continue
+					}
 					t.Fatalf("burst %v: rank %d reported live rank %d dead", members(hit), r, d)
 				}
+				continue
 			}
 			lost[d] = true
 		}
