@@ -1,6 +1,10 @@
 package hb
 
-import "github.com/vigil-hpc/vigil/ranks"
+import (
+	"slices"
+
+	"github.com/vigil-hpc/vigil/ranks"
+)
 
 // Local health, after Lifeguard (Dadgar, Phillips and Currey, "Lifeguard:
 // Local Health Awareness for More Accurate Failure Detection", DSN-W 2018).
@@ -15,8 +19,8 @@ import "github.com/vigil-hpc/vigil/ranks"
 // view of time, 0 (healthy) to MaxHealth, and stretches what a non-answer
 // must last by (1 + score):
 //
-//   - an answer that arrives after a quarter of the round's time-out (the
-//     path is slow), once per round;
+//   - an answer that arrives after half of the round's time-out (the path
+//     is slow), once per round;
 //   - the driver coming to a round's deadline a quarter time-out late (this
 //     rank itself was stalled, and answers may be waiting unread);
 //   - the driver coming to a round's deadline more than δ late: this rank
@@ -89,7 +93,7 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		r.emitterHeard = now
 	}
 	m := &r.mend
-	if !m.active || m.answered.Has(j) || !inCands(m.cands, j) && !inCands(m.canaries, j) {
+	if !m.active || m.answered.Has(j) || !slices.Contains(m.cands, j) && !slices.Contains(m.canaries, j) {
 		return
 	}
 	m.answered.Add(j)
@@ -103,23 +107,12 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 	}
 }
 
-// inCands reports whether j is one of cands.
-func inCands(cands []ranks.Rank, j ranks.Rank) bool {
-	for _, c := range cands {
-		if c == j {
-			return true
-		}
-	}
-	return false
-}
-
 // RingStats are a ring's counters of how it protected live ranks.
 type RingStats struct {
 	// HealthRises counts rises of the local-health score.
 	HealthRises uint64
-	// RoundsStretched counts probe rounds that reached their first
-	// deadline with a candidate unanswered and were held open (the prober
-	// was stalled, or its score rose).
+	// RoundsStretched counts probe rounds held open past their deadline
+	// because the prober came to it stalled (stalled).
 	RoundsStretched uint64
 	// RoundsWidened counts probe rounds that no answer reached by their
 	// deadline, widened instead of resolved (decideRound).
@@ -187,7 +180,7 @@ func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 		m.deadline = d
 		return Output{}, false
 	}
-	if !m.lastCall && (r.Health(now) > 0 || m.control > r.probeTimeout()/8) {
+	if !m.lastCall && !quiet {
 		// Answers that reached this host while the decision was due are
 		// read first: the driver goes back to its input once more (on a
 		// path seen slow).

@@ -295,7 +295,7 @@ func (r *Ring) canaries(cands []ranks.Rank) []ranks.Rank {
 		for k != r.cfg.Self && r.D.Has(k) {
 			k = (k + step) % n
 		}
-		if k != r.cfg.Self && !inCands(cands, k) && !inCands(out, k) {
+		if k != r.cfg.Self && !slices.Contains(cands, k) && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}
@@ -347,7 +347,7 @@ func (r *Ring) Probing() bool { return r.mend.active }
 // to be explicit: Heard already counts the answer.
 func (r *Ring) Alive(j ranks.Rank, round uint64) {
 	m := &r.mend
-	if !m.active || round < m.first || round > m.round || !inCands(m.cands, j) && !inCands(m.canaries, j) {
+	if !m.active || round < m.first || round > m.round || !slices.Contains(m.cands, j) && !slices.Contains(m.canaries, j) {
 		return
 	}
 	m.answered.Add(j)
@@ -391,7 +391,7 @@ func (r *Ring) resolve(now int64) Output {
 	} else {
 		r.emitter = m.cands[len(m.cands)-1] // dead: reconnect goes on from there
 		out = r.reconnect(now, nil)
-		if !r.Alone() && !(m.answered.Has(r.emitter) && inCands(m.canaries, r.emitter)) {
+		if !r.Alone() && !(m.answered.Has(r.emitter) && slices.Contains(m.canaries, r.emitter)) {
 			r.probeRound(now, 2*m.window, &out)
 		}
 	}
