@@ -83,6 +83,12 @@ type DetectorConfig struct {
 	// Hosts, len N; shared by every Core): a probe round takes in the rest
 	// of its first candidate's host. nil: no labels.
 	Hosts []uint32
+	// Partition is what a rank holding most of its membership dead does
+	// (detector.Config.Partition; the zero value stops it, as the runtime
+	// does). The crash studies set PartitionContinue: they measure how
+	// survivors learn of a crash of half the job or more, which under the
+	// default is a minority stop by design (docs/partitions.md).
+	Partition detector.PartitionMode
 	// Start is the time of the failure phase, after the ring reached its
 	// steady state (default 2×h + Check + the heartbeat delay bound).
 	Start int64
@@ -338,7 +344,7 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	alarm := c.alarm()
 	for i := range d.nodes {
 		core, err := detector.NewCore(detector.Config{Self: ranks.Rank(i), Size: n, SuspectTimeout: c.Delta, Overlay: c.Overlay,
-			Probe: c.Probe, ProbeAfter: c.ProbeAfter, Hosts: c.Hosts, CheckPeriod: c.Check, Alarm: alarm})
+			Probe: c.Probe, ProbeAfter: c.ProbeAfter, Hosts: c.Hosts, CheckPeriod: c.Check, Alarm: alarm, Partition: c.Partition})
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -90,7 +91,8 @@ func DeadBlocks(n int, dead []ranks.Rank) []int {
 // crash at the same times, on workers goroutines, heartbeats skipped and
 // timers as in Algorithm 1, calling progress after each run.
 func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe int, labelled bool, runs, workers int, seed uint64, progress func()) (HostCrashStats, error) {
-	cfg := DetectorConfig{N: n, H: sc.H, Delta: sc.Delta, Net: OnePort{T: sc.T}, Failures: plan, Probe: probe}
+	cfg := DetectorConfig{N: n, H: sc.H, Delta: sc.Delta, Net: OnePort{T: sc.T}, Failures: plan, Probe: probe,
+		Partition: detector.PartitionContinue} // 4 hosts of 64 at 512 are half the job
 	if labelled {
 		cfg.Hosts = plan.Placement(n)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/sim"
 )
@@ -27,7 +28,8 @@ func burstConfig(n int, o time.Duration, plan sim.FailurePlan) sim.DetectorConfi
 	return sim.DetectorConfig{N: n, H: int64(h), Delta: int64(delta), Check: int64(check),
 		Net:        sim.LogP{L: int64(2 * time.Microsecond), O: int64(o), G: int64(o), RecvContention: true},
 		Heartbeats: sim.HeartbeatsFull, Failures: plan, Probe: 16, ProbeAfter: hb.EarlyProbeAfter(int64(delta), int64(check)),
-		Hosts: sim.HostCrash{HostSize: burstHostSize}.Placement(n), Horizon: int64(100 * delta)}
+		Hosts: sim.HostCrash{HostSize: burstHostSize}.Placement(n), Horizon: int64(100 * delta),
+		Partition: detector.PartitionContinue} // the minority side of a cut studied as a crash of the rest
 }
 
 // burstLight is the most rank-broadcasts (broadcasts × ranks reached) a
