@@ -1,10 +1,6 @@
 package hb
 
-import (
-	"slices"
-
-	"github.com/vigil-hpc/vigil/ranks"
-)
+import "github.com/vigil-hpc/vigil/ranks"
 
 // Local health, after Lifeguard (Dadgar, Phillips and Currey, "Lifeguard:
 // Local Health Awareness for More Accurate Failure Detection", DSN-W 2018).
@@ -39,6 +35,13 @@ import (
 // included; an emitter that sends messages but whose heartbeats have not
 // arrived is not suspected: NEWOBSERVER goes to it again (it may not have
 // had it) and SUSP-TIMEOUT is re-armed.
+
+// TailWait bounds, in round time-outs from the round's start, how long a
+// round waits for its tail (mend.go): the second rank after Self, probed
+// after every candidate, whose answer shows that the round's probes were
+// all sent. A round of many candidates takes a while to send; its
+// deadline counts from the tail's answer, not from the first probe.
+const TailWait = 4
 
 // MaxHealth is the highest local-health score: a probe round's time-out
 // grows to at most (1 + MaxHealth) times RingConfig.ProbeTimeout.
@@ -93,7 +96,7 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		r.emitterHeard = now
 	}
 	m := &r.mend
-	if !m.active || m.answered.Has(j) || !slices.Contains(m.cands, j) && !slices.Contains(m.canaries, j) {
+	if !m.active || m.answered.Has(j) || !m.probes(j) {
 		return
 	}
 	m.answered.Add(j)
@@ -101,6 +104,10 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		m.control = max(1, now-m.origin) // the first answer
 	}
 	m.lastAnswer = now
+	if m.tailHeld && m.hasTail && j == m.tail {
+		m.tailHeld = false
+		m.deadline = max(m.start+r.probeTimeout(), now+(1+int64(r.Health(now)))*m.control) // the answers sent just before its
+	}
 	if !m.late && now-m.start > r.probeTimeout()/2 {
 		m.late = true
 		r.distrust(now)
@@ -165,6 +172,15 @@ func (r *Ring) refute(now int64) (Output, bool) {
 func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 	m := &r.mend
 	if now < m.deadline || r.stalled(now) {
+		return Output{}, false
+	}
+	if m.hasTail && !m.answered.Has(m.tail) && !r.D.Has(m.tail) && !m.candidateAnswered() && now < m.start+TailWait*r.roundTimeout(now) {
+		// The tail's probe went last: until it answers, some probes may
+		// still be waiting to be sent (Heard brings the deadline back).
+		// Once a candidate answered, the silent ones before it, the only
+		// ones the round reports, were probed before it: no need to wait.
+		m.tailHeld = true
+		m.deadline = m.start + TailWait*r.roundTimeout(now)
 		return Output{}, false
 	}
 	if m.control == 0 {

@@ -1,6 +1,8 @@
 package hb_test
 
 import (
+	"slices"
+
 	"testing"
 
 	"github.com/vigil-hpc/vigil/hb"
@@ -29,10 +31,8 @@ func stormRing(t *testing.T) *hb.Ring {
 // time-out: nobody is reported, and the round waits for the answers.
 func TestRingStormAnswersLate(t *testing.T) {
 	r := stormRing(t)
-	if out := check(r, 210, 0); out.Detected != nil {
-		t.Fatalf("reported with no answer back: %+v", out.Detected)
-	} else if out.Probe == nil {
-		t.Fatal("a round no answer reached was not widened")
+	if out := check(r, 210, 0); out.Detected != nil || out.Probe != nil {
+		t.Fatalf("with no answer back, not even the tail's: %+v", out)
 	}
 	for i, c := range []ranks.Rank{11, 13, 12, 10, 9, 8, 7, 6} {
 		now := int64(250 + 60*i)
@@ -49,7 +49,27 @@ func TestRingStormAnswersLate(t *testing.T) {
 	if r.Emitter() != 13 || r.Probing() {
 		t.Fatalf("emitter %d, probing %v", r.Emitter(), r.Probing())
 	}
-	if st := r.Stats(); st.RoundsWidened != 1 || st.HealthRises == 0 {
+	if st := r.Stats(); st.HealthRises == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A round that no answer reaches, not even its tail's (the second rank
+// after Self, probed last), waits hb.TailWait time-outs for it, then is
+// widened: the same first candidate, the next candidates after it, nobody
+// reported.
+func TestRingSilentRoundWidened(t *testing.T) {
+	r := stormRing(t)
+	for now := int64(120); now < 110+hb.TailWait*100; now += 20 {
+		if out := check(r, now, 0); out.Detected != nil || out.Probe != nil {
+			t.Fatalf("at %d, before the tail's wait ran out: %+v", now, out)
+		}
+	}
+	out := check(r, 110+hb.TailWait*100, 0)
+	if out.Detected != nil || !probesFirst(out.Probe, []ranks.Rank{13, 12, 11, 10, 9, 8, 7, 6}) {
+		t.Fatalf("widened round: %+v", out)
+	}
+	if st := r.Stats(); st.RoundsWidened != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -113,5 +133,32 @@ func TestRingStalledProberWaits(t *testing.T) {
 	}
 	if r.Health(400) == 0 || r.Health(400+hb.HealthDecay*100*hb.MaxHealth) != 0 {
 		t.Fatalf("health %d, then %d", r.Health(400), r.Health(400+hb.HealthDecay*100*hb.MaxHealth))
+	}
+}
+
+// A round whose probes take long to send: a canary answers at once, the
+// last candidate and the tail (the second rank after Self, probed last)
+// only after the round's deadline. The
+// round waits for the tail, so the live last candidate is not reported;
+// the silent ones before it are, at the tail's answer plus a margin.
+func TestRingTailCanaryWaitsForTheSend(t *testing.T) {
+	r := stormRing(t) // candidates 13 … 10, canaries 9 and 0, tail 1; deadline 210
+	r.Heard(111, 0)
+	for now := int64(120); now <= 300; now += 20 {
+		if out := check(r, now, 0); out.Detected != nil {
+			t.Fatalf("at %d, before the tail answered: %+v", now, out.Detected)
+		}
+	}
+	r.Heard(300, 10)
+	r.Heard(301, 1)
+	var out hb.Output
+	for now := int64(302); out.Detected == nil && now < 400; now++ {
+		out = check(r, now, 0)
+	}
+	if out.Detected == nil || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), []ranks.Rank{13, 12, 11, 14}) {
+		t.Fatalf("resolution %+v", out.Detected)
+	}
+	if out.Detected.At < 301 || r.Emitter() != 10 || r.Dead().Has(10) {
+		t.Fatalf("reported at %d, emitter %d, D %v", out.Detected.At, r.Emitter(), r.Dead())
 	}
 }

@@ -41,12 +41,19 @@ import (
 // stopped at once) every rank's event loop and the message path are loaded
 // together, and live candidates answer late. Each round therefore also
 // probes up to two canaries, ranks expected alive (the first rank not in
-// D_i beyond the candidates, and the first after Self), and a round
+// D_i beyond the candidates, and the first after Self), before its
+// candidates, and a tail after them (the second rank after Self). A round
 // reports its silent candidates only once some answer, a candidate's or a
 // canary's, has come back in this mending, and no earlier than (3 +
 // score) times as long as that first answer took, and (1 + score) times
 // that after the last answer (health.go: the local health score), so that
-// answers still trickling in keep it open. Any message from a candidate counts as its answer, an
+// answers still trickling in keep it open. A round that no candidate
+// answered also waits for its tail (up to TailWait round time-outs, or
+// until the tail is known dead): a round of thousands of candidates takes
+// longer than δ to send, and the tail's answer shows that every probe went
+// out; the round's deadline then counts from that answer. Once a candidate
+// answered, the silent ones before it, all that the round reports, were
+// probed before it. Any message from a candidate counts as its answer, an
 // answer to an earlier round of the same mending too (Heard). A round that
 // no answer reached by its deadline is widened rather than resolved: the
 // canary was silent as well, so the block may go on past it. In a quiet
@@ -116,6 +123,9 @@ type mendState struct {
 	// answer, a candidate's or a canary's, took since the mending began (0:
 	// none yet), lastAnswer when the last one came.
 	canaries   []ranks.Rank
+	tail       ranks.Rank // the second rank after Self, probed last (hasTail)
+	hasTail    bool
+	tailHeld   bool // the round is held open for its tail's answer (decideRound)
 	control    int64
 	lastAnswer int64
 	origin     int64 // when the mending's first round began
@@ -204,7 +214,8 @@ func (r *Ring) probeEarly(now int64) Output {
 	}
 	round := r.mend.round + 1
 	r.mend = mendState{active: true, early: true, round: round, first: round, window: r.cfg.Probe, cands: cands,
-		canaries: r.canaries(cands), start: now, origin: now, deadline: now + r.roundTimeout(now)}
+		start: now, origin: now, deadline: now + r.roundTimeout(now)}
+	r.setCanaries(&r.mend)
 	return Output{Probe: r.mend.probed(), ProbeRound: r.mend.round}
 }
 
@@ -231,7 +242,8 @@ func withEarly(early, out Output) Output {
 func (r *Ring) probeRound(now int64, w int, out *Output) {
 	cands := r.candidates(r.emitter, w)
 	r.mend = mendState{active: true, round: r.mend.round + 1, first: r.mend.first, origin: now, window: w, cands: cands,
-		canaries: r.canaries(cands), start: now, deadline: now + r.roundTimeout(now), reported: r.mend.reported}
+		start: now, deadline: now + r.roundTimeout(now), reported: r.mend.reported}
+	r.setCanaries(&r.mend)
 	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
 }
 
@@ -272,8 +284,9 @@ func (r *Ring) widen(now int64, out *Output) {
 		cands = append(cands, r.candidates(beyond, old.window)...)
 	}
 	r.mend = mendState{active: true, round: old.round + 1, first: old.first, origin: old.origin, window: 2 * old.window,
-		cands: cands, canaries: r.canaries(cands), answered: old.answered, reported: old.reported,
+		cands: cands, answered: old.answered, reported: old.reported,
 		start: now, deadline: now + r.roundTimeout(now)}
+	r.setCanaries(&r.mend)
 	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
 	r.stats.RoundsWidened++
 }
@@ -304,9 +317,38 @@ func (r *Ring) canaries(cands []ranks.Rank) []ranks.Rank {
 
 // probed returns the ranks the round probes: its canaries first (their
 // answers are the controls, and a sender with a queue sends in order),
-// then its candidates.
+// then its candidates, then its tail (its answer shows that every probe
+// before it was sent).
 func (m *mendState) probed() []ranks.Rank {
-	return append(slices.Clip(m.canaries), m.cands...)
+	out := append(slices.Clip(m.canaries), m.cands...)
+	if m.hasTail {
+		out = append(out, m.tail)
+	}
+	return out
+}
+
+// candidateAnswered reports whether a candidate (not a canary) answered.
+func (m *mendState) candidateAnswered() bool {
+	return slices.ContainsFunc(m.cands, m.answered.Has)
+}
+
+// probes reports whether the round probes j.
+func (m *mendState) probes(j ranks.Rank) bool {
+	return slices.Contains(m.cands, j) || slices.Contains(m.canaries, j) || m.hasTail && j == m.tail
+}
+
+// setCanaries sets the controls of a round probing m.cands: its canaries,
+// and its tail, the first rank not in D_i after the canary after Self,
+// unless it is Self, a candidate or a canary.
+func (r *Ring) setCanaries(m *mendState) {
+	m.canaries = r.canaries(m.cands)
+	n := ranks.Rank(r.cfg.N)
+	k := (r.nextAlive() + 1) % n
+	for k != r.cfg.Self && r.D.Has(k) {
+		k = (k + 1) % n
+	}
+	m.tail = k
+	m.hasTail = k != r.cfg.Self && !m.probes(k)
 }
 
 // HostLabels turns the host name of every rank (indexed by rank, as a
@@ -347,7 +389,7 @@ func (r *Ring) Probing() bool { return r.mend.active }
 // to be explicit: Heard already counts the answer.
 func (r *Ring) Alive(j ranks.Rank, round uint64) {
 	m := &r.mend
-	if !m.active || round < m.first || round > m.round || !slices.Contains(m.cands, j) && !slices.Contains(m.canaries, j) {
+	if !m.active || round < m.first || round > m.round || !m.probes(j) {
 		return
 	}
 	m.answered.Add(j)

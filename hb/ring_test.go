@@ -241,8 +241,9 @@ func TestRingBlockMending(t *testing.T) {
 		t.Fatalf("probes %v round %d", out.Probe, out.ProbeRound)
 	}
 	r.Alive(3, 1)
-	r.Alive(4, 2) // another round: ignored
-	r.Alive(1, 1) // not probed: ignored
+	r.Alive(4, 2)      // another round: ignored
+	r.Heard(10+d+1, 0) // the tail canary: every probe was sent
+	r.Alive(6, 1)      // not probed: ignored
 	if out := check(r, 10+d+d/2, 0); out.Detected != nil {
 		t.Fatalf("resolved before the probe time-out: %+v", out)
 	}
@@ -352,7 +353,8 @@ func TestRingHostMending(t *testing.T) {
 		if !probesFirst(probes, rankRange(62, 32)) {
 			t.Fatalf("early %d: probes %v", early, probes)
 		}
-		r.Alive(40, r.Round()) // rank 40 of the host survived
+		r.Alive(40, r.Round())       // rank 40 of the host survived
+		r.Heard(out.Detected.At, 66) // the tail: every probe was sent
 		at := out.Detected.At
 		out = check(r, at+d-early, 0)
 		if out.Detected == nil || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), append(rankRange(62, 41), 63)) {
@@ -478,17 +480,22 @@ func TestRingEarlyProbeSecondCheck(t *testing.T) {
 	}
 }
 
-// probesFirst reports whether a round's probes are at most two canaries
-// (controls) that are not candidates, then the candidates want.
+// probesFirst reports whether a round's probes are the candidates want,
+// after at most two canaries (controls) and before at most one (the tail),
+// none of them a candidate.
 func probesFirst(probes, want []ranks.Rank) bool {
-	k := len(probes) - len(want)
-	if k < 0 || k > 2 || !slices.Equal(probes[k:], want) {
-		return false
-	}
-	for _, c := range probes[:k] {
-		if slices.Contains(want, c) {
-			return false
+	for head := range 3 {
+		if head > len(probes) {
+			break
+		}
+		rest := probes[head:]
+		if len(rest) < len(want) || len(rest)-len(want) > 1 || !slices.Equal(rest[:len(want)], want) {
+			continue
+		}
+		controls := append(slices.Clone(probes[:head]), rest[len(want):]...)
+		if !slices.ContainsFunc(controls, func(c ranks.Rank) bool { return slices.Contains(want, c) }) {
+			return true
 		}
 	}
-	return true
+	return false
 }
