@@ -1,7 +1,10 @@
 package vigil_test
 
 import (
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +71,43 @@ func TestProductImportsNoLab(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// maxDocLines bounds a package comment: a package doc says what the
+// package is and where to read more; designs, measurements and history go
+// to docs/ and RESULTS files.
+const maxDocLines = 48
+
+// TestPackageDocsShort checks that no package comment of the module runs
+// longer than maxDocLines lines.
+func TestPackageDocsShort(t *testing.T) {
+	fset := token.NewFileSet()
+	n := 0
+	for _, dir := range goList(t, "-f", "{{.Dir}}", "./...") {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Doc == nil {
+				continue
+			}
+			n++
+			lines := fset.Position(f.Doc.End()).Line - fset.Position(f.Doc.Pos()).Line + 1
+			if lines > maxDocLines {
+				t.Errorf("%s: package comment of %d lines (at most %d): move the detail to docs/", name, lines, maxDocLines)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d package comments found", n)
 	}
 }
