@@ -46,9 +46,9 @@ docs-test:
 fuzz:
 	FUZZTIME=60s scripts/test.sh
 
-# ibverbs tests for real: soft-RoCE in a qemu guest (see rxe/README.md).
+# ibverbs tests for real: soft-RoCE in a qemu guest (see lab/rxe/README.md).
 rxe-test:
-	rxe/run.sh
+	lab/rxe/run.sh
 
 lint:
 	gofmt -l . ; $(GO) vet ./... ; $(GO) vet -tags pmix,verbs ./... ; staticcheck ./... ; staticcheck -tags pmix,verbs ./...

@@ -23,10 +23,10 @@ import (
 	"github.com/vigil-hpc/vigil/launch"
 )
 
-// The sides of the cost part: the C reference (csrc/bench/hbcost.c),
+// The sides of the cost part: the C reference (bench/csrc/hbcost.c),
 // Vigil's agents (`vigil agent`), the same agents with their heartbeat
 // thread in Go (`-emitter go`), and libvigil's detector in a host process
-// that does nothing else (csrc/bench/hbhost.c).
+// that does nothing else (bench/csrc/hbhost.c).
 const (
 	CostC       = "C"
 	CostVigil   = "vigil"
@@ -176,7 +176,7 @@ type HBCostResult struct {
 }
 
 // BuildHBHost builds libvigil (./capi, c-shared, without PMIx) and
-// compiles csrc/bench/hbhost.c against it into dir, and returns the host
+// compiles bench/csrc/hbhost.c against it into dir, and returns the host
 // executable's path.
 func BuildHBHost(ctx context.Context, root, dir string) (string, error) {
 	root, err := filepath.Abs(root) // the commands run in root
@@ -192,7 +192,7 @@ func BuildHBHost(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "hbhost")
 	for _, s := range [][]string{
 		{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libvigil.so"), "./capi"},
-		{"cc", "-O2", "-Wall", "-I" + filepath.Join(root, "csrc"), "-o", bin, filepath.Join(root, "csrc", "bench", "hbhost.c"),
+		{"cc", "-O2", "-Wall", "-I" + filepath.Join(root, "csrc"), "-o", bin, filepath.Join(root, "bench", "csrc", "hbhost.c"),
 			"-L" + dir, "-lvigil", "-Wl,-rpath," + dir},
 	} {
 		cmd := exec.CommandContext(ctx, s[0], s[1:]...)
@@ -204,14 +204,14 @@ func BuildHBHost(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
-// BuildHBCost compiles csrc/bench/hbcost.c into dir with the C compiler
+// BuildHBCost compiles bench/csrc/hbcost.c into dir with the C compiler
 // (cc) and returns the executable's path.
 func BuildHBCost(ctx context.Context, root, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "hbcost")
-	cmd := exec.CommandContext(ctx, "cc", "-O2", "-Wall", "-o", bin, filepath.Join(root, "csrc", "bench", "hbcost.c"))
+	cmd := exec.CommandContext(ctx, "cc", "-O2", "-Wall", "-o", bin, filepath.Join(root, "bench", "csrc", "hbcost.c"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("bench: cc hbcost.c: %w\n%s", err, out)
 	}

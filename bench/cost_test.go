@@ -149,7 +149,7 @@ func TestParseHBCost(t *testing.T) {
 // TestHBCostFrameSize: the C reference's datagram is the size of Vigil's
 // heartbeat frame.
 func TestHBCostFrameSize(t *testing.T) {
-	src, err := os.ReadFile("../csrc/bench/hbcost.c")
+	src, err := os.ReadFile("csrc/hbcost.c")
 	if err != nil {
 		t.Fatal(err)
 	}

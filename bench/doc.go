@@ -1,6 +1,6 @@
 // Package bench measures Vigil's cost and accuracy: IMB-style communication
 // loads (over Vigil's TCP transport in Go, and as C programs against real
-// MPI in csrc/bench), CPU-noise probes (FTQ, FWQ, selfish detour), the noise
+// MPI in bench/csrc), CPU-noise probes (FTQ, FWQ, selfish detour), the noise
 // sweep of seed 003's method (overhead on the maximum latency against the
 // natural-variability band), the accuracy sweep of seed 000 §5.3 (smallest
 // safe heartbeat period under load), eBPF scheduling attribution, and a

@@ -1,8 +1,8 @@
 package bench
 
-import "github.com/vigil-hpc/vigil/internal/imb"
+import "github.com/vigil-hpc/vigil/lab/imb"
 
-// The Go IMB loads live in the library module (internal/imb), where the
+// The Go IMB loads live in the library module (lab/imb), where the
 // verbs transport's tests use them too; these names keep the harness's API.
 type (
 	Load        = imb.Load

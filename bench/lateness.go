@@ -20,7 +20,7 @@ import (
 )
 
 // The variants of the lateness part: the same timer loop with no runtime
-// (csrc/bench/lateness.c), Vigil's emitter (heartbeat.Emitter, as the agent
+// (bench/csrc/lateness.c), Vigil's emitter (heartbeat.Emitter, as the agent
 // runs it), and Vigil's emitter in a process whose other goroutines
 // allocate (a Go application with the detector inside: the garbage
 // collector's stop-the-world pauses include the emitter).
@@ -80,14 +80,14 @@ type LatenessResult struct {
 	GCs             uint64
 }
 
-// BuildLateness compiles csrc/bench/lateness.c into dir with the C
+// BuildLateness compiles bench/csrc/lateness.c into dir with the C
 // compiler (cc) and returns the executable's path.
 func BuildLateness(ctx context.Context, root, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "lateness")
-	cmd := exec.CommandContext(ctx, "cc", "-O2", "-Wall", "-o", bin, filepath.Join(root, "csrc", "bench", "lateness.c"))
+	cmd := exec.CommandContext(ctx, "cc", "-O2", "-Wall", "-o", bin, filepath.Join(root, "bench", "csrc", "lateness.c"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("bench: cc lateness.c: %w\n%s", err, out)
 	}

@@ -22,7 +22,7 @@ type MPIBuild struct {
 	Dir, IMB, IMBVigil string
 }
 
-// BuildMPI compiles csrc/bench/imb.c from the module at root into dir with
+// BuildMPI compiles bench/csrc/imb.c from the module at root into dir with
 // mpicc, and libvigil (./capi, c-shared, without PMIx: the program starts
 // the detector with an MPI_Allgather) with go.
 func BuildMPI(ctx context.Context, root, dir string) (MPIBuild, error) {
@@ -30,7 +30,7 @@ func BuildMPI(ctx context.Context, root, dir string) (MPIBuild, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return b, err
 	}
-	src := filepath.Join(root, "csrc", "bench", "imb.c")
+	src := filepath.Join(root, "bench", "csrc", "imb.c")
 	steps := [][]string{
 		{"mpicc", "-O2", "-Wall", "-o", b.IMB, src},
 		{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libvigil.so"), "./capi"},
@@ -138,7 +138,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-// ParseMPIOutput reads the program's CSV lines (see csrc/bench/imb.c);
+// ParseMPIOutput reads the program's CSV lines (see bench/csrc/imb.c);
 // other lines are ignored.
 func ParseMPIOutput(out string) (MPIOutput, error) {
 	o := MPIOutput{VigilEvents: -1}

@@ -383,7 +383,7 @@ func (s *Suite) Summary(files []string) string {
 	if len(s.Lateness) > 0 {
 		p("## Emitter lateness: the Go emitter against a C loop\n\n")
 		p("The same timer loop (timerfd, absolute deadlines, SCHED_FIFO priority 1 asked) run alone for %v, in turn: "+
-			"in C with no runtime (csrc/bench/lateness.c), as Vigil's emitter (heartbeat.Emitter as the agent runs it, "+
+			"in C with no runtime (bench/csrc/lateness.c), as Vigil's emitter (heartbeat.Emitter as the agent runs it, "+
 			"sending nothing), and as Vigil's emitter in a process allocating %d MB/s (a Go application with the detector "+
 			"inside). %d rounds, order rotated each round; medians over rounds. Compute: one burner per CPU. What the C loop "+
 			"shows is the kernel's and the machine's share of a heartbeat's lateness; the rest is the Go runtime's. Steal: CPU "+
@@ -406,11 +406,11 @@ func (s *Suite) Summary(files []string) string {
 	}
 	if len(s.Cost) > 0 {
 		p("## Detector cost: CPU per heartbeat period per process, Vigil against a C reference\n\n")
-		p("Each round runs, in turn (order rotated every round), N processes of the C reference (csrc/bench/hbcost.c: one "+
+		p("Each round runs, in turn (order rotated every round), N processes of the C reference (bench/csrc/hbcost.c: one "+
 			"thread that sleeps on absolute deadlines every h, sends one %d-byte datagram to its observer over UDP or stores a "+
 			"word in shared memory, and every check period drains its socket with recvmmsg or loads its word), N Vigil agents "+
 			"(`vigil agent`, SCHED_FIFO emitter asked, the agent's default) and, when the profile asks, N host processes that "+
-			"only run libvigil's detector (csrc/bench/hbhost.c), all with the same h, δ = max(10h, 100 ms) and check period "+
+			"only run libvigil's detector (bench/csrc/hbhost.c), all with the same h, δ = max(10h, 100 ms) and check period "+
 			"δ/10. After a warm-up of ≥ 1 s each process is sampled over a window of ≥ 200 periods and ≥ 2 s (at most %v): "+
 			"on-CPU time summed over its threads' schedstat, context switches over their status. Cells are medians over "+
 			"processes and rounds; ÷ C is the median of the rounds' ratios of medians. Heartbeats: the C reference's transport; "+

@@ -560,7 +560,7 @@ func StormAccuracy(ctx context.Context, cfg StormAccuracyConfig) ([]CostRun, err
 // StormAccuracyTable prints the rows: per h, δ and N, the C reference's
 // gaps above δ and what the agents reported, in the same run.
 func StormAccuracyTable(p func(string, ...any), cfg StormAccuracyConfig, runs []CostRun) {
-	p("Accuracy at scale: %d CPU burners, heartbeats over shared memory, the C reference (csrc/bench/hbcost.c) and the agents one after the other at each N; a gap is a C observer's check finding its emitter silent for δ\n\n", cfg.Burners)
+	p("Accuracy at scale: %d CPU burners, heartbeats over shared memory, the C reference (bench/csrc/hbcost.c) and the agents one after the other at each N; a gap is a C observer's check finding its emitter silent for δ\n\n", cfg.Burners)
 	p("| h | δ | N | C: gaps above δ | agents: crash reports | ranks reported | agents exited in the window | reports at the stop | agents ≤ C |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	type key struct {
 		h, delta time.Duration

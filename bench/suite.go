@@ -38,7 +38,7 @@ type NoiseRow struct {
 // Suite runs the benchmark parts of a profile and keeps their results.
 type Suite struct {
 	Profile Profile
-	// Root is the module's source tree (for csrc/bench and ./capi).
+	// Root is the module's source tree (for bench/csrc and ./capi).
 	Root string
 	// VigilBin is the product's vigil executable (its `vigil agent`s).
 	VigilBin string

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 )
 
 // agreeLine is a line printed by csrc/tests/agree.c.

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 	"github.com/vigil-hpc/vigil/launch"
 )
 

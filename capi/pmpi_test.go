@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 )
 
 // The PMPI tests run csrc/pmpi/examples/pmpi_ring.c, an MPI program that

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 )
 
 // TestCPropagationConfig runs testdata/propcheck.c: every broadcast name

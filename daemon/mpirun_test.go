@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 )
 
 // TestMpirunDaemons launches the daemons the way a cluster would, one per

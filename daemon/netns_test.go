@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 )
 
 // TestPMIxBridge checks the forwarding of daemon/PMIX.md end to end with a

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/heartbeat"
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 

@@ -12,7 +12,7 @@ command -v go >/dev/null || { echo "deps: Go is not installed at /usr/local/go" 
 pkgs=(gcc make)
 if [[ $what == test ]]; then
 	# cgo headers for the verbs package, mpirun + PMIx for the runtime tests,
-	# qemu + soft-RoCE userspace for the RDMA harness (rxe/run.sh); curl for
+	# qemu + soft-RoCE userspace for the RDMA harness (lab/rxe/run.sh); curl for
 	# the README's metrics quick start (internal/docstest checks the list).
 	pkgs+=(iproute2 libibverbs-dev rdma-core ibverbs-providers pkg-config openmpi-bin libopenmpi-dev libpmix-dev curl)
 fi

@@ -39,8 +39,8 @@ stage "bench module tests (-race; the simulator's studies without it)"
 # From here on the multi-host tests (network-namespace hosts under mpirun)
 # fail rather than skip when they cannot run (not root, no ip netns).
 export VIGIL_REQUIRE_HOSTS=1
-stage "PMIx bootstrap under mpirun (-tags pmix)"
-go test -count=1 -tags pmix -timeout 10m ./bootstrap/pmix/...
+stage "PMIx bootstrap under mpirun (-tags pmix), the test launcher's hosts"
+go test -count=1 -tags pmix -timeout 10m ./bootstrap/pmix/... ./lab/mpitest/
 stage "C ABI: libvigil, C examples, PMPI library"
 make -s libvigil c-examples pmpi pmix-bridge >/dev/null
 
@@ -57,7 +57,7 @@ stage "ibverbs on soft-RoCE (rdma_rxe) in a qemu guest"
 # Two runs of each guest benchmark keep the suite well under 30 minutes; the
 # RXE-BENCH/RXE-RATIO lines still compare sides measured in the same run
 # (`make rxe` keeps three).
-RXE_BENCHCOUNT=${RXE_BENCHCOUNT:-2} rxe/run.sh
+RXE_BENCHCOUNT=${RXE_BENCHCOUNT:-2} lab/rxe/run.sh
 
 stage "multi-process tests"
 go test -count=1 -p 1 -timeout 20m -v ./cmd/vigil/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test.go:[0-9]+: [^a]' 

@@ -43,5 +43,5 @@
 // the receive loop); Close must not race with their use.
 //
 // The package builds wherever libibverbs-dev is installed; its tests run for
-// real on soft-RoCE (rdma_rxe) in a qemu guest: rxe/run.sh.
+// real on soft-RoCE (rdma_rxe) in a qemu guest: lab/rxe/run.sh.
 package verbs

@@ -16,7 +16,7 @@ import (
 // device: a 32-byte inline RC SEND ping-pong between two Go processes,
 // each busy-polling one CQ through this package, with no transport above
 // it (no framing, MAC, reliability, engine or goroutine hand-off). It is
-// ib_send_lat's pattern with Go's cgo calls and runtime; rxe/run.sh sets
+// ib_send_lat's pattern with Go's cgo calls and runtime; lab/rxe/run.sh sets
 // the transport's two-process one-way time against it.
 func BenchmarkRCPingPongProcs(b *testing.B) {
 	needDevice(b)

@@ -19,7 +19,7 @@ import (
 	"github.com/vigil-hpc/vigil/transport"
 )
 
-// These tests need a real RDMA device. rxe/run.sh runs them on soft-RoCE in
+// These tests need a real RDMA device. lab/rxe/run.sh runs them on soft-RoCE in
 // a qemu guest, where /init sets VIGIL_RXE_GUEST=1 (a missing device there
 // is a failure, not a skip), VIGIL_RXE_DEV and VIGIL_RXE_NETDEV.
 
@@ -726,7 +726,7 @@ func TestAsyncPortEvents(t *testing.T) {
 // inline 8-byte RDMA WRITE into a peer's slot, with the amortised
 // completion handling (every 32nd WR signalled, CQ reaped in the same C
 // call). Under qemu TCG the numbers are emulation numbers: compare them only
-// with the C loop (rxe/hbwrite.c) and perftest in the same guest.
+// with the C loop (lab/rxe/hbwrite.c) and perftest in the same guest.
 func BenchmarkRDMAWriteHeartbeat(b *testing.B) {
 	runtime.LockOSThread() // as the emitter's pinned thread
 	defer runtime.UnlockOSThread()

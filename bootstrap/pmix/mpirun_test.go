@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 	"github.com/vigil-hpc/vigil/launch"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/testnet"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 )
 
 const daemonTestKey = "VIGIL_DAEMON_KEY=00112233445566778899aabbccddeeff"

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
 	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )

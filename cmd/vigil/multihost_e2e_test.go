@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )

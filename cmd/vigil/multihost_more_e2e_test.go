@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )

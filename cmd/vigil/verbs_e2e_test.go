@@ -32,7 +32,7 @@ func (l *lockedBuffer) String() string {
 
 // With -transport verbs and no verbs transport (a binary built without
 // -tags verbs, or no RDMA device), every agent says it uses TCP and why,
-// and the job runs. (With a device, rxe/detector.sh covers the verbs path.)
+// and the job runs. (With a device, lab/rxe/detector.sh covers the verbs path.)
 func TestVerbsFallsBackToTCP(t *testing.T) {
 	var stderr lockedBuffer
 	job, err := launch.Start(2, []string{vigilBin, "agent", "-transport", "verbs"}, launch.Options{Stderr: &stderr})
@@ -48,7 +48,7 @@ func TestVerbsFallsBackToTCP(t *testing.T) {
 	out := stderr.String()
 	n := strings.Count(out, "verbs transport unavailable, using tcp")
 	if n == 0 && vigil.VerbsBuilt && vigil.HasRDMADevice() {
-		t.Skip("this machine has an RDMA device: no fallback to show; rxe/detector.sh covers -transport verbs")
+		t.Skip("this machine has an RDMA device: no fallback to show; lab/rxe/detector.sh covers -transport verbs")
 	}
 	if n != 2 {
 		t.Fatalf("%d of 2 agents explained the fallback:\n%s", n, out)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 )
 
 // scenario runs (or checks) one marked block of the README in tr and

@@ -28,12 +28,12 @@ type SyncRecord struct {
 	DetectedAt int64
 }
 
-// Sync repairs dead lists (an extension to seed 000, see package node's
-// sync.go). A node that receives a broadcast whose carried D holds ranks it
-// does not hold dead asks the broadcast's source about them (Ask); the
-// source answers with its Records of those it holds. An observer that just
-// mended a segment of the ring also sends its new emitter the Records of
-// the ranks in between, unasked. One message may ask and answer at once.
+// Sync repairs dead lists (an extension to seed 000, see
+// detector/repair.go). A node that receives a broadcast whose carried D
+// holds ranks it does not hold dead asks the broadcast's source about them
+// (Ask); the source answers with its Records of those it holds. An
+// observer that just mended a segment of the ring also sends its new
+// emitter the Records of the ranks in between, unasked. One message may ask and answer at once.
 // Both lists are strictly increasing by rank, at most MaxSyncRanks long,
 // and not both empty.
 type Sync struct {

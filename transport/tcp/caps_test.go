@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 )
 
 // strangerHeader is the header of a frame a stranger (no key) can forge:

@@ -1,53 +1,32 @@
 // Package tcp is Vigil's commodity transport: authenticated frames
 // (package internal/wire) over TCP, for clusters without RDMA.
 //
-// Messages use one connection per destination, opened lazily. The
-// accepting end first sends a random challenge (wire.Challenge); every frame
-// on the connection is bound to it and to its index (wire.Codec.Bind), so a
-// captured frame or whole session replayed on another connection, or a
-// frame repeated on this one, fails authentication. The dialer's first
-// frame is an authenticated Hello naming this rank and its incarnation. A
-// connection is fed by
-// a bounded per-peer queue and drained by one writer goroutine: Send copies
-// the payload, never blocks, and drops (counting) when the queue is full.
-// When a dial fails, the queued messages are dropped and the next dial
-// waits for an exponential backoff, which only a new message starts: a dead
-// peer costs nothing while nobody talks to it.
+// Messages use one connection per destination, opened lazily and fed by a
+// bounded per-peer queue that one writer goroutine drains: Send copies the
+// payload, never blocks, and drops (counting) when the queue is full. The
+// accepting end sends a random challenge to which every frame of the
+// connection is bound, with its index, so that no frame or session can be
+// replayed; the dialer's first frame is a Hello naming its rank and
+// incarnation. A failed dial drops what was queued, and the next waits for
+// an exponential backoff that only a new message starts: a dead peer costs
+// nothing while nobody talks to it. A goroutine blocked in Read on each
+// connection we open sees the peer close it, so the next send redials; a
+// Hello from a newer incarnation of a rank drops our connections to it.
 //
-// Heartbeats are UDP datagrams to the listener's address and port (udp.go):
-// the emitter thread sends each pre-encoded, authenticated frame with one
-// sendto, which never blocks and needs no connection, and nothing in the
-// observer's process wakes up for it. The datagrams wait in a socket until
-// the observer's check drains them (DrainHeartbeats, transport.Drainer),
-// checks them like any frame (job, known rank, tag, incarnation not stale)
-// and stores their sequence numbers into Config.Slots. The check therefore
-// sees every heartbeat that reached the host, however starved the process
-// was. The watched emitter's heartbeats have a socket of their own,
-// connect()ed to it (WatchHeartbeats, transport.HeartbeatLanes), which no
-// other sender's datagram reaches: a flood at the port fills the other
-// socket, drained within a budget, and the kernel's drops are counted
-// (Stats().KernelDropped). A heartbeat names its receiver's rank and
-// incarnation and must move the emitter's word forwards (wire.Beat), so a
-// captured one replayed to another rank, to a restarted one or to the same
-// one later is refused and counted (wrong_receiver, wrong_incarnation,
-// old_heartbeat); an observer announces its incarnation to its emitter
-// (an authenticated Hello datagram) when it starts watching it and when it
-// refuses a heartbeat bound to no or another incarnation of it.
+// Heartbeats are UDP datagrams to the listener's port (udp.go), one sendto
+// of a pre-encoded frame each, which wakes nothing in the observer's
+// process: they wait in a socket until the observer's check drains them
+// (DrainHeartbeats), checks them like any frame and stores their sequence
+// numbers into Config.Slots. The watched emitter has a socket of its own,
+// connect()ed to it (WatchHeartbeats), so that a flood at the port cannot
+// hide its heartbeats. A heartbeat names its receiver's rank and
+// incarnation and must move the emitter's word forwards.
 //
-// Peers never write on the connections we open, so each one also has a
-// goroutine blocked in Read: when the peer closes or resets it, the next
-// send redials instead of losing its data in a dead socket. A Hello from a
-// newer incarnation of a rank (a restart) also drops our connections to it.
-//
-// Incoming connections get one reader goroutine each. Every frame is
-// authenticated (HMAC-SHA256 under the job key) and checked (job ID, known
-// rank, Hello first, incarnation not stale) before it is used: messages go
-// to Config.Handler. A rejected frame is counted by reason in
-// Stats().Rejected (the wire.Reason constants, plus "hello_timeout" for a
-// connection silent for Config.HelloTimeout), logged at most once per
-// second per reason, and closes its connection (a rejected datagram is
-// dropped). A Bye frame closes the connection quietly (this transport does
-// not send one yet: an orderly close is an EOF between frames).
+// Every frame is authenticated and checked (job, known rank, Hello first,
+// incarnation not stale) before it is used; a rejected one is counted by
+// reason in Stats().Rejected, logged at most once per second per reason,
+// and closes its connection (a rejected datagram is dropped). What an
+// outsider can and cannot do to this transport is in docs/security.md.
 //
 // Close closes the listener and every connection and waits for every
 // goroutine of the transport.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/era"
-	"github.com/vigil-hpc/vigil/internal/testnet"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/lab/testnet"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )

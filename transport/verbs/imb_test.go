@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/imb"
+	"github.com/vigil-hpc/vigil/lab/imb"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
 
-// BenchmarkIMB runs the Go IMB loads of package internal/imb over this
+// BenchmarkIMB runs the Go IMB loads of package lab/imb over this
 // transport and, side by side in the same guest, over the TCP transport on
 // loopback. One op is one IMB measurement of one size (warm-up, then
 // IMB's repetitions); t_avg_us and t_max_us are IMB's t_avg and t_max

@@ -9,7 +9,7 @@ import (
 // BenchmarkDatagramMAC is what authentication costs one small message
 // datagram: the sender's tag (Codec.Append of a Msg frame) and the
 // receiver's check (Codec.Decode), with the datagrams' SipHash-2-4-128
-// and with HMAC-SHA256 (the TCP transport's). rxe/run.sh sets both against
+// and with HMAC-SHA256 (the TCP transport's). lab/rxe/run.sh sets both against
 // the message one-way latency measured in the same guest.
 func BenchmarkDatagramMAC(b *testing.B) {
 	for _, m := range []struct {

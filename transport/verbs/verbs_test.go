@@ -21,7 +21,7 @@ import (
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
-// These tests need a real RDMA device: rxe/run.sh runs them on soft-RoCE in
+// These tests need a real RDMA device: lab/rxe/run.sh runs them on soft-RoCE in
 // a qemu guest (VIGIL_RXE_GUEST=1 there: a missing device is a failure).
 
 var testKey = []byte("0123456789abcdef-verbs-transport")
@@ -437,7 +437,7 @@ func TestCostN64(t *testing.T) {
 
 // BenchmarkHeartbeatRDMA is the emitter thread's cost of one heartbeat
 // through the transport (RDMA write, amortised completion handling):
-// compare with verbs.BenchmarkRDMAWriteHeartbeat and rxe/hbwrite.c.
+// compare with verbs.BenchmarkRDMAWriteHeartbeat and lab/rxe/hbwrite.c.
 func BenchmarkHeartbeatRDMA(b *testing.B) {
 	ts, _ := cluster(b, 2)
 	seq := linkUp(b, ts[0], 1)
@@ -457,7 +457,7 @@ func BenchmarkHeartbeatRDMA(b *testing.B) {
 // path: link lookup, lock, one cgo call per write) and as many writes by
 // the C loop (ibv.Writer.WriteN, one cgo call for all), alternating which
 // goes first; and, when VIGIL_HBWRITE names the stand-alone C program
-// rxe/hbwrite, a short run of it after each round. It reports the median
+// lab/rxe/hbwrite, a short run of it after each round. It reports the median
 // of the per-round ratios (a burst of other work hits one round, not the
 // median) and the median ns per heartbeat of each side.
 func BenchmarkHeartbeatVsC(b *testing.B) {
@@ -529,7 +529,7 @@ func BenchmarkHeartbeatVsC(b *testing.B) {
 // BenchmarkHeartbeatVsC: tens of ms of work per side under emulation.
 const hbRound = 2048
 
-// runHBWrite runs rxe/hbwrite once for 0.1 s on the first device and
+// runHBWrite runs lab/rxe/hbwrite once for 0.1 s on the first device and
 // returns its ns per heartbeat.
 func runHBWrite(path string) (float64, error) {
 	out, err := exec.Command(path, "", "0.1", "1").CombinedOutput()

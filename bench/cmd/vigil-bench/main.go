@@ -100,7 +100,7 @@ func benchMain(args []string) error {
 	fs := flag.NewFlagSet("vigil-bench "+name, flag.ContinueOnError)
 	out := fs.String("out", "", "output directory (default bench-out/<name>)")
 	vigilBin := fs.String("vigil", "", "the product's vigil executable, for its agents (default: next to vigil-bench, else built from -root)")
-	root := fs.String("root", "", "Vigil source tree, for csrc/bench and ./capi (default: found from the working directory)")
+	root := fs.String("root", "", "Vigil source tree, for bench/csrc and ./capi (default: found from the working directory)")
 	summary := fs.String("summary", "", "also write the markdown summary to this file (e.g. bench/SUMMARY.md)")
 	only := fs.String("parts", "", "with quick/full: comma-separated subset of "+strings.Join(append(slices.Clone(bench.Parts), bench.ExtraParts...), ","))
 	if len(parts) > 0 {

@@ -2,7 +2,7 @@
 // CLOCK_MONOTONIC over half a second. perftest reports latencies in TSC
 // cycles (-C) and converts them with a CPU MHz it estimates itself, which
 // fails under qemu TCG ("Correlation coefficient r^2 < 0.9", then "inf"):
-// rxe/smoke.sh converts with this rate instead.
+// lab/rxe/smoke.sh converts with this rate instead.
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Smoke tests run in the rxe guest by rxe/init.sh; they prove the recipe with
+# Smoke tests run in the rxe guest by lab/rxe/init.sh; they prove the recipe with
 # stock rdma-core tools before any Vigil code runs.
 #   smoke.sh devinfo     ibv_devinfo sees rxe0 with port 1 ACTIVE
 #   smoke.sh write-lat   perftest ib_write_lat loopback on rxe0 (8-byte writes)

@@ -14,7 +14,7 @@
  *
  * T is CLOCK_MONOTONIC in nanoseconds when the line was printed.
  *
- * Build: cc -O2 -I csrc -o hbhost csrc/bench/hbhost.c -L DIR -lvigil -Wl,-rpath,DIR
+ * Build: cc -O2 -I csrc -o hbhost bench/csrc/hbhost.c -L DIR -lvigil -Wl,-rpath,DIR
  */
 #define _GNU_SOURCE
 #include <errno.h>

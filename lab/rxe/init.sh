@@ -1,5 +1,5 @@
 #!/bin/sh
-# /init of the rxe test guest (busybox ash). rxe/run.sh copies it into the
+# /init of the rxe test guest (busybox ash). lab/rxe/run.sh copies it into the
 # initramfs. It loads the soft-RoCE modules, creates rxe0 on a veth pair, runs
 # every test listed in /etc/rxe/tests and prints one machine-readable line per
 # test:
@@ -56,7 +56,7 @@ GOENV_EXTRA=$(param vigil.goenv "" | tr ',' ' ')
 t0=$(now_ms)
 echo "RXE-INFO stage=init uptime_ms=$t0 kernel=$(uname -r)"
 
-# Modules, in the order rxe/run.sh computed (crc32_generic first: rxe needs
+# Modules, in the order lab/rxe/run.sh computed (crc32_generic first: rxe needs
 # it to init its crc32 but modules.dep does not say so).
 while read -r m; do
 	[ -n "$m" ] || continue
@@ -162,7 +162,7 @@ run_go() {
 	) | tee /tmp/$name.log | sed "s/^/[$name] /"
 	rc=$(sed -n 's/^RXE-EXIT //p' /tmp/$name.log)
 	# A CPU profile asked for with RXE_GOFLAGS=-test.cpuprofile=/tmp/cpu.prof
-	# leaves on the console as base64 lines (rxe/run.sh writes it to
+	# leaves on the console as base64 lines (lab/rxe/run.sh writes it to
 	# .rxe/NAME.cpu.prof).
 	if [ -s /tmp/cpu.prof ]; then
 		base64 /tmp/cpu.prof | sed "s/^/RXE-PROF $name /"

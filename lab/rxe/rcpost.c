@@ -1,6 +1,6 @@
 // rcpost: the cost of one RC post at a time in plain C, the floor under a
 // message sent on an idle link. Two RC QPs of one process on the device
-// (as rxe/hbwrite.c), 48 bytes inline; each post is timed alone and the
+// (as lab/rxe/hbwrite.c), 48 bytes inline; each post is timed alone and the
 // next starts once the last one is delivered (the receive polled for a
 // SEND, the send completion for a WRITE). Modes: SEND and RDMA WRITE, each
 // signalled on every post and on one in 32.

@@ -1,4 +1,4 @@
-// Command hub is the Ethernet hub of rxe/run.sh's multi-guest runs: qemu's
+// Command hub is the Ethernet hub of lab/rxe/run.sh's multi-guest runs: qemu's
 // dgram network backend joins two guests point to point, so for three or
 // more each guest sends its frames to a Unix datagram socket of the hub,
 // which repeats every frame to every other guest.

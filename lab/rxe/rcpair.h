@@ -1,4 +1,4 @@
-// rcpair.h: what rxe/hbwrite.c and rxe/rcpost.c share: two RC QPs of one
+// rcpair.h: what lab/rxe/hbwrite.c and lab/rxe/rcpost.c share: two RC QPs of one
 // process on one device, connected to each other (A sends on scq, B
 // receives on rcq), and the helpers to make them. Static functions: each
 // program includes it once.

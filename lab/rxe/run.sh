@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rxe/run.sh: run Vigil's ibverbs tests for real on soft-RoCE (rdma_rxe) in a
+# lab/rxe/run.sh: run Vigil's ibverbs tests for real on soft-RoCE (rdma_rxe) in a
 # qemu guest under TCG emulation. Needs no KVM, no RDMA hardware and no host
 # kernel module: the guest runs Debian's generic kernel, whose rdma_rxe gives
 # a real verbs device (rxe0 on a veth pair) to real libibverbs.
@@ -9,15 +9,15 @@
 #   2. fetches the current generic kernel package (apt-get download; the name
 #      is resolved from linux-image-amd64, never pinned) into .rxe/;
 #   3. builds the test binaries statically with cgo (go test -c ./verbs, the
-#      C loop rxe/hbwrite.c, the C message ping-pong rxe/udlat.c, the C
-#      one-post-at-a-time rxe/rcpost.c);
+#      C loop lab/rxe/hbwrite.c, the C message ping-pong lab/rxe/udlat.c, the C
+#      one-post-at-a-time lab/rxe/rcpost.c);
 #   4. builds an initramfs: busybox, the rxe modules, rdma/ip/perftest tools
-#      with their libraries, rxe/init.sh as /init;
+#      with their libraries, lab/rxe/init.sh as /init;
 #   5. boots qemu (-accel tcg) under timeout and parses the serial console:
 #      one "RXE-RESULT name=... status=pass|fail dur_ms=..." line per test.
 # It exits non-zero on any failed, skipped or missing result.
 #
-# Usage: rxe/run.sh                 (from anywhere; state lives in <repo>/.rxe)
+# Usage: lab/rxe/run.sh                 (from anywhere; state lives in <repo>/.rxe)
 # Environment:
 #   RXE_RUN=REGEX        Go -test.run (default .)
 #   RXE_BENCH=REGEX      Go -test.bench (default .; "none" runs no benchmark)
@@ -36,7 +36,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 CACHE=${RXE_CACHE:-$ROOT/.rxe}
 RUN=${RXE_RUN:-.}
 BENCH=${RXE_BENCH:-.}
@@ -179,14 +179,14 @@ build_go_tests() {
 	if sel twoguest || sel threeguest; then
 		log "building twoguest (static, cgo)"
 		if ! (cd "$ROOT" && CGO_ENABLED=1 go build -tags verbs -o "$out/twoguest" \
-			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./rxe/twoguest) >"$CACHE/build.log" 2>&1; then
+			-ldflags "-linkmode external -extldflags '$STATIC_EXTLDFLAGS'" ./lab/rxe/twoguest) >"$CACHE/build.log" 2>&1; then
 			cat "$CACHE/build.log" >&2
-			die "go build ./rxe/twoguest failed"
+			die "go build ./lab/rxe/twoguest failed"
 		fi
 	fi
 	if sel threeguest; then
 		log "building hub (host side)"
-		(cd "$ROOT" && go build -o "$CACHE/hub" ./rxe/hub) || die "go build ./rxe/hub failed" # not for the guest
+		(cd "$ROOT" && go build -o "$CACHE/hub" ./lab/rxe/hub) || die "go build ./lab/rxe/hub failed" # not for the guest
 	fi
 	if sel detector; then
 		log "building vigil (static, cgo)"
@@ -398,7 +398,7 @@ boot_twoguest() {
 }
 
 # boot_threeguest runs the three-guest job: guests a, b and c, each with
-# rxe0 on a virtio NIC whose frames go through rxe/hub (an Ethernet hub on
+# rxe0 on a virtio NIC whose frames go through lab/rxe/hub (an Ethernet hub on
 # Unix datagram sockets: qemu's dgram backend is point to point). Once
 # guest c says its heartbeat links are up, its qemu gets SIGKILL; the
 # survivors on guests a and b must all report exactly c's ranks, which
@@ -406,7 +406,7 @@ boot_twoguest() {
 boot_threeguest() {
 	local g pc ph logs=() pids=() i
 	rm -f "$CACHE"/t3-*.sock "$CACHE"/console-3*.log
-	log "three guests (tcg, -smp 1 each, through rxe/hub)"
+	log "three guests (tcg, -smp 1 each, through lab/rxe/hub)"
 	"$CACHE/hub" "$CACHE/t3-hub-a.sock:$CACHE/t3-a.sock" "$CACHE/t3-hub-b.sock:$CACHE/t3-b.sock" \
 		"$CACHE/t3-hub-c.sock:$CACHE/t3-c.sock" &
 	ph=$!
@@ -534,7 +534,7 @@ report() {
 	mc=$(metric 'tverbs\/BenchmarkMessageLatencyCold' ns_oneway_p50)
 	ratio msg_cold_two_procs_oneway_p50_us "$mc" 1000 ib_send_lat_typical_us "$sl" 1 goal=2
 	# The same two-process messages against the same pattern in plain C
-	# (rxe/udlat.c: UD SEND ping-pong between two processes, busy-polling
+	# (lab/rxe/udlat.c: UD SEND ping-pong between two processes, busy-polling
 	# warm; cold, the receiver asleep on its channel after 120 ms idle):
 	# the floor of exactly this pattern on this device.
 	local cw cc

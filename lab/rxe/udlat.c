@@ -1,13 +1,13 @@
 // udlat: the transport's message pattern in plain C, as the physical floor
 // under tverbs/BenchmarkMessageLatencyProcs (warm) and
-// BenchmarkMessageLatencyCold (transport/verbs/latency_test.go). rxe/run.sh
+// BenchmarkMessageLatencyCold (transport/verbs/latency_test.go). lab/rxe/run.sh
 // builds it statically and runs it in the rxe guest next to ib_send_lat.
 //
 // Two processes (fork; each opens the device itself afterwards): each has
 // a PD, a send CQ, a receive CQ with a completion channel, a UD QP (fixed
 // Q_Key) with receives posted (40-byte GRH + payload), and an address
 // handle to the other's QPN and GID (exchanged through pipes; the GID is
-// the first RoCE v2 IPv4-mapped one of port 1, as rxe/smoke.sh picks for
+// the first RoCE v2 IPv4-mapped one of port 1, as lab/rxe/smoke.sh picks for
 // perftest). The parent pings, the child pongs: one UD SEND of 32 bytes
 // each way (BenchmarkMessageLatencyProcs's payload; the cold benchmark's
 // is 11 bytes; the transport adds its 78 bytes of headers and tag), inline

@@ -2,7 +2,7 @@
 
 // Command twoguest runs one guest's share of a Vigil job over the verbs
 // transport in one of two or three rxe guests joined by a qemu network
-// (rxe/run.sh): with -guests k, guest a runs ranks [0, n/k), guest b the
+// (lab/rxe/run.sh): with -guests k, guest a runs ranks [0, n/k), guest b the
 // next n/k, guest c the last, as nodes of one process each, on the guest's
 // rxe0 (over eth0). The guests exchange their verbs addresses over a plain
 // TCP rendezvous on the guests' network (the role of the job's bootstrap;

@@ -1,5 +1,5 @@
 // hbwrite: the heartbeat write loop in plain C, as the baseline for Go's
-// BenchmarkRDMAWriteHeartbeat (verbs/verbs_test.go). rxe/run.sh builds it
+// BenchmarkRDMAWriteHeartbeat (verbs/verbs_test.go). lab/rxe/run.sh builds it
 // statically and runs it in the rxe guest next to the Go benchmark.
 //
 // Same work per heartbeat as verbs.Writer.Write: one inline 8-byte
