@@ -180,7 +180,8 @@ func (m *mhJob) judge(gone, survivors map[uint32]bool, exempt map[uint32]int64) 
 			case ok && ln.DeliveredMono >= since:
 				v.excused = append(v.excused, fmt.Sprintf("rank %d, itself cut off, reported live rank %d dead", r, d))
 			default:
-				v.falses = append(v.falses, fmt.Sprintf("rank %d reported live rank %d dead", r, d))
+				v.falses = append(v.falses, fmt.Sprintf("rank %d reported live rank %d dead (detected by rank %d, delivered at mono %d; every report: %s)",
+					r, d, ln.Detector, ln.DeliveredMono, m.reportsLocked()))
 			}
 		}
 	}
@@ -190,6 +191,19 @@ func (m *mhJob) judge(gone, survivors map[uint32]bool, exempt map[uint32]int64) 
 		}
 	}
 	return v
+}
+
+// reportsLocked lists every death report as reporter<-dead/detector@delivered
+// (ms of CLOCK_MONOTONIC), for a failure's diagnosis; m.mu is held.
+func (m *mhJob) reportsLocked() string {
+	var b strings.Builder
+	for _, r := range keys(m.dead) {
+		for _, d := range keys(m.dead[r]) {
+			ln := m.dead[r][d]
+			fmt.Fprintf(&b, " %d<-%d/%d@%d", r, d, ln.Detector, ln.DeliveredMono/1e6)
+		}
+	}
+	return b.String()
 }
 
 // missing returns a survivor that has not reported every rank in gone, or "".
