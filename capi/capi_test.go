@@ -141,6 +141,11 @@ type procs struct {
 	wg    sync.WaitGroup
 }
 
+// explicitJob is the job id given to explicit.c: one per test process, so
+// that test binaries running at once on one machine do not share the
+// abstract unix socket names of their shared-memory rendezvous.
+var explicitJob = fmt.Sprintf("%x", 0xc0<<24|os.Getpid()&0xffffff)
+
 // startExplicit runs n ranks of explicit.c in mode, each given opts (its
 // options, such as -b ctree) before the mode.
 func startExplicit(t *testing.T, bin, mode string, n int, hMs, deltaMs int, opts ...string) *procs {
@@ -148,7 +153,7 @@ func startExplicit(t *testing.T, bin, mode string, n int, hMs, deltaMs int, opts
 	p := &procs{t: t, lines: make(chan cLine, 1024)}
 	for r := 0; r < n; r++ {
 		args := append(slices.Clone(opts), mode, fmt.Sprint(r), fmt.Sprint(hMs), fmt.Sprint(deltaMs),
-			"c0ffee", "00112233445566778899aabbccddeeff")
+			explicitJob, "00112233445566778899aabbccddeeff")
 		args = append(args, addrs...)
 		cmd := exec.Command(bin, args...)
 		cmd.Stderr = os.Stderr

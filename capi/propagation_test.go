@@ -39,7 +39,7 @@ func TestCExplicitRefusesBadPropagation(t *testing.T) {
 		{[]string{"-b", "ocg", "-o", "-100"}, "vigil_config.gossip_step_ns = -100 ns"},
 		{[]string{"-b", "ccg", "-T", "-1"}, "vigil_config.gossip_t = -1"},
 	} {
-		args := append(append(slices.Clone(c.opts), "ring", "0", "20", "1000", "c0ffee", "00112233445566778899aabbccddeeff"), addrs...)
+		args := append(append(slices.Clone(c.opts), "ring", "0", "20", "1000", explicitJob, "00112233445566778899aabbccddeeff"), addrs...)
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
