@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 	"github.com/vigil-hpc/vigil/transport/shm"
@@ -55,9 +56,10 @@ type Config struct {
 // bootstrap from the environment.
 func DefaultConfig() Config {
 	return Config{
-		Config:    node.Config{HeartbeatPeriod: node.DefaultHeartbeatPeriod, SuspectTimeout: 5 * node.DefaultHeartbeatPeriod, Broadcast: "hba"},
-		Transport: "tcp",
-		Heartbeat: "shm",
+		Config: node.Config{HeartbeatPeriod: settings.DefaultHeartbeatPeriod, SuspectTimeout: 5 * settings.DefaultHeartbeatPeriod,
+			Broadcast: settings.DefaultBroadcast},
+		Transport: settings.Transport.Default,
+		Heartbeat: settings.Heartbeat.Default,
 	}
 }
 
@@ -131,10 +133,10 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		defer cancel()
 	}
 	if cfg.Transport == "" {
-		cfg.Transport = "tcp"
+		cfg.Transport = settings.Transport.Default
 	}
 	if cfg.Heartbeat == "" {
-		cfg.Heartbeat = "shm"
+		cfg.Heartbeat = settings.Heartbeat.Default
 	}
 	switch {
 	case cfg.Transport != "tcp" && cfg.Transport != "verbs":

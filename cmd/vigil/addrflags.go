@@ -15,10 +15,10 @@ type addrFlags struct {
 var addrFlagNames = netaddr.Names{Bind: "-bind", Advertise: "-advertise", Include: "-if-include", Exclude: "-if-exclude"}
 
 func (a *addrFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.bind, "bind", "", "address to listen on: ip, ip:port or :port (default: the published address)")
-	fs.StringVar(&a.advertise, "advertise", "", "address published to the other ranks: ip or ip:port (default: chosen from the interfaces: loopback when the job runs on one host)")
-	fs.StringVar(&a.include, "if-include", "", "interfaces and subnets to choose the published address from, such as ib0,10.1.0.0/16 (like Open MPI's oob_tcp_if_include)")
-	fs.StringVar(&a.exclude, "if-exclude", "", "interfaces and subnets never to publish (like oob_tcp_if_exclude)")
+	settingVar(fs, "bind", &a.bind)
+	settingVar(fs, "advertise", &a.advertise)
+	settingVar(fs, "if-include", &a.include)
+	settingVar(fs, "if-exclude", &a.exclude)
 }
 
 // args renders the flags that are set back for child agents.
