@@ -51,18 +51,6 @@ type Config struct {
 	Addresses netaddr.Config
 }
 
-// DefaultConfig returns the defaults: node's timing (h = 10 ms, δ = 5×h = 50 ms),
-// the double hypercube broadcast, TCP with shared-memory heartbeats, the
-// bootstrap from the environment.
-func DefaultConfig() Config {
-	return Config{
-		Config: node.Config{HeartbeatPeriod: settings.DefaultHeartbeatPeriod, SuspectTimeout: 5 * settings.DefaultHeartbeatPeriod,
-			Broadcast: settings.DefaultBroadcast},
-		Transport: settings.Transport.Default,
-		Heartbeat: settings.Heartbeat.Default,
-	}
-}
-
 // ErrBootstrap and ErrTransport classify Join's failures (errors.Is):
 // joining the bootstrap or the address exchange failed (ErrBootstrap), or
 // the transport could not be set up: an unusable address setting, no

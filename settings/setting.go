@@ -213,3 +213,22 @@ func ByGo(f string) *Setting {
 	}
 	return nil
 }
+
+// CheckChoice checks that v is one of s's Choices, naming s as interface
+// n does ("-transport \"x\": want tcp or verbs").
+func CheckChoice(s *Setting, n Names, v string) error {
+	for _, c := range s.Choices {
+		if v == c {
+			return nil
+		}
+	}
+	want := orList(s.Choices)
+	if len(s.Choices) > 2 {
+		want = "one of " + strings.Join(s.Choices, ", ")
+	}
+	sep := " "
+	if n == EnvNames {
+		sep = "="
+	}
+	return fmt.Errorf("%s%s%q: want %s", s.Name(n), sep, v, want)
+}

@@ -144,3 +144,25 @@ func TestDocs(t *testing.T) {
 		t.Errorf("%s differs from the settings table: run go test ./settings -run TestDocs -update", d.path)
 	}
 }
+
+// TestCheckChoice: a value not among the choices is refused, naming the
+// setting as the interface does.
+func TestCheckChoice(t *testing.T) {
+	for _, tc := range []struct {
+		s    *Setting
+		n    Names
+		v    string
+		want string
+	}{
+		{Transport, FlagNames, "verbs", ""},
+		{Transport, FlagNames, "ib", `-transport "ib": want tcp or verbs`},
+		{Broadcast, FlagNames, "flood", `-broadcast "flood": want one of hba, bmg, ocg, ccg, fcg, ctree`},
+		{Mode, EnvNames, "star", `VIGIL_MODE="star": want ring or sporadic`},
+		{Partition, CNames, "x", `vigil_config.partition "x": want failstop or continue`},
+	} {
+		err := CheckChoice(tc.s, tc.n, tc.v)
+		if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
+			t.Errorf("%s %q: %v, want %q", tc.s.Key, tc.v, err, tc.want)
+		}
+	}
+}

@@ -157,6 +157,9 @@ var (
 		Doc: "fcg, ctree: failures tolerated during the correction, 1 to 3",
 		Go:  []string{"node.Config.Gossip.F"}, Flag: "gossip-f", Commands: agentsAnd, FlagDefault: "1",
 		Env: "VIGIL_GOSSIP_F", EnvFor: EnvLib, C: []string{"gossip_f"}, Default: "1", Rule: "1 to 3"}
+	Emitter = &Setting{Key: "emitter", Title: "heartbeat thread in C or Go", Kind: Choice, Choices: []string{"native", "go"},
+		Doc: "heartbeat thread: native (in C, outside the Go runtime, over shared memory and UDP; in Go over verbs) or go (always in Go, for comparisons)",
+		Go:  []string{"node.Config.GoEmitter"}, Flag: "emitter", Commands: agents, FlagDefault: "native", Default: "native"}
 	Transport = &Setting{Key: "transport", Title: "transport", Kind: Choice, Choices: []string{"tcp", "verbs"},
 		Doc: "transport: tcp, or verbs (RDMA; falls back to tcp when unavailable)",
 		Go:  []string{"vigil.Config.Transport"}, Flag: "transport", Commands: agents, FlagDefault: "tcp", Default: "tcp"}
@@ -260,9 +263,7 @@ var All = []*Setting{
 		Doc:     "keep a Go scheduler P for the heartbeat thread, for a process that runs one node (heartbeat.EmitterConfig.HoldP)",
 		Go:      []string{"node.Config.EmitterHoldsP", "daemon.Config.HoldP"},
 		Default: "off (the vigil command and libvigil: on)"},
-	{Key: "emitter", Title: "heartbeat thread in C or Go", Kind: Choice, Choices: []string{"native", "go"},
-		Doc: "heartbeat thread: native (in C, outside the Go runtime, over shared memory and UDP; in Go over verbs) or go (always in Go, for comparisons)",
-		Go:  []string{"node.Config.GoEmitter"}, Flag: "emitter", Commands: agents, FlagDefault: "native", Default: "native"},
+	Emitter,
 	// Transport.
 	Transport, Heartbeat, Bind, Listen, Advertise, IfInclude, IfExclude,
 	{Key: "verbs-device", Title: "RDMA device", Kind: String,

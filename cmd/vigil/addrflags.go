@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
 
@@ -12,7 +13,8 @@ type addrFlags struct {
 	bind, advertise, include, exclude string
 }
 
-var addrFlagNames = netaddr.Names{Bind: "-bind", Advertise: "-advertise", Include: "-if-include", Exclude: "-if-exclude"}
+var addrFlagNames = netaddr.Names{Bind: settings.Bind.Name(settings.FlagNames), Advertise: settings.Advertise.Name(settings.FlagNames),
+	Include: settings.IfInclude.Name(settings.FlagNames), Exclude: settings.IfExclude.Name(settings.FlagNames)}
 
 func (a *addrFlags) register(fs *flag.FlagSet) {
 	settingVar(fs, "bind", &a.bind)
@@ -24,8 +26,9 @@ func (a *addrFlags) register(fs *flag.FlagSet) {
 // args renders the flags that are set back for child agents.
 func (a *addrFlags) args() []string {
 	var out []string
-	for _, f := range []struct{ name, v string }{{"-bind", a.bind}, {"-advertise", a.advertise},
-		{"-if-include", a.include}, {"-if-exclude", a.exclude}} {
+	n := addrFlagNames
+	for _, f := range []struct{ name, v string }{{n.Bind, a.bind}, {n.Advertise, a.advertise},
+		{n.Include, a.include}, {n.Exclude, a.exclude}} {
 		if f.v != "" {
 			out = append(out, f.name, f.v)
 		}

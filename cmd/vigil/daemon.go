@@ -21,6 +21,7 @@ import (
 	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
 
@@ -132,8 +133,8 @@ func daemonMain(args []string) error {
 		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
 		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
 	}
-	if *tport != "tcp" && *tport != "verbs" {
-		return usageErrorf("daemon: -transport %q, want tcp or verbs", *tport)
+	if err := settings.CheckChoice(settings.ByFlag("daemon", "transport"), settings.FlagNames, *tport); err != nil {
+		return usageErrorf("daemon: %v", err)
 	}
 	switch {
 	case *ppn < 0:

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func (v partitionValue) String() string {
 func (v partitionValue) Set(s string) error {
 	m, err := detector.ParsePartitionMode(s)
 	if err != nil {
-		return fmt.Errorf("want failstop or continue")
+		return fmt.Errorf("want %s", strings.Join(settings.Partition.Choices, " or "))
 	}
 	*v.m = m
 	return nil
@@ -129,14 +128,14 @@ func (d *detectorFlags) checkValues(size int) error {
 	if err := d.log.validate(); err != nil {
 		return err
 	}
-	if d.transport != "tcp" && d.transport != "verbs" {
-		return fmt.Errorf("-transport %q: want tcp or verbs", d.transport)
-	}
-	if d.heartbeat != "shm" && d.heartbeat != "udp" {
-		return fmt.Errorf("-heartbeat %q: want shm or udp", d.heartbeat)
-	}
-	if d.emitter != "native" && d.emitter != "go" {
-		return fmt.Errorf("-emitter %q: want native or go", d.emitter)
+	for _, c := range []struct {
+		s *settings.Setting
+		v string
+	}{{settings.Transport, d.transport}, {settings.Heartbeat, d.heartbeat}, {settings.Emitter, d.emitter},
+		{settings.Broadcast, d.broadcast}} {
+		if err := settings.CheckChoice(c.s, settings.FlagNames, c.v); err != nil {
+			return err
+		}
 	}
 	if d.mendProbe < 0 {
 		return fmt.Errorf("-mend-probe %d: want ≥ 0 (0: Algorithm 1's one-at-a-time mending)", d.mendProbe)
@@ -157,8 +156,6 @@ func (d *detectorFlags) checkValues(size int) error {
 		return fmt.Errorf("-pin %d: this machine has CPUs 0–%d (-1: not pinned)", d.pin, runtime.NumCPU()-1)
 	case d.pin < -1:
 		return fmt.Errorf("-pin %d: want a CPU number, or -1 for not pinned", d.pin)
-	case !slices.Contains(node.Broadcasts, d.broadcast):
-		return fmt.Errorf("-broadcast %q: want one of %s", d.broadcast, strings.Join(node.Broadcasts, ", "))
 	case d.gossip.Step <= 0:
 		return fmt.Errorf("-gossip-step %v: want > 0, such as 100µs", d.gossip.Step)
 	case d.gossip.Latency < 0:
