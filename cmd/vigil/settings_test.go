@@ -2,7 +2,10 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,6 +140,31 @@ func TestGoFieldsMatchSettings(t *testing.T) {
 				break
 			}
 			ty = f
+		}
+	}
+}
+
+// TestFlagsOnlyFromSettings: no command defines a flag but through
+// settingVar (settingflags.go), so that each flag's name, usage and
+// default come from the settings table.
+func TestFlagsOnlyFromSettings(t *testing.T) {
+	define := regexp.MustCompile(`\bfs\.(Var|Func|BoolFunc|TextVar|(Int|Int64|Uint|Uint64|String|Bool|Float64|Duration)(Var)?)\(`)
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == "settingflags.go" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if define.MatchString(line) && !strings.Contains(line, "durationValue{p}") {
+				t.Errorf("%s:%d defines a flag outside settingVar: %s", f, i+1, strings.TrimSpace(line))
+			}
 		}
 	}
 }
