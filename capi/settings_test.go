@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,17 @@ func TestEnvMatchesSettings(t *testing.T) {
 	}
 	for _, m := range regexp.MustCompile(`getenv\("(VIGIL_[A-Z0-9_]+)"\)`).FindAllStringSubmatch(string(pmpi), -1) {
 		named[m[1]] = "csrc/pmpi/vigil_pmpi.c"
+	}
+	// The PMPI library's own duration defaults (0: libvigil's).
+	for _, m := range regexp.MustCompile(`parse_ns\("(VIGIL_[A-Z0-9_]+)", [^,]+, (\d+)\)`).FindAllStringSubmatch(string(pmpi), -1) {
+		ns, _ := strconv.ParseInt(m[2], 10, 64)
+		s, d := settings.ByEnv(m[1]), time.Duration(ns)
+		if s == nil || d == 0 {
+			continue
+		}
+		if want, err := time.ParseDuration(s.Default); (err == nil && want != d) || (err != nil && !strings.Contains(s.Default, "PMPI library: "+d.String())) {
+			t.Errorf("the PMPI library's default %s is %v, the settings table's %q", m[1], d, s.Default)
+		}
 	}
 	// The C constants the headers define (status codes, modes, operations…).
 	var consts []string
