@@ -40,6 +40,8 @@ const (
 	IfExcludeEnv    = "VIGIL_IF_EXCLUDE"
 	LibPMIxEnv      = "VIGIL_LIBPMIX"
 	DaemonSocketEnv = "VIGIL_DAEMON_SOCK"
+	VerbsDeviceEnv  = "VIGIL_VERBS_DEVICE"
+	VerbsNetdevEnv  = "VIGIL_VERBS_NETDEV"
 )
 
 // Broadcasts lists the propagations (node.Config.Broadcast).
@@ -114,7 +116,7 @@ var (
 		Doc: "with -peers, the job ID shared by the daemons (default: derived from the key, so that jobs with different keys never share one)",
 		Go:  []string{"daemon.Config.JobID"}, Flag: "job-id", Commands: []string{"daemon"}, FlagDefault: "0",
 		Env: JobIDEnv, EnvFor: EnvLauncher, C: []string{"job_id"},
-		Default: "from the bootstrap", Rule: "non-zero, the same on every rank"}
+		Default: "from the bootstrap (`vigil daemon -peers`: derived from the key)", Rule: "non-zero, the same on every rank"}
 	Key = &Setting{Key: "key", Title: "job key", Kind: String,
 		Doc: "the job's shared secret authenticating every message: at least 16 bytes (hex in the variable), the same on every rank",
 		Env: KeyEnv, EnvFor: EnvLauncher, C: []string{"key", "key_len"},
@@ -262,16 +264,16 @@ var All = []*Setting{
 	{Key: "hold-p", Title: "heartbeat thread holds a Go P", Kind: Bool,
 		Doc:     "keep a Go scheduler P for the heartbeat thread, for a process that runs one node (heartbeat.EmitterConfig.HoldP)",
 		Go:      []string{"node.Config.EmitterHoldsP", "daemon.Config.HoldP"},
-		Default: "off (the vigil command and libvigil: on)"},
+		Default: "off (the vigil command: on)"},
 	Emitter,
 	// Transport.
 	Transport, Heartbeat, Bind, Listen, Advertise, IfInclude, IfExclude,
 	{Key: "verbs-device", Title: "RDMA device", Kind: String,
 		Doc: "the RDMA device to open over verbs, such as mlx5_0 or rxe0",
-		Env: "VIGIL_VERBS_DEVICE", EnvFor: EnvVerbs, Default: "the first active one"},
+		Env: VerbsDeviceEnv, EnvFor: EnvVerbs, Default: "the device of VIGIL_VERBS_NETDEV if set, else the first"},
 	{Key: "verbs-netdev", Title: "RDMA device's network interface", Kind: String,
-		Doc: "the network interface whose RDMA device to open over verbs",
-		Env: "VIGIL_VERBS_NETDEV", EnvFor: EnvVerbs, Default: "none"},
+		Doc: "the network interface whose RDMA device (and GIDs) to use over verbs",
+		Env: VerbsNetdevEnv, EnvFor: EnvVerbs, Default: "none"},
 	{Key: "slots", Title: "heartbeat slot memory", Kind: Value,
 		Doc:     "the heartbeat slot array the observer checks: an RDMA transport's registered memory",
 		Go:      []string{"node.Config.Slots", "daemon.Config.Slots"},
