@@ -192,9 +192,16 @@ func TestEnvMatchesSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range regexp.MustCompile(`(?m)^(?:#define|\t)\s*(VIGIL_[A-Z0-9_]+)\b`).FindAllStringSubmatch(string(b), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^(?:#define|#ifn?def|\t)\s*(VIGIL_[A-Z0-9_]+)\b`).FindAllStringSubmatch(string(b), -1) {
 			consts = append(consts, m[1])
 		}
+	}
+	daemonH, err := os.ReadFile("../csrc/vigil_daemon.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range varRe.FindAllString(string(daemonH), -1) {
+		named[v] = "csrc/vigil_daemon.h"
 	}
 	for v, path := range named {
 		if slices.ContainsFunc(consts, func(c string) bool { return c == v || strings.HasPrefix(c, v+"_") }) {
