@@ -45,9 +45,6 @@ type daemonLine struct {
 	Metrics string `json:"metrics,omitempty"`
 }
 
-// daemonMain runs one node's daemon (seed 003's node-level mode), or, with
-// -attach, one local process attached to its daemon that prints the
-// failures it is told.
 // daemonOptions are vigil daemon's flags.
 type daemonOptions struct {
 	node                        uint
@@ -97,6 +94,9 @@ func daemonFlags() (*flag.FlagSet, *daemonOptions) {
 	return fs, o
 }
 
+// daemonMain runs one node's daemon (seed 003's node-level mode), or, with
+// -attach, one local process attached to its daemon that prints the
+// failures it is told.
 func daemonMain(args []string) error {
 	fs, o := daemonFlags()
 	nodeIdx, peers, listen, nf, ppn, jobID := &o.node, &o.peers, &o.listen, &o.nf, &o.ppn, &o.jobID
