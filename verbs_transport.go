@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport"
 	vtr "github.com/vigil-hpc/vigil/transport/verbs"
 	"github.com/vigil-hpc/vigil/verbs"
@@ -31,7 +32,7 @@ type verbsTransport = vtr.Transport
 // else the first), restricted to the GIDs of VIGIL_VERBS_NETDEV if set. The error says why verbs cannot be used.
 func openVerbs(bs bootstrap.Bootstrap, logger *slog.Logger) (*verbsTransport, error) {
 	return vtr.Open(vtr.Config{Self: bs.Rank(), N: bs.Size(), JobID: bs.JobID(), Key: bs.Key(),
-		Device: os.Getenv("VIGIL_VERBS_DEVICE"), Netdev: os.Getenv("VIGIL_VERBS_NETDEV"), Logger: logger})
+		Device: os.Getenv(settings.VerbsDeviceEnv), Netdev: os.Getenv(settings.VerbsNetdevEnv), Logger: logger})
 }
 
 // startVerbs publishes vt's address, and starts it with every rank's.

@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 	"github.com/vigil-hpc/vigil/transport/shm"
@@ -48,17 +49,6 @@ type Config struct {
 	Heartbeat string
 	// Addresses selects the TCP address to listen on and to publish.
 	Addresses netaddr.Config
-}
-
-// DefaultConfig returns the defaults: node's timing (h = 10 ms, δ = 5×h = 50 ms),
-// the double hypercube broadcast, TCP with shared-memory heartbeats, the
-// bootstrap from the environment.
-func DefaultConfig() Config {
-	return Config{
-		Config:    node.Config{HeartbeatPeriod: node.DefaultHeartbeatPeriod, SuspectTimeout: 5 * node.DefaultHeartbeatPeriod, Broadcast: "hba"},
-		Transport: "tcp",
-		Heartbeat: "shm",
-	}
 }
 
 // ErrBootstrap and ErrTransport classify Join's failures (errors.Is):
@@ -131,10 +121,10 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		defer cancel()
 	}
 	if cfg.Transport == "" {
-		cfg.Transport = "tcp"
+		cfg.Transport = settings.Transport.Default
 	}
 	if cfg.Heartbeat == "" {
-		cfg.Heartbeat = "shm"
+		cfg.Heartbeat = settings.Heartbeat.Default
 	}
 	switch {
 	case cfg.Transport != "tcp" && cfg.Transport != "verbs":

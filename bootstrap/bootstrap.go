@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // Bootstrap is one process's view of the job.
@@ -30,16 +32,16 @@ type Bootstrap interface {
 
 // Environment variables set by the local launcher for its children.
 const (
-	EnvRank   = "VIGIL_RANK"
-	EnvSize   = "VIGIL_SIZE"
-	EnvJobID  = "VIGIL_JOBID"
-	EnvKey    = "VIGIL_KEY" // hex
-	EnvServer = "VIGIL_BOOTSTRAP"
+	EnvRank   = settings.RankEnv
+	EnvSize   = settings.SizeEnv
+	EnvJobID  = settings.JobIDEnv
+	EnvKey    = settings.KeyEnv // hex
+	EnvServer = settings.BootstrapEnv
 	// EnvRanksPerHost, when set to k > 0, pretends that the local
 	// launcher's ranks are placed k per host (rank r on host r/k): the
 	// detector's host-aware mending then runs on one machine
 	// (`vigil run -ranks-per-host k`; bootstrap/local's Client.Hosts).
-	EnvRanksPerHost = "VIGIL_RANKS_PER_HOST"
+	EnvRanksPerHost = settings.RanksPerHostEnv
 )
 
 // Identity is rank, size, job ID and key parsed from the environment.

@@ -6,7 +6,7 @@ import (
 )
 
 // TestEnvTimingBounds: vigil_init_from_env's variables have the bounds of
-// the flags and of node.Config (node.Settings), named as variables, and are
+// the flags and of node.Config (the settings table), named as variables, and are
 // refused before a launcher is looked for.
 func TestEnvTimingBounds(t *testing.T) {
 	for _, tc := range []struct {

@@ -38,7 +38,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +52,7 @@ import (
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/sporadic"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
@@ -76,8 +76,7 @@ const (
 	modeRing     = C.VIGIL_MODE_RING
 	modeSporadic = C.VIGIL_MODE_SPORADIC
 
-	defaultStartTimeout = 60 * time.Second
-	joinTimeout         = 60 * time.Second
+	joinTimeout = 60 * time.Second
 )
 
 // instance is the process's detector, from vigil_init* to vigil_finalize.
@@ -157,7 +156,7 @@ func failf(code C.int, format string, args ...any) C.int {
 // newLogger logs to stderr at the level VIGIL_LOG names (default warn).
 func newLogger() (*slog.Logger, error) {
 	var level slog.Level
-	switch v := strings.ToLower(os.Getenv("VIGIL_LOG")); v {
+	switch v := strings.ToLower(os.Getenv(settings.Log.Env)); v {
 	case "", "warn":
 		level = slog.LevelWarn
 	case "error":
@@ -169,42 +168,40 @@ func newLogger() (*slog.Logger, error) {
 	case "off":
 		return slog.New(slog.DiscardHandler), nil
 	default:
-		return nil, fmt.Errorf("VIGIL_LOG=%q: want error, warn, info, debug or off", v)
+		return nil, fmt.Errorf("%s=%q: want error, warn, info, debug or off", settings.Log.Env, v)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("lib", "vigil"), nil
 }
 
-// envSettings reads the detector settings of vigil_init_from_env.
+// envSettings reads the detector settings of vigil_init_from_env through
+// the settings table (settings.ParseEnv), which names, parses and bounds
+// them; the address variables are netaddr.FromEnv's, VIGIL_LOG newLogger's.
 func envSettings(inst *instance) error {
-	dur := func(name string, dst *time.Duration) error {
-		v := os.Getenv(name)
-		if v == "" {
-			return nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("%s=%q is not a duration such as 10ms", name, v)
-		}
-		*dst = d
-		return nil
-	}
-	for _, f := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"VIGIL_H", &inst.cfg.HeartbeatPeriod}, {"VIGIL_DELTA", &inst.cfg.SuspectTimeout},
-		{"VIGIL_CHECK", &inst.cfg.CheckPeriod}, {"VIGIL_GRACE", &inst.cfg.StartGrace},
-		{"VIGIL_START_TIMEOUT", &inst.startTimeout}} {
-		if err := dur(f.name, f.dst); err != nil {
+	var mode, heartbeat, partition string
+	for _, b := range []struct {
+		s   *settings.Setting
+		dst any
+	}{
+		{settings.H, &inst.cfg.HeartbeatPeriod}, {settings.Delta, &inst.cfg.SuspectTimeout},
+		{settings.Check, &inst.cfg.CheckPeriod}, {settings.Grace, &inst.cfg.StartGrace},
+		{settings.StartTimeout, &inst.startTimeout}, {settings.Mode, &mode},
+		{settings.Heartbeat, &heartbeat}, {settings.RealTime, &inst.cfg.RealTime}, {settings.Partition, &partition},
+	} {
+		if err := settings.ParseEnv(b.s, os.Getenv, b.dst); err != nil {
 			return err
 		}
 	}
-	switch v := os.Getenv("VIGIL_MODE"); v {
-	case "", "ring":
-		inst.mode = modeRing
-	case "sporadic":
+	inst.mode = modeRing
+	if mode == "sporadic" {
 		inst.mode = modeSporadic
-	default:
-		return fmt.Errorf("VIGIL_MODE=%q: want ring or sporadic", v)
+	}
+	inst.udpOnly = heartbeat == "udp"
+	if partition != "" {
+		m, err := detector.ParsePartitionMode(partition)
+		if err != nil {
+			return err
+		}
+		inst.cfg.Partition = m
 	}
 	if err := envPropagation(&inst.cfg); err != nil {
 		return err
@@ -216,32 +213,11 @@ func envSettings(inst *instance) error {
 	if err := inst.addr.Validate(); err != nil {
 		return err
 	}
-	switch v := os.Getenv("VIGIL_HEARTBEAT"); v {
-	case "", "shm":
-	case "udp":
-		inst.udpOnly = true
-	default:
-		return fmt.Errorf("VIGIL_HEARTBEAT=%q: want shm or udp", v)
+	cpu := -1
+	if err := settings.ParseEnv(settings.Pin, os.Getenv, &cpu); err != nil || (os.Getenv(settings.Pin.Env) != "" && cpu < 0) {
+		return fmt.Errorf("%s=%q: want a CPU number", settings.Pin.Env, os.Getenv(settings.Pin.Env))
 	}
-	switch v := os.Getenv("VIGIL_REALTIME"); v {
-	case "", "0":
-	case "1":
-		inst.cfg.RealTime = true
-	default:
-		return fmt.Errorf("VIGIL_REALTIME=%q: want 0 or 1", v)
-	}
-	if v := os.Getenv("VIGIL_PARTITION"); v != "" {
-		m, err := detector.ParsePartitionMode(v)
-		if err != nil {
-			return fmt.Errorf("VIGIL_PARTITION=%q: want failstop or continue", v)
-		}
-		inst.cfg.Partition = m
-	}
-	if v := os.Getenv("VIGIL_PIN_CPU"); v != "" {
-		cpu, err := strconv.Atoi(v)
-		if err != nil || cpu < 0 {
-			return fmt.Errorf("VIGIL_PIN_CPU=%q: want a CPU number", v)
-		}
+	if cpu >= 0 {
 		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, cpu
 	}
 	// The timing's bounds now, before joining the launcher (finishInit
@@ -249,11 +225,11 @@ func envSettings(inst *instance) error {
 	c := inst.cfg
 	c.Size = 1
 	if err := c.Validate(); err != nil {
-		if _, ok := errors.AsType[*node.BoundError](err); ok {
-			return boundError(err, node.EnvNames)
+		if _, ok := errors.AsType[*settings.BoundError](err); ok {
+			return boundError(err, settings.EnvNames)
 		}
 	}
-	return boundError(node.CheckBound(node.SettingStartTimeout, inst.startTimeout), node.EnvNames)
+	return boundError(settings.CheckBound(settings.StartTimeout, inst.startTimeout), settings.EnvNames)
 }
 
 // joinFromEnv joins the launcher this process was started by, as `vigil
@@ -270,14 +246,14 @@ func joinFromEnv() (bootstrap.Bootstrap, error) {
 }
 
 // finishInit validates the configuration, naming settings as names
-// does (node.EnvNames or node.CNames), and installs inst.
-func finishInit(inst *instance, names node.Names) C.int {
+// does (settings.EnvNames or settings.CNames), and installs inst.
+func finishInit(inst *instance, names settings.Names) C.int {
 	inst.cfg.Rank, inst.cfg.Size, inst.cfg.Logger = ranks.Rank(inst.rank), inst.size, inst.log
-	if err := node.CheckBound(node.SettingStartTimeout, inst.startTimeout); err != nil {
+	if err := settings.CheckBound(settings.StartTimeout, inst.startTimeout); err != nil {
 		return fail(eInvalid, boundError(err, names))
 	}
 	if inst.startTimeout == 0 {
-		inst.startTimeout = defaultStartTimeout
+		inst.startTimeout = settings.DefaultStartTimeout
 	}
 	if err := inst.cfg.Validate(); err != nil {
 		return fail(eInvalid, boundError(err, names))
@@ -291,9 +267,9 @@ func finishInit(inst *instance, names node.Names) C.int {
 	return vOK
 }
 
-// boundError renames a *node.BoundError as names does; other errors pass.
-func boundError(err error, names node.Names) error {
-	if be, ok := errors.AsType[*node.BoundError](err); ok {
+// boundError renames a *settings.BoundError as names does; other errors pass.
+func boundError(err error, names settings.Names) error {
+	if be, ok := errors.AsType[*settings.BoundError](err); ok {
 		return errors.New(be.In(names))
 	}
 	return err
@@ -321,7 +297,7 @@ func vigil_init_from_env() C.int {
 		return fail(eBootstrap, err)
 	}
 	inst.bs, inst.rank, inst.size = bs, bs.Rank(), bs.Size()
-	if rc := finishInit(inst, node.EnvNames); rc != vOK {
+	if rc := finishInit(inst, settings.EnvNames); rc != vOK {
 		bs.Close()
 		return rc
 	}
@@ -371,19 +347,19 @@ func vigil_init(c *C.vigil_config) C.int {
 	id := staticIdentity{rank: uint32(c.rank), size: int(c.size), jobID: uint64(c.job_id)}
 	switch {
 	case id.size < 1:
-		return failf(eInvalid, "vigil_config.size = %d, want >= 1", id.size)
+		return failf(eInvalid, "%s = %d, want >= 1", settings.Size.Name(settings.CNames), id.size)
 	case int(id.rank) >= id.size:
-		return failf(eInvalid, "vigil_config.rank = %d, want < size = %d", id.rank, id.size)
+		return failf(eInvalid, "%s = %d, want < size = %d", settings.Rank.Name(settings.CNames), id.rank, id.size)
 	case id.jobID == 0:
-		return failf(eInvalid, "vigil_config.job_id is 0, want the job's non-zero ID")
+		return failf(eInvalid, "%s is 0, want the job's non-zero ID", settings.JobID.Name(settings.CNames))
 	case c.key == nil:
-		return failf(eInvalid, "vigil_config.key is NULL: want the job's key, at least 16 bytes")
+		return failf(eInvalid, "%s is NULL: want the job's key, at least 16 bytes", settings.Key.Name(settings.CNames))
 	case c.key_len < 16:
-		return failf(eInvalid, "vigil_config.key_len = %d: want at least 16 bytes", c.key_len)
+		return failf(eInvalid, "vigil_config.%s = %d: want at least 16 bytes", settings.Key.C[1], c.key_len)
 	case (c.peers == nil) == (c.allgather == nil):
-		return failf(eInvalid, "vigil_config: set exactly one of peers and allgather")
+		return failf(eInvalid, "vigil_config: set exactly one of %s and %s", settings.Peers.CName(), settings.Allgather.CName())
 	case c.mode != modeRing && c.mode != modeSporadic:
-		return failf(eInvalid, "vigil_config.mode = %d, want VIGIL_MODE_RING or VIGIL_MODE_SPORADIC", c.mode)
+		return failf(eInvalid, "%s = %d, want VIGIL_MODE_RING or VIGIL_MODE_SPORADIC", settings.Mode.Name(settings.CNames), c.mode)
 	}
 	id.key = C.GoBytes(unsafe.Pointer(c.key), C.int(c.key_len))
 	inst := &instance{rank: id.rank, size: id.size, mode: int(c.mode)}
@@ -396,17 +372,17 @@ func vigil_init(c *C.vigil_config) C.int {
 	}
 	if c.listen_addr != nil {
 		inst.listen = C.GoString(c.listen_addr)
-		inst.addr.Bind, inst.addr.Names.Bind = inst.listen, "vigil_config.listen_addr"
+		inst.addr.Bind, inst.addr.Names.Bind = inst.listen, settings.Bind.Name(settings.CNames)
 	}
 	if c.struct_size >= C.vg_config_size_v2() { // the address fields exist
-		set := func(p *C.char, v, name *string, field string) {
+		set := func(p *C.char, v, name *string, s *settings.Setting) {
 			if p != nil {
-				*v, *name = C.GoString(p), "vigil_config."+field
+				*v, *name = C.GoString(p), s.Name(settings.CNames)
 			}
 		}
-		set(c.advertise_addr, &inst.addr.Advertise, &inst.addr.Names.Advertise, "advertise_addr")
-		set(c.if_include, &inst.addr.Include, &inst.addr.Names.Include, "if_include")
-		set(c.if_exclude, &inst.addr.Exclude, &inst.addr.Names.Exclude, "if_exclude")
+		set(c.advertise_addr, &inst.addr.Advertise, &inst.addr.Names.Advertise, settings.Advertise)
+		set(c.if_include, &inst.addr.Include, &inst.addr.Names.Include, settings.IfInclude)
+		set(c.if_exclude, &inst.addr.Exclude, &inst.addr.Names.Exclude, settings.IfExclude)
 		if err := inst.addr.Validate(); err != nil {
 			return fail(eInvalid, err)
 		}
@@ -416,13 +392,13 @@ func vigil_init(c *C.vigil_config) C.int {
 		sb := &staticBootstrap{staticIdentity: id, peers: make([]string, id.size)}
 		for r, p := range cp {
 			if p == nil || *p == 0 {
-				return failf(eInvalid, "vigil_config.peers[%d] is empty", r)
+				return failf(eInvalid, "%s[%d] is empty", settings.Peers.Name(settings.CNames), r)
 			}
 			sb.peers[r] = C.GoString(p)
 		}
 		if inst.listen == "" {
 			inst.listen = sb.peers[id.rank]
-			inst.addr.Names.Bind = fmt.Sprintf("vigil_config.peers[%d]", id.rank)
+			inst.addr.Names.Bind = fmt.Sprintf("%s[%d]", settings.Peers.Name(settings.CNames), id.rank)
 		}
 		inst.bs = sb
 	} else {
@@ -444,7 +420,7 @@ func vigil_init(c *C.vigil_config) C.int {
 		case C.VIGIL_PARTITION_CONTINUE:
 			inst.cfg.Partition = detector.PartitionContinue
 		default:
-			return failf(eInvalid, "vigil_config.partition = %d, want VIGIL_PARTITION_FAILSTOP or VIGIL_PARTITION_CONTINUE", c.partition)
+			return failf(eInvalid, "%s = %d, want VIGIL_PARTITION_FAILSTOP or VIGIL_PARTITION_CONTINUE", settings.Partition.Name(settings.CNames), c.partition)
 		}
 	} else {
 		inst.cfg.Partition = detector.PartitionContinue // a caller from before the field: as it was then
@@ -460,7 +436,7 @@ func vigil_init(c *C.vigil_config) C.int {
 		inst.cfg.PinEmitter, inst.cfg.EmitterCPU = true, int(c.pin_cpu)
 	}
 	inst.startTimeout = time.Duration(c.start_timeout_ms) * time.Millisecond
-	return finishInit(inst, node.CNames)
+	return finishInit(inst, settings.CNames)
 }
 
 // get returns the current instance, or fails with VIGIL_ERR_STATE.

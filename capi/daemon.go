@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"github.com/vigil-hpc/vigil/daemon"
-	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // Daemon mode (csrc/vigil_daemon.h): the process attaches to its node's
@@ -33,9 +33,10 @@ func daemonSocket(path string, rank uint32) (string, error) {
 		return "", fmt.Errorf("no daemon socket: pass a path or set %s", daemon.EnvSocket)
 	}
 	if strings.Contains(path, "{node}") {
-		ppn, err := strconv.Atoi(os.Getenv("VIGIL_DAEMON_PPN"))
+		ppn, err := strconv.Atoi(os.Getenv(settings.DaemonPPN.Env))
 		if err != nil || ppn < 1 {
-			return "", fmt.Errorf("%s=%q holds {node}: VIGIL_DAEMON_PPN=%q must give the processes per node", daemon.EnvSocket, path, os.Getenv("VIGIL_DAEMON_PPN"))
+			return "", fmt.Errorf("%s=%q holds {node}: %s=%q must give the processes per node", daemon.EnvSocket, path,
+				settings.DaemonPPN.Env, os.Getenv(settings.DaemonPPN.Env))
 		}
 		path = strings.ReplaceAll(path, "{node}", strconv.Itoa(int(rank)/ppn))
 	}
@@ -70,7 +71,7 @@ func vigil_init_daemon(socketPath *C.char, rank C.uint32_t) C.int {
 	inst.dc = cl
 	inst.size = cl.Layout().Procs()
 	inst.bs = &staticBootstrap{staticIdentity: staticIdentity{rank: inst.rank, size: inst.size}}
-	if rc := finishInit(inst, node.CNames); rc != vOK {
+	if rc := finishInit(inst, settings.CNames); rc != vOK {
 		cl.Close(false)
 		return rc
 	}

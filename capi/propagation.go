@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // propagationNames name the propagation settings (node.Config.Broadcast and
@@ -20,12 +19,16 @@ type propagationNames struct {
 
 var (
 	// configNames are vigil_config's fields (vigil_init).
-	configNames = propagationNames{"vigil_config.broadcast", "vigil_config.gossip_step_ns",
-		"vigil_config.gossip_latency_ns", "vigil_config.gossip_t", "vigil_config.gossip_c", "vigil_config.gossip_f"}
+	configNames = namesIn(settings.CNames)
 	// envNames are vigil_init_from_env's variables.
-	envNames = propagationNames{"VIGIL_BROADCAST", "VIGIL_GOSSIP_STEP",
-		"VIGIL_GOSSIP_LATENCY", "VIGIL_GOSSIP_T", "VIGIL_GOSSIP_C", "VIGIL_GOSSIP_F"}
+	envNames = namesIn(settings.EnvNames)
 )
+
+// namesIn names the propagation settings as interface n does.
+func namesIn(n settings.Names) propagationNames {
+	return propagationNames{settings.Broadcast.Name(n), settings.GossipStep.Name(n), settings.GossipLatency.Name(n),
+		settings.GossipT.Name(n), settings.GossipC.Name(n), settings.GossipF.Name(n)}
+}
 
 // checkPropagation checks cfg.Broadcast and cfg.Gossip (zero values: the
 // defaults), naming the caller's settings n in its message. The gossip
@@ -64,32 +67,20 @@ func checkPropagation(cfg node.Config, n propagationNames) error {
 	return nil
 }
 
-// envPropagation reads VIGIL_BROADCAST and VIGIL_GOSSIP_* into cfg and
-// checks them (vigil_init_from_env).
+// envPropagation reads VIGIL_BROADCAST and VIGIL_GOSSIP_* into cfg
+// (settings.ParseEnv) and checks them (vigil_init_from_env). The
+// broadcast is read as text: checkPropagation names the propagations.
 func envPropagation(cfg *node.Config) error {
-	cfg.Broadcast = os.Getenv(envNames.broadcast)
-	for _, d := range []struct {
-		name string
-		dst  *time.Duration
-	}{{envNames.step, &cfg.Gossip.Step}, {envNames.latency, &cfg.Gossip.Latency}} {
-		if v := os.Getenv(d.name); v != "" {
-			x, err := time.ParseDuration(v)
-			if err != nil || x < 0 {
-				return fmt.Errorf("%s=%q is not a duration such as 100us", d.name, v)
-			}
-			*d.dst = x
-		}
-	}
-	for _, i := range []struct {
-		name string
-		dst  *int
-	}{{envNames.t, &cfg.Gossip.T}, {envNames.c, &cfg.Gossip.C}, {envNames.f, &cfg.Gossip.F}} {
-		if v := os.Getenv(i.name); v != "" {
-			x, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s=%q is not an integer", i.name, v)
-			}
-			*i.dst = x
+	cfg.Broadcast = os.Getenv(settings.Broadcast.Env)
+	for _, b := range []struct {
+		s   *settings.Setting
+		dst any
+	}{
+		{settings.GossipStep, &cfg.Gossip.Step}, {settings.GossipLatency, &cfg.Gossip.Latency},
+		{settings.GossipT, &cfg.Gossip.T}, {settings.GossipC, &cfg.Gossip.C}, {settings.GossipF, &cfg.Gossip.F},
+	} {
+		if err := settings.ParseEnv(b.s, os.Getenv, b.dst); err != nil {
+			return err
 		}
 	}
 	return checkPropagation(*cfg, envNames)

@@ -207,10 +207,10 @@ typedef struct vigil_config {
 	                               the correction, 1 to 3 (0: 1) */
 	int64_t gossip_step_ns;     /* o: one step; a rank sends at most one
 	                               gossip and one correction message per step
-	                               (default 100 us) */
+	                               (default 1 ms) */
 	int64_t gossip_latency_ns;  /* L: expected one-way message latency; a
 	                               message counts as arriving ceil(L/o) + 1
-	                               steps after it was sent (default 500 us) */
+	                               steps after it was sent (default 2 ms) */
 	/* A library built before these fields reads a shorter struct_size and
 	 * ignores them (it behaves as VIGIL_PARTITION_CONTINUE). */
 	int partition;              /* what a rank holding most of the job dead
@@ -388,6 +388,8 @@ static inline void vigil_config_init(vigil_config *cfg)
  *   VIGIL_DELTA     suspicion time-out, e.g. 50ms
  *   VIGIL_CHECK, VIGIL_GRACE                 (Go durations: 500us, 2s, ...)
  *                   (bounds: as vigil_config's fields above)
+ *   VIGIL_START_TIMEOUT  bound on vigil_start's exchange (default 60s,
+ *                   up to 1h; vigil_config.start_timeout_ms)
  *   VIGIL_BROADCAST hba | bmg | ocg | ccg | fcg | ctree  (vigil_config.broadcast)
  *   VIGIL_GOSSIP_STEP, VIGIL_GOSSIP_LATENCY  durations, e.g. 100us, 500us
  *   VIGIL_GOSSIP_T, VIGIL_GOSSIP_C, VIGIL_GOSSIP_F  integers

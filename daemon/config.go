@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport"
 	"github.com/vigil-hpc/vigil/transport/tcp"
 )
@@ -85,7 +86,7 @@ type Config struct {
 
 // DefaultBroadcast is Config.Broadcast's default: the binomial graph of
 // seed 003.
-const DefaultBroadcast = "bmg"
+const DefaultBroadcast = settings.DefaultDaemonBroadcast
 
 // nodeConfig is the configuration of the daemons' detector (without the
 // daemon's logger and note handler), after defaults.
@@ -138,7 +139,7 @@ func (c Config) Validate() error {
 	case c.HangTimeout < 0:
 		return fmt.Errorf("daemon: HangTimeout = %v, want > 0 (0: δ)", c.HangTimeout)
 	}
-	// The daemons' detector: the timing (the bounds of node.Settings),
+	// The daemons' detector: the timing (the bounds of the settings table),
 	// Broadcast and Gossip (named Config.Broadcast and Config.Gossip, as
 	// here), and the rest.
 	if err := c.nodeConfig().Validate(); err != nil {

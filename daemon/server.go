@@ -15,11 +15,12 @@ import (
 	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/unixcred"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // EnvSocket names the environment variable that gives local processes the
 // path of their daemon's Unix socket.
-const EnvSocket = "VIGIL_DAEMON_SOCK"
+const EnvSocket = settings.DaemonSocketEnv
 
 // The local protocol, JSON lines over a Unix stream socket:
 //

@@ -3,10 +3,11 @@ package node
 import (
 	"errors"
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // TestTimingBounds: Validate refuses the timing settings out of their
@@ -44,9 +45,9 @@ func TestTimingBounds(t *testing.T) {
 			}
 			continue
 		}
-		var be *BoundError
+		var be *settings.BoundError
 		if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("h=%v δ=%v check=%v grace=%v: %v, want a *BoundError with %q", tc.c.HeartbeatPeriod, tc.c.SuspectTimeout,
+			t.Errorf("h=%v δ=%v check=%v grace=%v: %v, want a *settings.BoundError with %q", tc.c.HeartbeatPeriod, tc.c.SuspectTimeout,
 				tc.c.CheckPeriod, tc.c.StartGrace, err, tc.want)
 		}
 	}
@@ -56,40 +57,29 @@ func TestTimingBounds(t *testing.T) {
 // does.
 func TestBoundErrorNames(t *testing.T) {
 	err := Config{Size: 1, HeartbeatPeriod: time.Millisecond, SuspectTimeout: time.Millisecond}.Validate()
-	var be *BoundError
+	var be *settings.BoundError
 	if !errors.As(err, &be) {
 		t.Fatalf("%v: not a *BoundError", err)
 	}
-	for n, want := range map[Names]string{
-		GoNames:   "Config.SuspectTimeout = 1ms: want ≥ 2 × Config.HeartbeatPeriod = 2ms",
-		FlagNames: "-delta 1ms: want ≥ 2 × -h = 2ms",
-		EnvNames:  "VIGIL_DELTA=1ms: want ≥ 2 × VIGIL_H = 2ms",
-		CNames:    "vigil_config.suspect_ns = 1000000 (1ms): want ≥ 2 × vigil_config.heartbeat_ns = 2ms",
+	for n, want := range map[settings.Names]string{
+		settings.GoNames:   "Config.SuspectTimeout = 1ms: want ≥ 2 × Config.HeartbeatPeriod = 2ms",
+		settings.FlagNames: "-delta 1ms: want ≥ 2 × -h = 2ms",
+		settings.EnvNames:  "VIGIL_DELTA=1ms: want ≥ 2 × VIGIL_H = 2ms",
+		settings.CNames:    "vigil_config.suspect_ns = 1000000 (1ms): want ≥ 2 × vigil_config.heartbeat_ns = 2ms",
 	} {
 		if got := be.In(n); got != want {
 			t.Errorf("names %d: %q, want %q", n, got, want)
 		}
 	}
-	if got := CheckBound(SettingStartTimeout, -time.Millisecond).(*BoundError).In(CNames); !strings.HasPrefix(got, "vigil_config.start_timeout_ms = -1 (-1ms)") {
+	if got := settings.CheckBound(settings.StartTimeout, -time.Millisecond).(*settings.BoundError).In(settings.CNames); !strings.HasPrefix(got, "vigil_config.start_timeout_ms = -1 (-1ms)") {
 		t.Errorf("start time-out: %q", got)
 	}
 }
 
-// TestSettingsTable: every setting has its names and sane bounds, and
-// the defaults of the extreme valid h are valid (no overflow).
-func TestSettingsTable(t *testing.T) {
-	for _, s := range Settings {
-		if s.Field == "" && s.Flag == "" && s.Env == "" && s.C == "" {
-			t.Errorf("%+v: no name", s)
-		}
-		if !s.Bool && (s.Min < 0 || s.Max < s.Min) {
-			t.Errorf("%+v: bounds", s)
-		}
-		if s.Default == "" {
-			t.Errorf("%+v: no default described", s)
-		}
-	}
-	for _, h := range []time.Duration{MinHeartbeatPeriod, MaxHeartbeatPeriod} {
+// TestExtremeDefaults: the defaults of the extreme valid h are valid (no
+// overflow).
+func TestExtremeDefaults(t *testing.T) {
+	for _, h := range []time.Duration{settings.MinHeartbeatPeriod, settings.MaxHeartbeatPeriod} {
 		c := Config{Size: 2, HeartbeatPeriod: h}
 		if err := c.Validate(); err != nil {
 			t.Errorf("h = %v with defaults: %v", h, err)
@@ -101,17 +91,5 @@ func TestSettingsTable(t *testing.T) {
 	}
 	if satAdd(math.MaxInt64-1, 5) != math.MaxInt64 || satMul(math.MaxInt64/2, 3) != math.MaxInt64 || satMul(time.Second, 5) != 5*time.Second {
 		t.Error("saturating arithmetic")
-	}
-}
-
-// TestBoundsDoc: docs/configuration-bounds.md lists Settings as
-// BoundsMarkdown renders them.
-func TestBoundsDoc(t *testing.T) {
-	b, err := os.ReadFile("../docs/configuration-bounds.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := BoundsMarkdown(); !strings.Contains(string(b), want) {
-		t.Errorf("docs/configuration-bounds.md does not hold the table of node.Settings; it should read:\n%s", want)
 	}
 }

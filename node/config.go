@@ -11,6 +11,7 @@ import (
 	"github.com/vigil-hpc/vigil/era"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport"
 )
 
@@ -27,7 +28,7 @@ type Config struct {
 	// HeartbeatPeriod plus the worst message delay and scheduling hiccup the
 	// platform shows, or live ranks will be suspected.
 	//
-	// The timing settings have bounds (Settings, checked by Validate):
+	// The timing settings have bounds (package settings, checked by Validate):
 	// h from 10µs to 1 minute (50µs with RealTime), δ from max(2 × h,
 	// 100µs) to 1 hour, the check period from 10µs to δ, the grace up to 2
 	// hours.
@@ -142,12 +143,12 @@ type Config struct {
 	Slots *transport.Slots
 }
 
-// Defaults.
+// Defaults (the settings table's).
 const (
-	DefaultHeartbeatPeriod = 10 * time.Millisecond
-	DefaultStartGrace      = 2 * time.Second
-	DefaultAgreeResend     = 250 * time.Millisecond
-	DefaultMendProbe       = 16
+	DefaultHeartbeatPeriod = settings.DefaultHeartbeatPeriod
+	DefaultStartGrace      = settings.DefaultStartGrace
+	DefaultAgreeResend     = settings.DefaultAgreeResend
+	DefaultMendProbe       = settings.DefaultMendProbe
 )
 
 // WithDefaults returns c with its unset optional fields at their
@@ -161,7 +162,7 @@ func (c Config) withDefaults() Config {
 		c.HeartbeatPeriod = DefaultHeartbeatPeriod
 	}
 	if c.SuspectTimeout == 0 {
-		c.SuspectTimeout = max(satMul(c.HeartbeatPeriod, 5), MinSuspectTimeout)
+		c.SuspectTimeout = max(satMul(c.HeartbeatPeriod, 5), settings.MinSuspectTimeout)
 	}
 	if c.CheckPeriod == 0 {
 		c.CheckPeriod = max(c.SuspectTimeout/8, c.HeartbeatPeriod)
@@ -180,7 +181,7 @@ func (c Config) withDefaults() Config {
 		c.MendEarly = time.Duration(hb.EarlyProbeAfter(int64(c.SuspectTimeout), check))
 	}
 	if c.Broadcast == "" {
-		c.Broadcast = "hba"
+		c.Broadcast = settings.DefaultBroadcast
 	}
 	if c.Gossip.Step == 0 {
 		c.Gossip.Step = DefaultGossipStep
@@ -206,8 +207,9 @@ func (c Config) housekeeping() time.Duration {
 }
 
 // Validate reports the first bad field, after defaults are applied. The
-// timing settings are checked against their bounds (Settings) first; such
-// an error is a *BoundError, which front ends rename (BoundError.In).
+// timing settings are checked against their bounds (the settings table)
+// first; such an error is a *settings.BoundError, which front ends rename
+// (settings.BoundError.In).
 func (c Config) Validate() error {
 	if err := checkTiming(c, c.withDefaults()); err != nil {
 		return err
@@ -247,12 +249,12 @@ func (c Config) Validate() error {
 }
 
 // Broadcasts lists the names Config.Broadcast accepts.
-var Broadcasts = []string{"hba", "bmg", "ocg", "ccg", "fcg", "ctree"}
+var Broadcasts = settings.Broadcasts
 
-// Defaults of GossipConfig.
+// Defaults of GossipConfig (the settings table's).
 const (
-	DefaultGossipStep    = time.Millisecond
-	DefaultGossipLatency = 2 * time.Millisecond
+	DefaultGossipStep    = settings.DefaultGossipStep
+	DefaultGossipLatency = settings.DefaultGossipLatency
 )
 
 // GossipConfig tunes the corrected gossips (bcast.GossipConfig).

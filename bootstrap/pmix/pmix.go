@@ -49,6 +49,7 @@ import (
 	"sync"
 
 	"github.com/vigil-hpc/vigil/bootstrap"
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // ErrNotBuilt is returned by Join in a binary built without cgo.
@@ -61,7 +62,7 @@ var ErrNoLibrary = errors.New("pmix: cannot load the PMIx library")
 
 // EnvLibrary names the PMIx library to load at run time (default
 // libpmix.so.2, found by the dynamic loader).
-const EnvLibrary = "VIGIL_LIBPMIX"
+const EnvLibrary = settings.LibPMIxEnv
 
 // Environment variables a PMIx server sets for the processes it launches.
 const (

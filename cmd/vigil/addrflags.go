@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
 
@@ -12,20 +13,22 @@ type addrFlags struct {
 	bind, advertise, include, exclude string
 }
 
-var addrFlagNames = netaddr.Names{Bind: "-bind", Advertise: "-advertise", Include: "-if-include", Exclude: "-if-exclude"}
+var addrFlagNames = netaddr.Names{Bind: settings.Bind.Name(settings.FlagNames), Advertise: settings.Advertise.Name(settings.FlagNames),
+	Include: settings.IfInclude.Name(settings.FlagNames), Exclude: settings.IfExclude.Name(settings.FlagNames)}
 
 func (a *addrFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.bind, "bind", "", "address to listen on: ip, ip:port or :port (default: the published address)")
-	fs.StringVar(&a.advertise, "advertise", "", "address published to the other ranks: ip or ip:port (default: chosen from the interfaces: loopback when the job runs on one host)")
-	fs.StringVar(&a.include, "if-include", "", "interfaces and subnets to choose the published address from, such as ib0,10.1.0.0/16 (like Open MPI's oob_tcp_if_include)")
-	fs.StringVar(&a.exclude, "if-exclude", "", "interfaces and subnets never to publish (like oob_tcp_if_exclude)")
+	settingVar(fs, "bind", &a.bind)
+	settingVar(fs, "advertise", &a.advertise)
+	settingVar(fs, "if-include", &a.include)
+	settingVar(fs, "if-exclude", &a.exclude)
 }
 
 // args renders the flags that are set back for child agents.
 func (a *addrFlags) args() []string {
 	var out []string
-	for _, f := range []struct{ name, v string }{{"-bind", a.bind}, {"-advertise", a.advertise},
-		{"-if-include", a.include}, {"-if-exclude", a.exclude}} {
+	n := addrFlagNames
+	for _, f := range []struct{ name, v string }{{n.Bind, a.bind}, {n.Advertise, a.advertise},
+		{n.Include, a.include}, {n.Exclude, a.exclude}} {
 		if f.v != "" {
 			out = append(out, f.name, f.v)
 		}

@@ -16,16 +16,30 @@ import (
 	"github.com/vigil-hpc/vigil/node"
 )
 
-func agentMain(args []string) error {
+// agentOptions are vigil agent's flags.
+type agentOptions struct {
+	df          detectorFlags
+	af          agreeFlags // agree.go
+	nf          addrFlags  // addrflags.go
+	statsEvery  time.Duration
+	metricsAddr string
+}
+
+// agentFlags defines vigil agent's flags from the settings table.
+func agentFlags() (*flag.FlagSet, *agentOptions) {
+	o := new(agentOptions)
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	var df detectorFlags
-	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
-	var af agreeFlags // agree.go
-	af.register(fs)
-	var nf addrFlags // addrflags.go
-	nf.register(fs)
-	statsEvery := duration(fs, "stats-every", 0, "print a stats line this often (0: only at SIGUSR1 and at the end)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics over HTTP at host:port/metrics (no host, as in :9464: loopback only; 0.0.0.0: every interface, with a warning; port 0: a free port, printed in the ready line; at most 32 connections, idle ones closed after 5s; default: no endpoint)")
+	o.df.register(fs)
+	o.af.register(fs)
+	o.nf.register(fs)
+	settingVar(fs, "stats-every", &o.statsEvery)
+	settingVar(fs, "metrics-addr", &o.metricsAddr)
+	return fs, o
+}
+
+func agentMain(args []string) error {
+	fs, o := agentFlags()
+	df, af, nf, statsEvery, metricsAddr := &o.df, &o.af, &o.nf, &o.statsEvery, &o.metricsAddr
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}

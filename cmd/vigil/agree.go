@@ -36,10 +36,10 @@ type agreeFlags struct {
 }
 
 func (a *agreeFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&a.count, "agree-loop", 0, "run this many agreements in a loop after start-up (0: none)")
-	fs.StringVar(&a.dir, "agree-log", "", "with -agree-loop: write each decision to DIR/rank<r>.log (default: no log)")
-	durationVar(fs, &a.timeout, "agree-timeout", 60*time.Second, "with -agree-loop: give up (and log an error) when one agreement takes longer")
-	durationVar(fs, &a.pause, "agree-pause", 0, "with -agree-loop: wait this long after each agreement (0: back to back)")
+	settingVar(fs, "agree-loop", &a.count)
+	settingVar(fs, "agree-log", &a.dir)
+	settingVar(fs, "agree-timeout", &a.timeout)
+	settingVar(fs, "agree-pause", &a.pause)
 }
 
 // agreeContrib is rank r's contribution to agreement k: 8 pseudo-random

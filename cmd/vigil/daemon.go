@@ -21,6 +21,7 @@ import (
 	"github.com/vigil-hpc/vigil/daemon"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
+	"github.com/vigil-hpc/vigil/settings"
 	"github.com/vigil-hpc/vigil/transport/netaddr"
 )
 
@@ -44,34 +45,44 @@ type daemonLine struct {
 	Metrics string `json:"metrics,omitempty"`
 }
 
-// daemonMain runs one node's daemon (seed 003's node-level mode), or, with
-// -attach, one local process attached to its daemon that prints the
-// failures it is told.
-func daemonMain(args []string) error {
+// daemonOptions are vigil daemon's flags.
+type daemonOptions struct {
+	node                        uint
+	peers, listen, sock, attach string
+	nf                          addrFlags // addrflags.go; without -peers, -advertise and -if-* choose the published address
+	ppn, spawn, rank, pin       int
+	jobID                       uint64
+	h, delta, hang              time.Duration
+	keepHung, realtime          bool
+	lf                          logFlags // logflags.go: -log-level, -log-json, -v
+	metricsAddr, transport      string
+	df                          daemonDetectorFlags // daemon_flags.go: -broadcast and -gossip-*, as the agent's
+}
+
+// daemonFlags defines vigil daemon's flags from the settings table.
+func daemonFlags() (*flag.FlagSet, *daemonOptions) {
+	o := new(daemonOptions)
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
-	nodeIdx := fs.Uint("node", 0, "this daemon's node index (with -peers)")
-	peers := fs.String("peers", "", "comma-separated ip:port of every daemon, in node order (default: one daemon per rank of the launcher's job, addresses exchanged through PMIx or vigil run)")
-	listen := fs.String("listen", "", "listen address (default this node's entry of -peers; the same as -bind)")
-	var nf addrFlags // addrflags.go; without -peers, -advertise and -if-* choose the published address
-	nf.register(fs)
-	ppn := fs.Int("ppn", 0, "application processes per node (rank r runs on node r/ppn)")
-	jobID := fs.Uint64("job-id", 0, "with -peers, the job ID shared by the daemons (default: derived from the key, so that jobs with different keys never share one)")
-	h := duration(fs, "h", 20*time.Millisecond, "heartbeat period between daemons")
-	delta := duration(fs, "delta", 200*time.Millisecond, "suspicion time-out δ between daemons")
-	hang := duration(fs, "hang", 0, "hang time-out of local processes (default δ)")
-	keepHung := fs.Bool("keep-hung", false, "report hung local processes but do not kill them")
-	spawnN := fs.Int("spawn", 0, "start the command for the first N hosted ranks only (default all)")
-	sock := fs.String("sock", "", "Unix socket for local processes ({node} is replaced by the node index)")
-	attach := fs.String("attach", "", "attach to the daemon at this socket as -rank and print its events (default $"+daemon.EnvSocket+")")
-	rank := fs.Int("rank", -1, "with -attach: this process's rank (default $VIGIL_RANK)")
-	var lf logFlags // logflags.go: -log-level, -log-json, -v
-	lf.register(fs)
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics of this daemon's detector over HTTP at host:port/metrics (no host, as in :9464: loopback only; 0.0.0.0: every interface, with a warning; port 0: a free port, printed in the ready line; at most 32 connections, idle ones closed after 5s; default: no endpoint)")
-	pin := fs.Int("pin", -1, "pin the heartbeat thread to this CPU (-1: not pinned)")
-	tport := fs.String("transport", "tcp", "the daemons' transport: tcp, or verbs (RDMA; launcher bootstrap only; falls back to tcp with a warning when no RDMA device is there)")
-	realtime := fs.Bool("realtime", true, "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)")
-	var df daemonDetectorFlags // daemon_flags.go: -broadcast and -gossip-*, as the agent's
-	df.register(fs)
+	settingVar(fs, "node", &o.node)
+	settingVar(fs, "peers", &o.peers)
+	settingVar(fs, "listen", &o.listen)
+	o.nf.register(fs)
+	settingVar(fs, "ppn", &o.ppn)
+	settingVar(fs, "job-id", &o.jobID)
+	settingVar(fs, "h", &o.h)
+	settingVar(fs, "delta", &o.delta)
+	settingVar(fs, "hang", &o.hang)
+	settingVar(fs, "keep-hung", &o.keepHung)
+	settingVar(fs, "spawn", &o.spawn)
+	settingVar(fs, "sock", &o.sock)
+	settingVar(fs, "attach", &o.attach)
+	settingVar(fs, "rank", &o.rank)
+	o.lf.register(fs)
+	settingVar(fs, "metrics-addr", &o.metricsAddr)
+	settingVar(fs, "pin", &o.pin)
+	settingVar(fs, "transport", &o.transport)
+	settingVar(fs, "realtime", &o.realtime)
+	o.df.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
 			"       mpirun --map-by ppr:1:node vigil daemon [-ppn K -sock path] [-- command args]\n"+
@@ -80,6 +91,17 @@ func daemonMain(args []string) error {
 			"once per hosted rank with VIGIL_RANK, VIGIL_NODE and %s set.\n", daemon.EnvSocket)
 		fs.PrintDefaults()
 	}
+	return fs, o
+}
+
+// daemonMain runs one node's daemon (seed 003's node-level mode), or, with
+// -attach, one local process attached to its daemon that prints the
+// failures it is told.
+func daemonMain(args []string) error {
+	fs, o := daemonFlags()
+	nodeIdx, peers, listen, nf, ppn, jobID := &o.node, &o.peers, &o.listen, &o.nf, &o.ppn, &o.jobID
+	h, delta, hang, keepHung, spawnN, sock, attach, rank := &o.h, &o.delta, &o.hang, &o.keepHung, &o.spawn, &o.sock, &o.attach, &o.rank
+	lf, metricsAddr, pin, tport, realtime, df := &o.lf, &o.metricsAddr, &o.pin, &o.transport, &o.realtime, &o.df
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}
@@ -111,8 +133,8 @@ func daemonMain(args []string) error {
 		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
 		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
 	}
-	if *tport != "tcp" && *tport != "verbs" {
-		return usageErrorf("daemon: -transport %q, want tcp or verbs", *tport)
+	if err := settings.CheckChoice(settings.ByFlag("daemon", "transport"), settings.FlagNames, *tport); err != nil {
+		return usageErrorf("daemon: %v", err)
 	}
 	switch {
 	case *ppn < 0:

@@ -55,13 +55,27 @@ type kill struct {
 	after time.Duration
 }
 
-func demoMain(args []string) error {
+// demoOptions are vigil demo's flags.
+type demoOptions struct {
+	n, perHost int
+	settle     time.Duration
+	df         detectorFlags
+}
+
+// demoFlags defines vigil demo's flags from the settings table.
+func demoFlags() (*flag.FlagSet, *demoOptions) {
+	o := new(demoOptions)
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	n := fs.Int("n", 16, "number of ranks")
-	settle := duration(fs, "settle", time.Second, "time to let the ring settle before the first kill")
-	perHost := fs.Int("ranks-per-host", 4, "pretend the ranks are placed this many per host (rank r on host r/k), as vigil run -ranks-per-host: the fourth scenario kills host 0 (0: no host labels; it kills ranks 0-3)")
-	var df detectorFlags
-	df.register(fs, 10*time.Millisecond, 50*time.Millisecond)
+	settingVar(fs, "n", &o.n)
+	settingVar(fs, "settle", &o.settle)
+	settingVar(fs, "ranks-per-host", &o.perHost)
+	o.df.register(fs)
+	return fs, o
+}
+
+func demoMain(args []string) error {
+	fs, o := demoFlags()
+	n, settle, perHost, df := &o.n, &o.settle, &o.perHost, &o.df
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}

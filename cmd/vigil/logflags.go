@@ -16,9 +16,9 @@ type logFlags struct {
 }
 
 func (l *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.level, "log-level", "warn", "stderr log level: debug, info, warn or error")
-	fs.BoolVar(&l.json, "log-json", false, "log to stderr as JSON objects, one per line (log/slog's JSON handler)")
-	fs.BoolVar(&l.verbose, "v", false, "log protocol activity to stderr: the same as -log-level info")
+	settingVar(fs, "log-level", &l.level)
+	settingVar(fs, "log-json", &l.json)
+	settingVar(fs, "v", &l.verbose)
 }
 
 // slogLevel returns the level the flags ask for.

@@ -16,6 +16,7 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/settings"
 )
 
 // maxLocalRanks bounds vigil run's job: every rank is an agent process on
@@ -49,21 +50,36 @@ flags:
 // configure vigil's own agents.
 var programFlags = map[string]bool{"n": true, "t": true, "ranks-per-host": true}
 
-func runMain(args []string) error {
-	start, startMono := time.Now(), node.Mono()
+// runOptions are vigil run's flags.
+type runOptions struct {
+	n, perHost  int
+	dur         time.Duration
+	metricsAddr string
+	df          detectorFlags
+	nf          addrFlags
+}
+
+// runFlags defines vigil run's flags from the settings table.
+func runFlags() (*flag.FlagSet, *runOptions) {
+	o := new(runOptions)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runUsage)
 		fs.PrintDefaults()
 	}
-	n := fs.Int("n", 4, "number of ranks")
-	dur := duration(fs, "t", 0, "stop the job after this long, as SIGTERM would (0: until interrupted)")
-	perHost := fs.Int("ranks-per-host", 0, "pretend the ranks are placed this many per host (rank r on host r/k), for host-aware block mending on one machine (0: no hosts)")
-	metricsAddr := fs.String("metrics-addr", "", "every agent serves Prometheus metrics over HTTP at host:0/metrics, each on a free port, printed at start-up (the agents share the host, so the port must be 0; default: no endpoint)")
-	var df detectorFlags
-	df.register(fs, node.DefaultHeartbeatPeriod, 5*node.DefaultHeartbeatPeriod)
-	var nf addrFlags
-	nf.register(fs)
+	settingVar(fs, "n", &o.n)
+	settingVar(fs, "t", &o.dur)
+	settingVar(fs, "ranks-per-host", &o.perHost)
+	settingVar(fs, "metrics-addr", &o.metricsAddr)
+	o.df.register(fs)
+	o.nf.register(fs)
+	return fs, o
+}
+
+func runMain(args []string) error {
+	start, startMono := time.Now(), node.Mono()
+	fs, o := runFlags()
+	n, dur, perHost, metricsAddr, df, nf := &o.n, &o.dur, &o.perHost, &o.metricsAddr, &o.df, &o.nf
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}
@@ -80,8 +96,8 @@ func runMain(args []string) error {
 	} else if *perHost > 0 {
 		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(*perHost)}
 	}
-	if err := node.CheckBound(node.SettingRunFor, *dur); err != nil {
-		return usageError{errors.New(err.(*node.BoundError).In(node.FlagNames))}
+	if err := settings.CheckBound(settings.RunFor, *dur); err != nil {
+		return usageError{errors.New(err.(*settings.BoundError).In(settings.FlagNames))}
 	}
 	if prog != nil {
 		var agentOnly []string

@@ -1,16 +1,20 @@
 package netaddr
 
-import "os"
+import (
+	"os"
+
+	table "github.com/vigil-hpc/vigil/settings"
+)
 
 // Environment variables holding the settings of processes configured
 // through their environment (libvigil's vigil_init_from_env and vigil_init,
 // the PMPI library).
 const (
-	EnvBind      = "VIGIL_BIND"
-	EnvListen    = "VIGIL_LISTEN" // the older name of VIGIL_BIND
-	EnvAdvertise = "VIGIL_ADVERTISE"
-	EnvInclude   = "VIGIL_IF_INCLUDE"
-	EnvExclude   = "VIGIL_IF_EXCLUDE"
+	EnvBind      = table.BindEnv
+	EnvListen    = table.ListenEnv // the older name of VIGIL_BIND
+	EnvAdvertise = table.AdvertiseEnv
+	EnvInclude   = table.IfIncludeEnv
+	EnvExclude   = table.IfExcludeEnv
 )
 
 // EnvNames names the settings after their environment variables.
