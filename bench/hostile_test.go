@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/hostile"
 )
 
 // TestHostileShort runs the hostile checks briefly against real agents: a
@@ -30,11 +33,11 @@ func TestHostileShort(t *testing.T) {
 			t.Errorf("flood run %d: %d reports, %.0f kernel drops, rejected %v", r.Run, r.Reports, r.KernelDrops, r.Rejected)
 		}
 	}
-	c, err := startCapture(1)
+	c, err := hostile.StartCapture("lo", netip.MustParseAddrPort("127.0.0.1:1"))
 	if err != nil {
 		t.Skipf("the flood passed; the replay needs a packet capture: %v", err)
 	}
-	c.stop()
+	c.Stop()
 	cfg.Heartbeat = "udp"
 	replays, err := HostileReplay(ctx, cfg)
 	if err != nil {

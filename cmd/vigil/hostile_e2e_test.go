@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -174,7 +175,8 @@ func closedByPeer(cs []net.Conn, wait time.Duration) int {
 // idle connections to rank 2's port: its file descriptors stay within 64
 // (the cap on connections without a Hello); (d) as another user, connects
 // 2,000 times to rank 3's shared-memory socket: at most one WARN line per
-// second. The agents' soft limit on open files, lowered to 4096 for them,
+// second; and cannot open rank 3's environment (the job key), memory or
+// file descriptors (the region's memfd) under /proc. The agents' soft limit on open files, lowered to 4096 for them,
 // is raised to the hard limit; the rejected frames are logged once per
 // second per reason at most; no live rank is reported dead.
 func TestE2EHostileResourceCaps(t *testing.T) {
@@ -313,7 +315,7 @@ func TestE2EHostileResourceCaps(t *testing.T) {
 		bin := copyForAll(t, os.Args[0])
 		connect := func(times int) {
 			cmd := exec.Command(bin)
-			cmd.Env = append(os.Environ(), envShmConnect+"="+sock+","+strconv.Itoa(times))
+			cmd.Env = append(os.Environ(), envShmConnect+"="+sock+","+strconv.Itoa(times)+","+strconv.Itoa(pid(3)))
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -373,15 +375,41 @@ func copyForAll(t *testing.T, path string) string {
 }
 
 // envShmConnect names the shared-memory socket the test binary, run again
-// as another user, connects to (shmConnectMain).
+// as another user, connects to (shmConnectMain), and the agent's pid.
 const envShmConnect = "VIGIL_TEST_SHM_CONNECT"
 
 // shmConnectMain connects to the abstract socket named by
-// $VIGIL_TEST_SHM_CONNECT ("name,times") and says how many connections
-// the agent took.
+// $VIGIL_TEST_SHM_CONNECT ("name,times,pid") and says how many connections
+// the agent took; then it tries the other ways to the agent's memory and
+// key, its file descriptors (the region's memfd among them) and its
+// environment under /proc, and exits 2 if one opens.
 func shmConnectMain() {
-	name, n, _ := strings.Cut(os.Getenv(envShmConnect), ",")
+	f := strings.Split(os.Getenv(envShmConnect), ",")
+	name, n := f[0], f[1]
 	times, _ := strconv.Atoi(n)
+	if len(f) > 2 {
+		var opened []string
+		paths := []string{"/proc/" + f[2] + "/environ", "/proc/" + f[2] + "/mem"}
+		for fd := range 64 {
+			paths = append(paths, fmt.Sprintf("/proc/%s/fd/%d", f[2], fd))
+		}
+		for _, p := range paths {
+			if fh, err := os.OpenFile(p, os.O_RDWR, 0); err == nil || !errors.Is(err, os.ErrPermission) && !errors.Is(err, os.ErrNotExist) {
+				opened = append(opened, fmt.Sprintf("%s (%v)", p, err))
+				if err == nil {
+					fh.Close()
+				}
+			} else if fh, err := os.Open(p); err == nil {
+				opened = append(opened, p+" (read)")
+				fh.Close()
+			}
+		}
+		if len(opened) > 0 {
+			fmt.Printf("opened as another user: %v\n", opened)
+			os.Exit(2)
+		}
+		fmt.Printf("%d paths under /proc/%s (environ, mem, fd/0-63) refused\n", len(paths), f[2])
+	}
 	ok := 0
 	for range times {
 		c, err := net.Dial("unix", name)
@@ -414,7 +442,7 @@ func shmSocketOf(pid int) (string, error) {
 			inodes[strings.TrimSuffix(ino, "]")] = true
 		}
 	}
-	f, err := os.Open("/proc/net/unix")
+	f, err := os.Open(fmt.Sprintf("/proc/%d/net/unix", pid)) // its network namespace's
 	if err != nil {
 		return "", err
 	}

@@ -61,11 +61,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -97,13 +97,13 @@ type Transport struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	mu  sync.Mutex // guards out, in, pending, stop
-	out map[ranks.Rank]*peer
-	in  map[net.Conn]bool // incoming connections: true until their Hello (pending)
-	// pending lists the incoming connections without a Hello yet, oldest
-	// first (MaxPending caps them).
-	pending []net.Conn
-	stop    bool // set under mu by Close: no new goroutines
+	mu   sync.Mutex // guards out, in, stop
+	out  map[ranks.Rank]*peer
+	in   map[net.Conn]struct{} // incoming connections
+	stop bool                  // set under mu by Close: no new goroutines
+	// pending holds the incoming connections without a Hello yet
+	// (MaxPending caps them, the oldest evicted).
+	pending *limit.Pending
 
 	hb      *hbSocket            // heartbeats (udp.go)
 	hbFrame *wire.HeartbeatFrame // the emitter thread's
@@ -150,7 +150,8 @@ func Listen(cfg Config) (*Transport, error) {
 		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
 		done:      make(chan struct{}),
 		out:       make(map[ranks.Rank]*peer),
-		in:        make(map[net.Conn]bool),
+		in:        make(map[net.Conn]struct{}),
+		pending:   limit.NewPending(cfg.MaxPending),
 		rejected:  make(map[string]uint64),
 		lastLog:   make(map[string]time.Time),
 		muted:     make(map[string]uint64),
@@ -734,14 +735,8 @@ func (t *Transport) acceptLoop() {
 			c.Close()
 			return
 		}
-		var evicted net.Conn
-		if len(t.pending) >= t.cfg.MaxPending {
-			evicted = t.pending[0]
-			t.pending = t.pending[1:]
-			t.in[evicted] = false
-		}
-		t.in[c] = true
-		t.pending = append(t.pending, c)
+		evicted := t.pending.Add(c)
+		t.in[c] = struct{}{}
 		t.wg.Add(1)
 		t.mu.Unlock()
 		if evicted != nil {
@@ -756,10 +751,8 @@ func (t *Transport) acceptLoop() {
 func (t *Transport) serve(c net.Conn) {
 	defer t.wg.Done()
 	defer func() {
+		t.pending.Done(c)
 		t.mu.Lock()
-		if t.in[c] {
-			t.unpend(c)
-		}
 		delete(t.in, c)
 		t.mu.Unlock()
 		c.Close()
@@ -803,12 +796,7 @@ func (t *Transport) serve(c net.Conn) {
 		case wire.Hello:
 			_ = c.SetReadDeadline(time.Time{})
 			codec.SetReadLimit(0)
-			t.mu.Lock()
-			if t.in[c] {
-				t.in[c] = false
-				t.unpend(c)
-			}
-			t.mu.Unlock()
+			t.pending.Done(c)
 		case wire.Heartbeat:
 			t.reject(wire.ReasonBadType, errors.New("heartbeat on a message connection"), c)
 			return
@@ -819,13 +807,6 @@ func (t *Transport) serve(c net.Conn) {
 		case wire.Bye:
 			return
 		}
-	}
-}
-
-// unpend removes c from t.pending; t.mu is held.
-func (t *Transport) unpend(c net.Conn) {
-	if i := slices.Index(t.pending, c); i >= 0 {
-		t.pending = slices.Delete(t.pending, i, i+1)
 	}
 }
 

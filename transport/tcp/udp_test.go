@@ -2,11 +2,13 @@ package tcp
 
 import (
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vigil-hpc/vigil/heartbeat"
+	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -289,6 +291,76 @@ func TestWatchedLaneIgnoresFlood(t *testing.T) {
 	cl.ts[0].SweepHeartbeats()
 	if got := cl.ts[0].Stats().Rejected; got[wire.ReasonBadVersion] == 0 || got[wire.ReasonBadVersion] > drainBudget*drainBatch {
 		t.Fatalf("one sweep rejected %d junk datagrams, want 1 to %d", got[wire.ReasonBadVersion], drainBudget*drainBatch)
+	}
+}
+
+// TestWatchedLaneSpoofedSource: datagrams whose source address and port
+// are forged to be the watched emitter's (a raw socket: root on the host,
+// or an attacker off it) do reach the watched lane: the connected
+// socket's kernel filter matches addresses, which they carry. Each fails
+// its tag and is counted (bad_tag, or bad_magic for random bytes); none
+// moves the emitter's word. Under a flood of them beyond the lane's
+// buffer, the kernel drops there, counted, and takes the emitter's real
+// heartbeats with the junk: how many of rank 1's heartbeats still landed
+// is logged, what a flood at a rate the check cannot drain costs.
+func TestWatchedLaneSpoofedSource(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	cl.ts[0].WatchHeartbeats(1)
+	src, err := netip.ParseAddrPort(cl.ts[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := netip.ParseAddrPort(cl.ts[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := hostile.NewSpoofer(src, dst)
+	if err != nil {
+		t.Skipf("no raw socket: %v", err)
+	}
+	defer sp.Close()
+	forged := make([]byte, 64)
+	n := cl.ts[1].HeartbeatSigner()(forged, 0, 1_000_000)
+	forged = forged[:n]
+	forged[n-1] ^= 1 // a heartbeat of rank 1 to rank 0 with a wrong tag, and a huge sequence
+	junk := make([][]byte, 64)
+	for i := range junk {
+		junk[i] = forged
+	}
+	sp.Load(junk)
+	// (a) 64 spoofed datagrams: all in the lane, all refused.
+	if k, err := sp.Send(); err != nil || k != 64 {
+		t.Fatalf("sent %d of 64: %v", k, err)
+	}
+	waitFor(t, "the spoofed datagrams in the lane", func() bool {
+		cl.ts[0].drain(true) // the lane alone
+		return cl.ts[0].Stats().Rejected[wire.ReasonBadTag] == 64
+	})
+	if got := cl.slots[0].Load(1); got != 0 {
+		t.Fatalf("spoofed datagrams moved rank 1's word to %d", got)
+	}
+	// (b) a flood of them, far beyond the lane's buffer, amid rank 1's
+	// heartbeats.
+	before := cl.ts[0].Stats().KernelDropped
+	var seq uint64
+	for range 625 { // 40,000 datagrams
+		_, _ = sp.Send()
+		seq++
+		if err := cl.ts[1].SendHeartbeat(0, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "kernel drops counted", func() bool { return cl.ts[0].Stats().KernelDropped > before })
+	for range 100 {
+		cl.ts[0].drain(true)
+	}
+	got := cl.slots[0].Load(1)
+	rej := cl.ts[0].Stats().Rejected
+	t.Logf("flood of 40,000 spoofed datagrams: %d kernel drops, %d refused (bad_tag), rank 1's word at %d of %d heartbeats sent",
+		cl.ts[0].Stats().KernelDropped-before, rej[wire.ReasonBadTag]-64, got, seq)
+	if got > seq || rej[wire.ReasonBadTag] <= 64 {
+		t.Fatalf("word %d (%d sent), %d refused: the spoofed frames must be refused, none stored", got, seq, rej[wire.ReasonBadTag])
 	}
 }
 
