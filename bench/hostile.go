@@ -44,8 +44,10 @@ type HostileConfig struct {
 	// Burners adds that many CPU burners during the floods (0: none).
 	Burners int
 	// Spoof makes the floods forge their source: agent 0's address and
-	// port, the emitter agent 1 watches (a raw socket: CAP_NET_RAW).
-	Spoof bool
+	// port, the emitter agent 1 watches (a raw socket: CAP_NET_RAW), at
+	// most SpoofRate datagrams a second (0: as fast as one sender can).
+	Spoof     bool
+	SpoofRate float64
 	// Log receives progress lines, and AgentLog the agents' stderr (nil:
 	// none).
 	Log, AgentLog io.Writer
@@ -166,7 +168,7 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 		if cfg.Spoof {
 			var src netip.AddrPort
 			if src, err = netip.ParseAddrPort(a.Ready()[0].Addr); err == nil {
-				sent, d, err = hostile.SpoofFlood(fctx, src, dst, junk)
+				sent, d, err = hostile.SpoofFlood(fctx, src, dst, junk, cfg.SpoofRate)
 			}
 		} else {
 			sent, d, err = hostile.Flood(fctx, dst, junk)

@@ -62,8 +62,9 @@ func Flood(ctx context.Context, dst netip.AddrPort, dgrams [][]byte) (uint64, ti
 }
 
 // SpoofFlood is Flood from a forged source, src (a Spoofer: one sendmmsg
-// of len(dgrams) datagrams at a time, no GSO).
-func SpoofFlood(ctx context.Context, src, dst netip.AddrPort, dgrams [][]byte) (uint64, time.Duration, error) {
+// of len(dgrams) datagrams at a time, no GSO), at most rate datagrams a
+// second (0: as fast as it can).
+func SpoofFlood(ctx context.Context, src, dst netip.AddrPort, dgrams [][]byte, rate float64) (uint64, time.Duration, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	sp, err := NewSpoofer(src, dst)
@@ -78,6 +79,11 @@ func SpoofFlood(ctx context.Context, src, dst netip.AddrPort, dgrams [][]byte) (
 		if k, err := sp.Send(); err == nil {
 			sent += uint64(k)
 		} // ENOBUFS: go on
+		if rate > 0 {
+			if ahead := time.Duration(float64(sent)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		}
 	}
 	return sent, time.Since(start), nil
 }

@@ -418,6 +418,7 @@ func hostileMain(args []string) error {
 	floodFor := fs.Duration("flood", 30*time.Second, "how long each UDP port is flooded")
 	runs := fs.Int("runs", 10, "flood runs per heartbeat path, and replay runs (each with a run without replay)")
 	burners := fs.Int("burners", 0, "CPU burners during the floods")
+	spoofRate := fs.Float64("spoof-rate", 0, "datagrams per second of the spoof check's flood (0: as fast as one sender can)")
 	checks := fs.String("checks", "flood,replay", "which checks: flood, replay, spoof (the flood from the forged address of the emitter the flooded agent watches: CAP_NET_RAW)")
 	agentLog := fs.String("agent-log", "", "append the agents' stderr to this file (default: discarded)")
 	if err := fs.Parse(args); err != nil {
@@ -464,7 +465,7 @@ func hostileMain(args []string) error {
 		}
 		if strings.Contains(*checks, "spoof") {
 			sc := cfg
-			sc.Spoof = true
+			sc.Spoof, sc.SpoofRate = true, *spoofRate
 			spoofs, err := bench.HostileFlood(ctx, sc)
 			if err != nil {
 				return err
