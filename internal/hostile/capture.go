@@ -25,7 +25,9 @@ func StartCapture(dev string, src netip.AddrPort) (*Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	proto := uint16(unix.ETH_P_IP)
+	// Every protocol: a tap of one protocol comes after a bridge port's
+	// handler, which takes the frames it forwards.
+	proto := uint16(unix.ETH_P_ALL)
 	proto = proto<<8 | proto>>8 // network byte order
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
 	if err != nil {
