@@ -65,6 +65,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -512,7 +514,7 @@ func (t *Transport) WatchHeartbeats(from ranks.Rank) {
 	if r >= int64(t.cfg.N) {
 		r = -1
 	}
-	if err := t.hb.watch(r); err != nil {
+	if err := t.hb.watch(r, t.laneFilterFor(r)); err != nil {
 		t.logLimited("watch", slog.LevelWarn, "tcp: connecting the watched emitter's heartbeat socket", "emitter", from, "err", err)
 	}
 	if r >= 0 && from != t.cfg.Self {
@@ -534,7 +536,19 @@ func (t *Transport) HeartbeatSweepFD() int {
 // for r are bound to the previous one.
 func (t *Transport) SetHeartbeatRebind(f func(ranks.Rank)) { t.rebind.Store(&f) }
 
+// laneFilterFor is the watched lane's filter for emitter r (nil for none,
+// or this rank itself: the placeholder).
+func (t *Transport) laneFilterFor(r int64) []unix.SockFilter {
+	if r < 0 || r == int64(t.cfg.Self) {
+		return nil
+	}
+	return laneFilter(t.cfg.JobID, ranks.Rank(r), t.incs.Latest(ranks.Rank(r)))
+}
+
 func (t *Transport) rebound(r ranks.Rank) {
+	if err := t.hb.refilter(int64(r), t.laneFilterFor(int64(r))); err != nil { // its new incarnation
+		t.logLimited("watch", slog.LevelWarn, "tcp: the watched emitter's heartbeat socket: its filter", "emitter", r, "err", err)
+	}
 	if f := t.rebind.Load(); f != nil && *f != nil {
 		(*f)(r)
 	}

@@ -127,13 +127,27 @@ func (s *hbSocket) placeholder() netip.AddrPort {
 
 // watch connects lane to rank r's address (r < 0: none), so that from
 // now on the kernel queues r's heartbeats there, away from any other
-// sender's datagrams. A rank whose address is unknown leaves lane on the
-// placeholder until setPeers.
-func (s *hbSocket) watch(r int64) error {
+// sender's datagrams, after filter (nil: none; lanefilter.go) passed them.
+// A rank whose address is unknown leaves lane on the placeholder until
+// setPeers.
+func (s *hbSocket) watch(r int64, filter []unix.SockFilter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watched = r
+	if err := s.setLaneFilter(filter); err != nil {
+		return fmt.Errorf("the lane's filter: %w", err)
+	}
 	return s.connectLane()
+}
+
+// refilter replaces the lane's filter while rank r is watched.
+func (s *hbSocket) refilter(r int64, filter []unix.SockFilter) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watched != r {
+		return nil
+	}
+	return s.setLaneFilter(filter)
 }
 
 // connectLane connects lane to the watched rank's address; mu is
