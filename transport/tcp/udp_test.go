@@ -324,7 +324,7 @@ func TestWatchedLaneSpoofedSource(t *testing.T) {
 	exact := make([]byte, 64)
 	n := cl.ts[1].HeartbeatSigner()(exact, 0, 1_000_000)
 	exact = exact[:n]
-	exact[n-1] ^= 1 // rank 1's heartbeat to rank 0 with a wrong tag, and a huge sequence
+	exact[n-1] ^= 1    // rank 1's heartbeat to rank 0 with a wrong tag, and a huge sequence
 	var blind [][]byte // what a forger who never saw the job's frames can send
 	for i := range 64 {
 		b := append([]byte(nil), exact...)
