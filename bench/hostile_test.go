@@ -12,8 +12,8 @@ import (
 // TestHostileShort runs the hostile checks briefly against real agents: a
 // 2 s flood at agent 1's UDP port (default shared-memory heartbeats) with
 // no report and the drops counted in its metrics; the same from the
-// forged address of the emitter agent 1 watches, over shared memory (full
-// rate) and UDP (20,000 datagrams/s, every one refused); and one pair of kills
+// forged address of the emitter agent 1 watches, over shared memory and
+// UDP, every datagram counted; and one pair of kills
 // of a rank and its observer, with and without the replay of the rank's
 // captured heartbeats to its new observer, reported no later with the
 // replay than one check after the run without.
@@ -40,24 +40,20 @@ func TestHostileShort(t *testing.T) {
 		t.Skipf("the flood passed; the forged-source flood and the replay need CAP_NET_RAW: %v", err)
 	}
 	c.Stop()
-	// From the watched emitter's forged address: over shared memory at
-	// full rate, over UDP at 20,000 datagrams/s (below what the check
-	// drains, about 100,000/s at a check every 10 ms; beyond, the
-	// emitter's heartbeats are dropped with the flood: docs/security.md).
-	for _, sc := range []struct {
-		mode string
-		rate float64
-	}{{"shm", 0}, {"udp", 20_000}} {
+	// From the watched emitter's forged address, at full rate: the
+	// emitter's socket filter drops the forgeries, which do not know its
+	// incarnation, in the kernel, counted there.
+	for _, mode := range []string{"shm", "udp"} {
 		spoof := cfg
-		spoof.Heartbeat, spoof.Spoof, spoof.SpoofRate = sc.mode, true, sc.rate
+		spoof.Heartbeat, spoof.Spoof = mode, true
 		rows, err := HostileFlood(ctx, spoof)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			t.Logf("forged-source flood, %s: %+v", sc.mode, r)
-			if !r.OK() || r.Sent == 0 || (sc.mode == "udp" && sumRejected(r.Rejected) < 0.9*float64(r.Sent)) {
-				t.Errorf("forged-source flood over %s: %d sent, %d reports, %.0f kernel drops, rejected %v", sc.mode, r.Sent, r.Reports, r.KernelDrops, r.Rejected)
+			t.Logf("forged-source flood, %s: %+v", mode, r)
+			if !r.OK() || r.Sent == 0 || sumRejected(r.Rejected)+r.KernelDrops < 0.9*float64(r.Sent) {
+				t.Errorf("forged-source flood over %s: %d sent, %d reports, %.0f kernel drops, rejected %v", mode, r.Sent, r.Reports, r.KernelDrops, r.Rejected)
 			}
 		}
 	}
