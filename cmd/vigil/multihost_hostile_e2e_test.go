@@ -28,7 +28,10 @@ import (
 //  1. floods rank 1's port (its host's address) for 3 s from one socket
 //     (junk, other jobs' frames, this job's heartbeats with forged tags):
 //     no rank is reported, and rank 1's metrics count the datagrams
-//     refused and the kernel's drops;
+//     refused and the kernel's drops; then for 3 s more from the forged
+//     address of rank 0, the emitter rank 1 watches: no report, and 90 %
+//     or more of the datagrams counted as dropped by the kernel (the
+//     watched lane's filter);
 //  2. captures rank 0's datagrams on its host's bridge port for 2 s, kills
 //     ranks 0 and 1 at once, and replays the capture to rank 2 (rank 0's
 //     next observer, on a third host) from rank 0's forged address and
@@ -118,6 +121,23 @@ func TestMultiHostHostile(t *testing.T) {
 		hosts.Name(hostOf[1]), sent, took.Round(time.Millisecond), float64(sent)/took.Seconds(), refused, drops)
 	if refused == 0 {
 		t.Errorf("rank 1 counted no refused datagram after the flood: %v", mt)
+	}
+
+	// The same junk from rank 0's forged address, the emitter rank 1
+	// watches: its lane's filter drops it in the kernel.
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	sent, took, err = hostile.SpoofFlood(ctx, addr(0), addr(1), junk, 0)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * delta)
+	m.check("forged-source flood", gone, survivors, nil)
+	drops2 := metrics(1)["vigil_heartbeat_datagrams_kernel_dropped_total"]
+	t.Logf("flood of rank 1's port from rank 0's forged address: %d datagrams in %v (%.0f/s); no report; the kernel dropped %.0f more",
+		sent, took.Round(time.Millisecond), float64(sent)/took.Seconds(), drops2-drops)
+	if drops2-drops < 0.9*float64(sent) {
+		t.Errorf("%.0f of %d forged datagrams counted as dropped", drops2-drops, sent)
 	}
 
 	// 2. The replay, and the same kill without one.
