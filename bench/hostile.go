@@ -48,6 +48,10 @@ type HostileConfig struct {
 	// most SpoofRate datagrams a second (0: as fast as one sender can).
 	Spoof     bool
 	SpoofRate float64
+	// SpoofCopy makes the forged datagrams copies of a heartbeat of agent
+	// 0 to agent 1, captured on the loopback device, with a wrong tag:
+	// what an attacker who sees the job's frames sends.
+	SpoofCopy bool
 	// Log receives progress lines, and AgentLog the agents' stderr (nil:
 	// none).
 	Log, AgentLog io.Writer
@@ -149,6 +153,11 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 		return row, err
 	}
 	junk := junkDatagrams(job, cfg.N)
+	if cfg.Spoof && cfg.SpoofCopy {
+		if junk, err = copiedHeartbeat(a); err != nil {
+			return row, err
+		}
+	}
 	var burners *Burners
 	if cfg.Burners > 0 {
 		if burners, err = StartBurners(cfg.Burners); err != nil {
@@ -202,6 +211,31 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 	rep := a.Stop()
 	row.Reports = rep.Suspicions
 	return row, nil
+}
+
+// copiedHeartbeat captures agent 0's datagrams on the loopback device and
+// returns 64 copies of its first heartbeat to agent 1 with a wrong tag.
+func copiedHeartbeat(a *AgentJob) ([][]byte, error) {
+	src, err := netip.ParseAddrPort(a.Ready()[0].Addr)
+	if err != nil {
+		return nil, err
+	}
+	capt, err := hostile.StartCapture("lo", src)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, b := range capt.Stop() {
+		if len(b) == wire.HeartbeatFrameSize && b[3] == byte(wire.Heartbeat) && binary.LittleEndian.Uint32(b[wire.HeaderSize:]) == 1 {
+			b[len(b)-1] ^= 1
+			out := make([][]byte, 64)
+			for i := range out {
+				out[i] = b
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("hostile: no heartbeat of agent 0 to agent 1 captured in 300 ms (is it on shared memory?)")
 }
 
 // ReplayRow is one kill of a rank whose heartbeats were captured.

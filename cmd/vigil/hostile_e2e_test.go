@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,8 +21,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/launch"
+	"github.com/vigil-hpc/vigil/node"
 )
 
 // The hostile-input checks of issue #30's resource caps, against running
@@ -568,5 +572,75 @@ func TestE2EHostileFdExhaustion(t *testing.T) {
 	}
 	if got := lc.count("too many open files"); got > 2*secs {
 		t.Errorf("%d lines about too many open files in %d s, want at most one a second per accept loop", got, secs)
+	}
+}
+
+// TestE2EForgedHeaderFlood: an attacker who sees the job's frames (root on
+// the host: a capture on the loopback device) floods agent 1, over
+// -heartbeat udp (h = 10 ms, δ = 100 ms), with copies of a heartbeat of
+// agent 0 to it, from agent 0's forged address, tag broken. The copies
+// pass the watched lane's filter and fill it faster than the check drains
+// it, dropping agent 0's heartbeats with them. For 2 s nobody may be
+// reported: agent 1 asks agent 0 for signs of life over TCP instead
+// (vigil_lane_probes_total). Agent 0 is then killed, the flood going on:
+// agent 1 must report it within 2δ (the guard's bound is δ + δ/4 and a
+// check), and no one else may be reported.
+func TestE2EForgedHeaderFlood(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs CAP_NET_RAW to capture and forge datagrams")
+	}
+	const delta = 100 * time.Millisecond
+	j := startJob(t, 4, "-h", "10ms", "-delta", delta.String(), "-heartbeat", "udp", "-metrics-addr", "127.0.0.1:0")
+	ready := j.job.Ready()
+	src, err := netip.ParseAddrPort(ready[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := netip.ParseAddrPort(ready[1].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second + 2*delta) // past the start grace
+	capt, err := hostile.StartCapture("lo", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	var copies [][]byte
+	for _, b := range capt.Stop() {
+		if len(b) == wire.HeartbeatFrameSize && b[3] == byte(wire.Heartbeat) && binary.LittleEndian.Uint32(b[wire.HeaderSize:]) == 1 {
+			b[len(b)-1] ^= 1
+			for range 64 {
+				copies = append(copies, b)
+			}
+			break
+		}
+	}
+	if copies == nil {
+		t.Fatal("no heartbeat of agent 0 to agent 1 captured")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	flooded := make(chan uint64, 1)
+	go func() {
+		sent, _, _ := hostile.SpoofFlood(ctx, src, dst, copies, 0)
+		flooded <- sent
+	}()
+	time.Sleep(2 * time.Second)
+	j.checkAccuracy(nil)
+	m := scrape(t, ready[1].Metrics)
+	t.Logf("2 s of copies: agent 1 sent %v lane probes, refused %v (bad_tag), the kernel dropped %v",
+		m["vigil_lane_probes_total"], m[`vigil_frames_rejected_total{reason="bad_tag"}`], m["vigil_heartbeat_datagrams_kernel_dropped_total"])
+	if m["vigil_lane_probes_total"] == 0 || m["vigil_heartbeat_datagrams_kernel_dropped_total"] == 0 {
+		t.Fatalf("the flood did not fill agent 1's lane, or agent 1 did not probe: %v", m)
+	}
+	t0 := node.Mono()
+	j.kill(0)
+	j.waitComplete(4, map[uint32]bool{0: true}, 10*time.Second)
+	at := time.Duration(j.deadReports()[0][1].DeliveredMono - t0)
+	cancel()
+	t.Logf("agent 0 killed amid the copies (%d sent in all): agent 1 reported it after %v", <-flooded, at.Round(100*time.Microsecond))
+	if at > 2*delta {
+		t.Errorf("agent 0 reported %v after its kill, want at most 2δ = %v", at, 2*delta)
 	}
 }

@@ -522,6 +522,12 @@ func (t *Transport) WatchHeartbeats(from ranks.Rank) {
 	}
 }
 
+// HeartbeatLaneDrops implements transport.LaneDrops: the datagrams the
+// kernel dropped at the watched emitter's socket, its buffer full or
+// refused by its filter (forged datagrams: the emitter alone sends there
+// at one per period).
+func (t *Transport) HeartbeatLaneDrops() uint64 { return t.hb.laneDrops() }
+
 // HeartbeatSweepFD implements transport.HeartbeatLanes: the socket of the
 // port's other datagrams (-1 once closed).
 func (t *Transport) HeartbeatSweepFD() int {

@@ -164,24 +164,33 @@ func (s *hbSocket) connectLane() error {
 }
 
 // kernelDrops returns how many datagrams the kernel dropped at both
-// sockets (a full receive buffer), from SO_MEMINFO.
+// sockets (a full receive buffer, or the lane's filter), from SO_MEMINFO.
 func (s *hbSocket) kernelDrops() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var n uint64
-	for _, fd := range []int{s.fd, s.lane} {
-		if fd < 0 {
-			continue
-		}
-		var info [unix.SK_MEMINFO_VARS]uint32
-		l := uint32(unsafe.Sizeof(info))
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
-			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&l)), 0)
-		if errno == 0 && l > unix.SK_MEMINFO_DROPS*4 {
-			n += uint64(info[unix.SK_MEMINFO_DROPS])
-		}
+	return drops(s.fd) + drops(s.lane)
+}
+
+// laneDrops is kernelDrops of the lane alone.
+func (s *hbSocket) laneDrops() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return drops(s.lane)
+}
+
+// drops returns the datagrams the kernel dropped at socket fd (0 for -1).
+func drops(fd int) uint64 {
+	if fd < 0 {
+		return 0
 	}
-	return n
+	var info [unix.SK_MEMINFO_VARS]uint32
+	l := uint32(unsafe.Sizeof(info))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if errno == 0 && l > unix.SK_MEMINFO_DROPS*4 {
+		return uint64(info[unix.SK_MEMINFO_DROPS])
+	}
+	return 0
 }
 
 func sockaddr(ap netip.AddrPort) unix.Sockaddr {

@@ -419,6 +419,7 @@ func hostileMain(args []string) error {
 	runs := fs.Int("runs", 10, "flood runs per heartbeat path, and replay runs (each with a run without replay)")
 	burners := fs.Int("burners", 0, "CPU burners during the floods")
 	spoofRate := fs.Float64("spoof-rate", 0, "datagrams per second of the spoof check's flood (0: as fast as one sender can)")
+	spoofCopy := fs.Bool("spoof-copy", false, "the spoof check floods copies of a captured heartbeat of the watched emitter with a wrong tag (an attacker who sees the job's frames; -heartbeat udp)")
 	checks := fs.String("checks", "flood,replay", "which checks: flood, replay, spoof (the flood from the forged address of the emitter the flooded agent watches: CAP_NET_RAW)")
 	agentLog := fs.String("agent-log", "", "append the agents' stderr to this file (default: discarded)")
 	if err := fs.Parse(args); err != nil {
@@ -465,7 +466,7 @@ func hostileMain(args []string) error {
 		}
 		if strings.Contains(*checks, "spoof") {
 			sc := cfg
-			sc.Spoof, sc.SpoofRate = true, *spoofRate
+			sc.Spoof, sc.SpoofRate, sc.SpoofCopy = true, *spoofRate, *spoofCopy
 			spoofs, err := bench.HostileFlood(ctx, sc)
 			if err != nil {
 				return err
