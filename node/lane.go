@@ -20,8 +20,7 @@ import (
 // kernel drops the emitter's heartbeats with the flood: the emitter looks
 // silent. The kernel counts those drops (transport.LaneDrops).
 //
-// When the emitter has been silent for the watch's alarm (early probes'
-// MendEarly, about 0.4δ, by default; δ without them) and its socket
+// When the emitter has been silent for the watch's alarm and its socket
 // dropped datagrams since the loop last looked, the node sends the
 // emitter a PROBE over its message connection (TCP, authenticated, which
 // a datagram flood does not reach), and looks again every δ/4 while both
@@ -32,6 +31,12 @@ import (
 // δ after its last answer: at most δ/4 + δ after the crash, plus a check.
 // The PROBE's round is above any round of block mending, so the ALIVE
 // answers none of its rounds.
+//
+// The alarm comes at early probes' MendEarly, about 0.4δ, by default.
+// Without early probes it comes at δ, too late: SUSP-TIMEOUT expires at
+// the same wake. The drops are read only during a silence, so the first
+// look of a silence counts those since the previous one: an old flood may
+// cost one PROBE.
 
 // laneProbeRound is the round of the lane guard's PROBEs.
 const laneProbeRound = math.MaxUint64
@@ -51,10 +56,14 @@ func (n *Node) guardLane(now int64, rec hb.WatchRecord) time.Duration {
 	if g.drops == nil || int(rec.Emitter) >= n.cfg.Size || rec.Emitter == n.cfg.Rank {
 		return time.Hour
 	}
+	if now-rec.GrewAt < n.silence { // heard: no system call
+		g.active = false
+		return time.Hour
+	}
 	d := g.drops()
-	grew := d > g.seen
+	grew := d > g.seen // since the last silence, at the first look
 	g.seen = d
-	if now-rec.GrewAt < n.silence || !grew {
+	if !grew {
 		g.active = false
 		return time.Hour
 	}
