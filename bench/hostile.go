@@ -11,16 +11,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/launch"
@@ -46,6 +43,15 @@ type HostileConfig struct {
 	Controls bool
 	// Burners adds that many CPU burners during the floods (0: none).
 	Burners int
+	// Spoof makes the floods forge their source: agent 0's address and
+	// port, the emitter agent 1 watches (a raw socket: CAP_NET_RAW), at
+	// most SpoofRate datagrams a second (0: as fast as one sender can).
+	Spoof     bool
+	SpoofRate float64
+	// SpoofCopy makes the forged datagrams copies of a heartbeat of agent
+	// 0 to agent 1, captured on the loopback device, with a wrong tag:
+	// what an attacker who sees the job's frames sends.
+	SpoofCopy bool
 	// Log receives progress lines, and AgentLog the agents' stderr (nil:
 	// none).
 	Log, AgentLog io.Writer
@@ -61,6 +67,7 @@ func (c *HostileConfig) logf(format string, args ...any) {
 type FloodRow struct {
 	Run     int
 	Control bool     // not flooded
+	Spoof   bool     // from the watched emitter's address (HostileConfig.Spoof)
 	Ports   []uint16 // the agent's UDP ports, each flooded for Flood
 	// Sent datagrams, and the rate one sender reached.
 	Sent uint64
@@ -129,7 +136,7 @@ func HostileFlood(ctx context.Context, cfg HostileConfig) ([]FloodRow, error) {
 }
 
 func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bool) (FloodRow, error) {
-	row := FloodRow{Run: run, Control: control}
+	row := FloodRow{Run: run, Control: control, Spoof: cfg.Spoof}
 	a, err := startJob(cfg.N, cfg.agentArgs(), launch.Options{Stderr: cfg.AgentLog})
 	if err != nil {
 		return row, err
@@ -146,6 +153,11 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 		return row, err
 	}
 	junk := junkDatagrams(job, cfg.N)
+	if cfg.Spoof && cfg.SpoofCopy {
+		if junk, err = copiedHeartbeat(a); err != nil {
+			return row, err
+		}
+	}
 	var burners *Burners
 	if cfg.Burners > 0 {
 		if burners, err = StartBurners(cfg.Burners); err != nil {
@@ -159,7 +171,17 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, cfg.Flood)
-		sent, d, err := flood(fctx, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port), junk)
+		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port)
+		var sent uint64
+		var d time.Duration
+		if cfg.Spoof {
+			var src netip.AddrPort
+			if src, err = netip.ParseAddrPort(a.Ready()[0].Addr); err == nil {
+				sent, d, err = hostile.SpoofFlood(fctx, src, dst, junk, cfg.SpoofRate)
+			}
+		} else {
+			sent, d, err = hostile.Flood(fctx, dst, junk)
+		}
 		cancel()
 		if err != nil {
 			if burners != nil {
@@ -189,6 +211,31 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 	rep := a.Stop()
 	row.Reports = rep.Suspicions
 	return row, nil
+}
+
+// copiedHeartbeat captures agent 0's datagrams on the loopback device and
+// returns 64 copies of its first heartbeat to agent 1 with a wrong tag.
+func copiedHeartbeat(a *AgentJob) ([][]byte, error) {
+	src, err := netip.ParseAddrPort(a.Ready()[0].Addr)
+	if err != nil {
+		return nil, err
+	}
+	capt, err := hostile.StartCapture("lo", src)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, b := range capt.Stop() {
+		if len(b) == wire.HeartbeatFrameSize && b[3] == byte(wire.Heartbeat) && binary.LittleEndian.Uint32(b[wire.HeaderSize:]) == 1 {
+			b[len(b)-1] ^= 1
+			out := make([][]byte, 64)
+			for i := range out {
+				out[i] = b
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("hostile: no heartbeat of agent 0 to agent 1 captured in 300 ms (is it on shared memory?)")
 }
 
 // ReplayRow is one kill of a rank whose heartbeats were captured.
@@ -278,12 +325,12 @@ func hostileReplayRun(cfg HostileConfig, run int, replay bool) (ReplayRow, error
 		return row, err
 	}
 	time.Sleep(time.Second + 3*cfg.Delta)
-	capt, err := startCapture(victim.Port())
+	capt, err := hostile.StartCapture("lo", victim)
 	if err != nil {
 		return row, err
 	}
 	time.Sleep(500 * time.Millisecond) // rank 0's heartbeats to rank 1
-	captured := capt.stop()
+	captured := capt.Stop()
 	row.Captured = len(captured)
 	killed := mono.Now()
 	for _, r := range []uint32{1, 0} {
@@ -419,122 +466,6 @@ func junkDatagrams(job uint64, n int) [][]byte {
 	return out
 }
 
-// floodSegs is how many datagrams one UDP GSO send carries: the kernel
-// cuts the buffer into that many datagrams (UDP_SEGMENT), each delivered
-// on its own, as if sent one by one.
-const floodSegs = 64
-
-// flood sends the datagrams (all of one size) to dst, round after round,
-// from one socket on one locked thread with sendmmsg, 16 buffers per call
-// of floodSegs datagrams each (UDP GSO; without it, one datagram per
-// buffer), until ctx is done; it returns how many datagrams the kernel took
-// and for how long.
-func flood(ctx context.Context, dst netip.AddrPort, dgrams [][]byte) (uint64, time.Duration, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer unix.Close(fd)
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}); err != nil {
-		return 0, 0, err
-	}
-	size := len(dgrams[0])
-	segs := floodSegs
-	if unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT, size) != nil {
-		segs = 1
-	}
-	const batch = 16
-	var buf []byte
-	for i := range batch * segs {
-		buf = append(buf, dgrams[i%len(dgrams)]...)
-	}
-	msgs := make([]unix.Mmsghdr, batch)
-	iovs := make([]unix.Iovec, batch)
-	for i := range msgs {
-		iovs[i].Base = &buf[i*segs*size]
-		iovs[i].SetLen(segs * size)
-		msgs[i].Hdr.Iov = &iovs[i]
-		msgs[i].Hdr.SetIovlen(1)
-	}
-	var sent uint64
-	start := time.Now()
-	for ctx.Err() == nil {
-		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), batch, 0, 0, 0)
-		if errno == 0 {
-			sent += uint64(r) * uint64(segs)
-		} // ECONNREFUSED (an ICMP error from a port that closed), ENOBUFS: go on
-	}
-	runtime.KeepAlive(buf)
-	return sent, time.Since(start), nil
-}
-
-// capture records the UDP payloads sent from one port on the loopback
-// device (AF_PACKET: CAP_NET_RAW).
-type capture struct {
-	fd   int
-	done chan [][]byte
-}
-
-func startCapture(port uint16) (*capture, error) {
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		return nil, err
-	}
-	proto := uint16(unix.ETH_P_IP)
-	proto = proto<<8 | proto>>8 // network byte order
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
-	if err != nil {
-		return nil, fmt.Errorf("hostile: packet capture (needs CAP_NET_RAW): %w", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: lo.Index}); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 50_000})
-	c := &capture{fd: fd, done: make(chan [][]byte, 1)}
-	go func() {
-		var got [][]byte
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := unix.Recvfrom(fd, buf, 0)
-			if err == unix.EAGAIN || err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				break // closed by stop
-			}
-			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				continue // loopback shows each packet twice
-			}
-			p := buf[:n]
-			if len(p) < 28 || p[0]>>4 != 4 || p[9] != unix.IPPROTO_UDP {
-				continue
-			}
-			ihl := int(p[0]&15) * 4
-			if len(p) < ihl+8 || binary.BigEndian.Uint16(p[ihl:]) != port {
-				continue
-			}
-			got = append(got, append([]byte(nil), p[ihl+8:]...))
-		}
-		c.done <- got
-	}()
-	return c, nil
-}
-
-// stop ends the capture and returns the payloads.
-func (c *capture) stop() [][]byte {
-	unix.Shutdown(c.fd, unix.SHUT_RDWR)
-	unix.Close(c.fd)
-	select {
-	case got := <-c.done:
-		return got
-	case <-time.After(2 * time.Second):
-		return nil
-	}
-}
-
 // replayFrom sends the captured datagrams to dst from src's address and
 // port, in their order, one every period (as their emitter did: each one
 // would move a word that has not seen it), until done or the last; it
@@ -595,7 +526,11 @@ func scrape(addr string) (map[string]float64, error) {
 func HostileTable(p func(string, ...any), cfg HostileConfig, floods []FloodRow, replays []ReplayRow) bool {
 	ok := true
 	if len(floods) > 0 {
-		p("UDP flood, one sender, %v per port of agent 1 of %d (-heartbeat %s, h=%v δ=%v, %d CPU burners):\n\n", cfg.Flood, cfg.N, cfg.Heartbeat, cfg.H, cfg.Delta, cfg.Burners)
+		from := "its own address"
+		if cfg.Spoof {
+			from = "the forged address of agent 0, the emitter agent 1 watches"
+		}
+		p("UDP flood, one sender from %s, %v per port of agent 1 of %d (-heartbeat %s, h=%v δ=%v, %d CPU burners):\n\n", from, cfg.Flood, cfg.N, cfg.Heartbeat, cfg.H, cfg.Delta, cfg.Burners)
 		p("| run | flood | ports | datagrams | rate (/s) | reports | kernel drops | rejected | pass |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range floods {
 			p("| %d | %v | %v | %d | %.0f | %d | %.0f | %.0f | %v |\n", r.Run, !r.Control, r.Ports, r.Sent, r.Rate, r.Reports, r.KernelDrops, sumRejected(r.Rejected), r.OK())

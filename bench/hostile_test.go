@@ -2,13 +2,18 @@ package bench
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/hostile"
 )
 
 // TestHostileShort runs the hostile checks briefly against real agents: a
 // 2 s flood at agent 1's UDP port (default shared-memory heartbeats) with
-// no report and the drops counted in its metrics, and one pair of kills
+// no report and the drops counted in its metrics; the same from the
+// forged address of the emitter agent 1 watches, over shared memory and
+// UDP, every datagram counted; and one pair of kills
 // of a rank and its observer, with and without the replay of the rank's
 // captured heartbeats to its new observer, reported no later with the
 // replay than one check after the run without.
@@ -30,11 +35,28 @@ func TestHostileShort(t *testing.T) {
 			t.Errorf("flood run %d: %d reports, %.0f kernel drops, rejected %v", r.Run, r.Reports, r.KernelDrops, r.Rejected)
 		}
 	}
-	c, err := startCapture(1)
+	c, err := hostile.StartCapture("lo", netip.MustParseAddrPort("127.0.0.1:1"))
 	if err != nil {
-		t.Skipf("the flood passed; the replay needs a packet capture: %v", err)
+		t.Skipf("the flood passed; the forged-source flood and the replay need CAP_NET_RAW: %v", err)
 	}
-	c.stop()
+	c.Stop()
+	// From the watched emitter's forged address, at full rate: the
+	// emitter's socket filter drops the forgeries, which do not know its
+	// incarnation, in the kernel, counted there.
+	for _, mode := range []string{"shm", "udp"} {
+		spoof := cfg
+		spoof.Heartbeat, spoof.Spoof = mode, true
+		rows, err := HostileFlood(ctx, spoof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			t.Logf("forged-source flood, %s: %+v", mode, r)
+			if !r.OK() || r.Sent == 0 || sumRejected(r.Rejected)+r.KernelDrops < 0.9*float64(r.Sent) {
+				t.Errorf("forged-source flood over %s: %d sent, %d reports, %.0f kernel drops, rejected %v", mode, r.Sent, r.Reports, r.KernelDrops, r.Rejected)
+			}
+		}
+	}
 	cfg.Heartbeat = "udp"
 	replays, err := HostileReplay(ctx, cfg)
 	if err != nil {

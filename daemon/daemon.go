@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os/exec"
 	"sync"
 	"time"
 
 	"github.com/vigil-hpc/vigil/detector"
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -50,8 +52,13 @@ type Daemon struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
+	logs    *limit.Log     // what a local connection makes us log
+	pending *limit.Pending // local connections without a first line
+
 	mu        sync.Mutex
 	conns     map[*net.UnixConn]struct{} // local connections, closed by Close
+	children  map[int]bool               // pids of the processes started
+	refused   map[string]uint64          // local connections refused, by reason
 	events    chan Event                 // Events: one channel
 	closing   bool
 	closeOnce sync.Once
@@ -75,6 +82,7 @@ func Start(cfg Config) (*Daemon, error) {
 		evicted: make(chan struct{}), noteSig: make(chan struct{}, 1), gone: make(chan localGone, 64),
 		attach: make(chan attachReq), detach: make(chan detachReq), reqs: make(chan func()),
 		quit: make(chan struct{}), done: make(chan struct{}), conns: map[*net.UnixConn]struct{}{},
+		children: map[int]bool{}, refused: map[string]uint64{}, pending: limit.NewPending(maxLocalPending),
 		events: make(chan Event, l.Procs()+l.Nodes+16),
 	}
 	if d.table, err = NewHeartbeatTable(max(l.PPN, 1)); err != nil {
@@ -93,6 +101,7 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	nc := cfg.nodeConfig()
 	nc.Logger, nc.OnNote = d.log, d.onNote
+	d.logs = limit.NewLog(d.log, time.Second)
 	d.n, err = node.Start(nc, open)
 	if err != nil {
 		return fail(fmt.Errorf("daemon: %w", err))
@@ -120,6 +129,9 @@ func Start(cfg Config) (*Daemon, error) {
 			return fail(err)
 		}
 		d.locals[r] = &local{rank: r, pid: cmd.Process.Pid, child: cmd, slot: -1, lastProgress: now}
+		d.mu.Lock()
+		d.children[cmd.Process.Pid] = true
+		d.mu.Unlock()
 		d.wg.Add(1)
 		go func(r ranks.Rank, cmd *exec.Cmd) {
 			defer d.wg.Done()
@@ -167,8 +179,24 @@ func (d *Daemon) Node() ranks.Rank { return d.cfg.Node }
 // Config.Transport).
 func (d *Daemon) Addr() string { return d.addr }
 
-// Stats returns the counters of the daemons' detector.
-func (d *Daemon) Stats() node.Stats { return d.n.Stats() }
+// Stats returns the counters of the daemons' detector, with the local
+// connections refused counted in Transport.Rejected by reason
+// (local_wrong_user, local_pending_cap, local_hello_timeout,
+// local_bad_hello).
+func (d *Daemon) Stats() node.Stats {
+	st := d.n.Stats()
+	rej := maps.Clone(st.Transport.Rejected)
+	d.mu.Lock()
+	for r, n := range d.refused {
+		if rej == nil {
+			rej = map[string]uint64{}
+		}
+		rej[r] += n
+	}
+	d.mu.Unlock()
+	st.Transport.Rejected = rej
+	return st
+}
 
 // onNote is the detector's Config.OnNote: a report published by another
 // daemon, handed to the loop.

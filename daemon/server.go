@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -54,6 +56,25 @@ type welcome struct {
 
 // maxLine bounds a line from a local process.
 const maxLine = 4096
+
+// Bounds of the local socket. A connection must send its first line
+// within localHelloTimeout; at most maxLocalPending connections without
+// one are kept (the oldest is closed beyond), except those of the
+// daemon's own children, which are never evicted. Attached connections
+// are bounded by the ranks the daemon hosts (one each).
+const maxLocalPending = 64
+
+// localHelloTimeout is a variable for the tests.
+var localHelloTimeout = 10 * time.Second
+
+// Reasons a local connection is refused, counted in Stats (the metrics'
+// vigil_frames_rejected_total) and logged once a second at most.
+const (
+	reasonLocalUser    = "local_wrong_user"    // a peer of another uid
+	reasonLocalPending = "local_pending_cap"   // evicted: maxLocalPending without a first line
+	reasonLocalTimeout = "local_hello_timeout" // no first line within localHelloTimeout
+	reasonLocalHello   = "local_bad_hello"     // a first line that is not a hello
+)
 
 // clientConn is one attached process's connection; a writer goroutine
 // (started once the welcome is written) drains out, so the daemon's loop
@@ -120,7 +141,8 @@ type detachReq struct {
 }
 
 // listenLocal creates the daemon's Unix socket at path, replacing a stale
-// socket file (but no other kind of file).
+// socket file (but no other kind of file), readable and writable by the
+// daemon's user only (connecting needs write permission).
 func listenLocal(path string) (*net.UnixListener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
@@ -133,40 +155,73 @@ func listenLocal(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("daemon: listening on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("daemon: %s: %w", path, err)
+	}
 	return ln, nil
 }
 
-// peerPID returns the pid of the process at the other end of c.
-func peerPID(c *net.UnixConn) (int, error) {
-	cred, err := unixcred.Peer(c)
-	if err != nil {
-		return 0, err
-	}
-	return int(cred.Pid), nil
-}
-
-// serveLocal accepts local processes until ln is closed.
+// serveLocal accepts local processes until ln is closed. A peer of
+// another user is closed at once, without a goroutine; the others wait for
+// their first line under the pending cap (maxLocalPending), the daemon's
+// children exempt.
 func (d *Daemon) serveLocal(ln *net.UnixListener) {
 	defer d.wg.Done()
 	// Out of file descriptors: back off and log (once a second at most)
 	// rather than stop serving.
-	acc := limit.Acceptor{Log: limit.NewLog(d.log, time.Second), Key: "daemon: local socket", Stop: d.quit}
+	acc := limit.Acceptor{Log: d.logs, Key: "daemon: local socket", Stop: d.quit}
+	uid := uint32(os.Geteuid())
 	for {
 		conn, err := acc.Accept(ln)
 		if err != nil {
 			return
 		}
 		c := conn.(*net.UnixConn)
+		cred, err := unixcred.Peer(c)
+		if err == nil && cred.Uid != uid {
+			err = fmt.Errorf("peer pid %d runs as uid %d, not %d", cred.Pid, cred.Uid, uid)
+		}
+		if err != nil {
+			c.Close()
+			d.refuseLocal(reasonLocalUser, err)
+			continue
+		}
+		pid := int(cred.Pid)
+		pending := !d.isChild(pid)
+		if pending {
+			if ev := d.pending.Add(c); ev != nil {
+				ev.Close() // its serveConn ends
+				d.refuseLocal(reasonLocalPending, fmt.Errorf("%d connections without a first line: closed the oldest", maxLocalPending))
+			}
+		}
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			d.serveConn(c)
+			d.serveConn(c, pid, pending)
 		}()
 	}
 }
 
-// serveConn runs one local process's connection.
-func (d *Daemon) serveConn(c *net.UnixConn) {
+// isChild reports whether pid is a process the daemon started.
+func (d *Daemon) isChild(pid int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.children[pid]
+}
+
+// refuseLocal counts a refused local connection and logs it, once a
+// second per reason at most.
+func (d *Daemon) refuseLocal(reason string, err error) {
+	d.mu.Lock()
+	d.refused[reason]++
+	d.mu.Unlock()
+	d.logs.Log(reason, slog.LevelWarn, "daemon: local connection refused", "reason", reason, "err", err)
+}
+
+// serveConn runs one local process's connection, from process pid;
+// pending: it is under the pending cap until its first line.
+func (d *Daemon) serveConn(c *net.UnixConn, pid int, pending bool) {
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
@@ -181,17 +236,24 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		d.mu.Unlock()
 		c.Close()
 	}()
-	pid, err := peerPID(c)
-	if err != nil {
-		c.Close()
-		return
-	}
 	br := bufio.NewReaderSize(c, maxLine)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(localHelloTimeout))
 	var h hello
-	if err := readLine(br, &h); err != nil || h.Rank == nil {
-		if err == nil {
+	err := readLine(br, &h)
+	if pending && !d.pending.Done(c) {
+		return // evicted, and counted
+	}
+	if err != nil || h.Rank == nil {
+		var ne net.Error
+		switch {
+		case err == nil:
 			err = errors.New(`first line has no "rank"`)
+			d.refuseLocal(reasonLocalHello, err)
+		case errors.As(err, &ne) && ne.Timeout():
+			d.refuseLocal(reasonLocalTimeout, err)
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+		default:
+			d.refuseLocal(reasonLocalHello, err)
 		}
 		writeWelcome(c, welcome{Error: "bad hello: " + err.Error()}, -1)
 		c.Close()

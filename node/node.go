@@ -15,6 +15,7 @@ import (
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/heartbeat"
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -74,6 +75,9 @@ type Stats struct {
 	// ByKind counts the protocol messages and their bytes per kind, in
 	// the order of MsgKinds.
 	ByKind [NumMsgKinds]KindStats
+	// LaneProbes counts the PROBEs sent to the emitter because it was
+	// silent while its heartbeat socket dropped datagrams (lane.go).
+	LaneProbes uint64
 }
 
 // OpenTransport creates the node's transport once the node knows where
@@ -110,6 +114,8 @@ type Node struct {
 	// else δ; at most δ, so the alarm comes no later than SUSP-TIMEOUT's
 	// expiry.
 	silence int64
+	lane    laneGuard  // owned by the loop (lane.go)
+	laneLog *limit.Log // its log line, once a second at most
 	reqs    chan func()
 	quit    chan struct{}
 	done    chan struct{}
@@ -124,6 +130,7 @@ type Node struct {
 	learned, departed, reported, decisions    atomic.Uint64 // updated by deliver and decided
 	agreeN, agreeNs                           atomic.Uint64 // updated by agree1
 	agreeMaxNs                                atomic.Int64
+	laneProbes                                atomic.Uint64             // lane.go
 	kinds                                     [NumMsgKinds]kindCounters // kinds.go
 	closeOnce                                 sync.Once
 }
@@ -194,6 +201,10 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if d, ok := n.tr.(transport.Drainer); ok {
 		n.drain = d.DrainHeartbeats
 	}
+	if l, ok := n.tr.(transport.LaneDrops); ok {
+		n.lane.drops = l.HeartbeatLaneDrops
+	}
+	n.laneLog = limit.NewLog(n.log, time.Second)
 	n.watch = heartbeat.NewWatch(n.slots, int64(max(cfg.SuspectTimeout/2, 3*cfg.CheckPeriod)))
 	n.watch.SetAlarm(n.silence, func() {
 		select {
@@ -290,11 +301,13 @@ func (n *Node) loop() {
 			t := detector.Time{Mono: now, Wall: time.Now().UnixNano()}
 			n.core.Tick(t)
 			n.receivePending() // answers already here count before a probe round closes
-			n.core.Observe(t, n.watch.Record())
+			rec := n.watch.Record()
+			n.core.Observe(t, rec)
 			n.flush()
 			if at := n.core.NextWake(now); at != detector.Never {
 				wake = min(time.Duration(at-now), time.Hour)
 			}
+			wake = min(wake, n.guardLane(now, rec))
 		}
 		timer.Reset(wake)
 		n.wakes.Add(1)
@@ -593,6 +606,7 @@ func (n *Node) Stats() Stats {
 		AgreeLatencyNs:    n.agreeNs.Load(),
 		AgreeMaxLatencyNs: n.agreeMaxNs.Load(),
 		ByKind:            n.byKind(),
+		LaneProbes:        n.laneProbes.Load(),
 	}
 }
 

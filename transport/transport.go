@@ -110,6 +110,15 @@ type HeartbeatLanes interface {
 	SetHeartbeatRebind(f func(ranks.Rank))
 }
 
+// LaneDrops is implemented by a HeartbeatLanes transport that counts the
+// datagrams the kernel dropped at the watched emitter's socket: a flood
+// from the emitter's forged address, which may have taken the emitter's
+// heartbeats with it (node asks the emitter for a sign of life over a
+// message before its silence is held against it).
+type LaneDrops interface {
+	HeartbeatLaneDrops() uint64
+}
+
 // HeartbeatVerifier is implemented by a Drainer whose heartbeat datagrams
 // a thread outside the Go runtime can authenticate without Go: a heartbeat
 // datagram is fully determined by its sender, the sender's incarnation and

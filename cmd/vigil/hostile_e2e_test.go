@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,8 +21,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/launch"
+	"github.com/vigil-hpc/vigil/node"
 )
 
 // The hostile-input checks of issue #30's resource caps, against running
@@ -174,7 +179,8 @@ func closedByPeer(cs []net.Conn, wait time.Duration) int {
 // idle connections to rank 2's port: its file descriptors stay within 64
 // (the cap on connections without a Hello); (d) as another user, connects
 // 2,000 times to rank 3's shared-memory socket: at most one WARN line per
-// second. The agents' soft limit on open files, lowered to 4096 for them,
+// second; and cannot open rank 3's environment (the job key), memory or
+// file descriptors (the region's memfd) under /proc. The agents' soft limit on open files, lowered to 4096 for them,
 // is raised to the hard limit; the rejected frames are logged once per
 // second per reason at most; no live rank is reported dead.
 func TestE2EHostileResourceCaps(t *testing.T) {
@@ -313,7 +319,7 @@ func TestE2EHostileResourceCaps(t *testing.T) {
 		bin := copyForAll(t, os.Args[0])
 		connect := func(times int) {
 			cmd := exec.Command(bin)
-			cmd.Env = append(os.Environ(), envShmConnect+"="+sock+","+strconv.Itoa(times))
+			cmd.Env = append(os.Environ(), envShmConnect+"="+sock+","+strconv.Itoa(times)+","+strconv.Itoa(pid(3)))
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -373,15 +379,41 @@ func copyForAll(t *testing.T, path string) string {
 }
 
 // envShmConnect names the shared-memory socket the test binary, run again
-// as another user, connects to (shmConnectMain).
+// as another user, connects to (shmConnectMain), and the agent's pid.
 const envShmConnect = "VIGIL_TEST_SHM_CONNECT"
 
 // shmConnectMain connects to the abstract socket named by
-// $VIGIL_TEST_SHM_CONNECT ("name,times") and says how many connections
-// the agent took.
+// $VIGIL_TEST_SHM_CONNECT ("name,times,pid") and says how many connections
+// the agent took; then it tries the other ways to the agent's memory and
+// key, its file descriptors (the region's memfd among them) and its
+// environment under /proc, and exits 2 if one opens.
 func shmConnectMain() {
-	name, n, _ := strings.Cut(os.Getenv(envShmConnect), ",")
+	f := strings.Split(os.Getenv(envShmConnect), ",")
+	name, n := f[0], f[1]
 	times, _ := strconv.Atoi(n)
+	if len(f) > 2 {
+		var opened []string
+		paths := []string{"/proc/" + f[2] + "/environ", "/proc/" + f[2] + "/mem"}
+		for fd := range 64 {
+			paths = append(paths, fmt.Sprintf("/proc/%s/fd/%d", f[2], fd))
+		}
+		for _, p := range paths {
+			if fh, err := os.OpenFile(p, os.O_RDWR, 0); err == nil || !errors.Is(err, os.ErrPermission) && !errors.Is(err, os.ErrNotExist) {
+				opened = append(opened, fmt.Sprintf("%s (%v)", p, err))
+				if err == nil {
+					fh.Close()
+				}
+			} else if fh, err := os.Open(p); err == nil {
+				opened = append(opened, p+" (read)")
+				fh.Close()
+			}
+		}
+		if len(opened) > 0 {
+			fmt.Printf("opened as another user: %v\n", opened)
+			os.Exit(2)
+		}
+		fmt.Printf("%d paths under /proc/%s (environ, mem, fd/0-63) refused\n", len(paths), f[2])
+	}
 	ok := 0
 	for range times {
 		c, err := net.Dial("unix", name)
@@ -414,7 +446,7 @@ func shmSocketOf(pid int) (string, error) {
 			inodes[strings.TrimSuffix(ino, "]")] = true
 		}
 	}
-	f, err := os.Open("/proc/net/unix")
+	f, err := os.Open(fmt.Sprintf("/proc/%d/net/unix", pid)) // its network namespace's
 	if err != nil {
 		return "", err
 	}
@@ -540,5 +572,75 @@ func TestE2EHostileFdExhaustion(t *testing.T) {
 	}
 	if got := lc.count("too many open files"); got > 2*secs {
 		t.Errorf("%d lines about too many open files in %d s, want at most one a second per accept loop", got, secs)
+	}
+}
+
+// TestE2EForgedHeaderFlood: an attacker who sees the job's frames (root on
+// the host: a capture on the loopback device) floods agent 1, over
+// -heartbeat udp (h = 10 ms, δ = 100 ms), with copies of a heartbeat of
+// agent 0 to it, from agent 0's forged address, tag broken. The copies
+// pass the watched lane's filter and fill it faster than the check drains
+// it, dropping agent 0's heartbeats with them. For 2 s nobody may be
+// reported: agent 1 asks agent 0 for signs of life over TCP instead
+// (vigil_lane_probes_total). Agent 0 is then killed, the flood going on:
+// agent 1 must report it within 2δ (the guard's bound is δ + δ/4 and a
+// check), and no one else may be reported.
+func TestE2EForgedHeaderFlood(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs CAP_NET_RAW to capture and forge datagrams")
+	}
+	const delta = 100 * time.Millisecond
+	j := startJob(t, 4, "-h", "10ms", "-delta", delta.String(), "-heartbeat", "udp", "-metrics-addr", "127.0.0.1:0")
+	ready := j.job.Ready()
+	src, err := netip.ParseAddrPort(ready[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := netip.ParseAddrPort(ready[1].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second + 2*delta) // past the start grace
+	capt, err := hostile.StartCapture("lo", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	var copies [][]byte
+	for _, b := range capt.Stop() {
+		if len(b) == wire.HeartbeatFrameSize && b[3] == byte(wire.Heartbeat) && binary.LittleEndian.Uint32(b[wire.HeaderSize:]) == 1 {
+			b[len(b)-1] ^= 1
+			for range 64 {
+				copies = append(copies, b)
+			}
+			break
+		}
+	}
+	if copies == nil {
+		t.Fatal("no heartbeat of agent 0 to agent 1 captured")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	flooded := make(chan uint64, 1)
+	go func() {
+		sent, _, _ := hostile.SpoofFlood(ctx, src, dst, copies, 0)
+		flooded <- sent
+	}()
+	time.Sleep(2 * time.Second)
+	j.checkAccuracy(nil)
+	m := scrape(t, ready[1].Metrics)
+	t.Logf("2 s of copies: agent 1 sent %v lane probes, refused %v (bad_tag), the kernel dropped %v",
+		m["vigil_lane_probes_total"], m[`vigil_frames_rejected_total{reason="bad_tag"}`], m["vigil_heartbeat_datagrams_kernel_dropped_total"])
+	if m["vigil_lane_probes_total"] == 0 || m["vigil_heartbeat_datagrams_kernel_dropped_total"] == 0 {
+		t.Fatalf("the flood did not fill agent 1's lane, or agent 1 did not probe: %v", m)
+	}
+	t0 := node.Mono()
+	j.kill(0)
+	j.waitComplete(4, map[uint32]bool{0: true}, 10*time.Second)
+	at := time.Duration(j.deadReports()[0][1].DeliveredMono - t0)
+	cancel()
+	t.Logf("agent 0 killed amid the copies (%d sent in all): agent 1 reported it after %v", <-flooded, at.Round(100*time.Microsecond))
+	if at > 2*delta {
+		t.Errorf("agent 0 reported %v after its kill, want at most 2δ = %v", at, 2*delta)
 	}
 }

@@ -149,6 +149,7 @@ func writeMetrics(out io.Writer, src metricsSource) error {
 	counter("vigil_heartbeats_dropped_total", "Heartbeats the send side gave up on (full socket buffer, unreachable observer).", tr.HeartbeatsDropped)
 	counter("vigil_heartbeats_received_total", "Heartbeat datagrams received and stored (heartbeats written straight into shared memory or by RDMA are not counted).", tr.HeartbeatsRecv)
 	counter("vigil_heartbeat_datagrams_kernel_dropped_total", "Datagrams the kernel dropped at this rank's heartbeat sockets, their receive buffers full (a flood at the port).", tr.KernelDropped)
+	counter("vigil_lane_probes_total", "PROBEs sent to the watched emitter, silent while its heartbeat socket dropped datagrams (a flood from its forged address), for a sign of life over its message connection.", st.LaneProbes)
 	counter("vigil_heartbeat_deadlines_missed_total", "Periods the heartbeat thread woke up more than one period late.", em.Missed)
 	gauge("vigil_heartbeat_max_lateness_seconds", "Worst wake-up lateness of the heartbeat thread since the start.", float64(em.MaxLateNs)/1e9)
 	counter("vigil_observer_checks_total", "Checks of the emitter's heartbeat word run on the heartbeat thread.", em.Checks)

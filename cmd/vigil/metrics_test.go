@@ -94,7 +94,7 @@ func TestMetricsTextFormat(t *testing.T) {
 		Transport:     transport.Stats{HeartbeatsSent: 7, MsgsSent: 3, Rejected: map[string]uint64{"bad_tag": 2, "stale": 1}},
 		Emitter:       heartbeat.EmitterStats{Missed: 4, MaxLateNs: 1_500_000, Checks: 9, Native: true},
 		DeathsLearned: 1, Reported: 1, Departures: 2, AgreementsDecided: 5,
-		AgreeReturned: 4, AgreeLatencyNs: 2_000_000, AgreeMaxLatencyNs: 1_000_000,
+		AgreeReturned: 4, AgreeLatencyNs: 2_000_000, AgreeMaxLatencyNs: 1_000_000, LaneProbes: 6,
 	}
 	st.ByKind[2] = node.KindStats{Sent: 3, Recv: 2, BytesSent: 90, BytesRecv: 61}
 	var b bytes.Buffer
@@ -106,6 +106,7 @@ func TestMetricsTextFormat(t *testing.T) {
 		`vigil_agent_info{rank="0",size="4"}`:                       1,
 		"vigil_heartbeats_sent_total":                               7,
 		"vigil_heartbeat_deadlines_missed_total":                    4,
+		"vigil_lane_probes_total":                                   6,
 		"vigil_heartbeat_max_lateness_seconds":                      0.0015,
 		"vigil_observer_checks_total":                               9,
 		"vigil_heartbeat_native":                                    1,

@@ -167,3 +167,37 @@ func TestCapClosesBeyondMax(t *testing.T) {
 		t.Errorf("open %d, want 3", capped.Open())
 	}
 }
+
+// TestPendingEvictsTheOldest: beyond 3 pending connections the oldest is
+// evicted and counted; a connection done (identified) leaves room, and
+// Done reports false for an evicted one.
+func TestPendingEvictsTheOldest(t *testing.T) {
+	p := NewPending(3)
+	var cs []net.Conn
+	for range 5 {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		cs = append(cs, a)
+	}
+	for i := range 3 {
+		if ev := p.Add(cs[i]); ev != nil {
+			t.Fatalf("connection %d evicted one below the cap", i)
+		}
+	}
+	if ev := p.Add(cs[3]); ev != cs[0] {
+		t.Fatalf("evicted %v, want the oldest", ev)
+	}
+	if p.Done(cs[0]) {
+		t.Error("Done true for an evicted connection")
+	}
+	if !p.Done(cs[1]) || p.Len() != 2 {
+		t.Errorf("Done(1) false or %d pending, want 2", p.Len())
+	}
+	if ev := p.Add(cs[4]); ev != nil {
+		t.Error("evicted one with room left")
+	}
+	if p.Len() != 3 || p.Evicted() != 1 {
+		t.Errorf("%d pending, %d evicted; want 3 and 1", p.Len(), p.Evicted())
+	}
+}

@@ -34,6 +34,12 @@ const (
 	HeartbeatSeqAt = HeaderSize + 12
 	// HeartbeatFrameSize is the size of a whole heartbeat frame.
 	HeartbeatFrameSize = HeaderSize + HeartbeatPayloadSize + TagSize
+	// HeaderJobAt, HeaderSenderAt and HeaderIncarnationAt are where a
+	// frame's job ID, sender rank and sender incarnation (little-endian)
+	// start in its header, after the magic "VG", the version and the type.
+	HeaderJobAt         = 4
+	HeaderSenderAt      = 12
+	HeaderIncarnationAt = 16
 	// MinKeyLen is the shortest job key accepted.
 	MinKeyLen = 16
 	// ChallengeSize is the size of a connection's challenge (Bind).
@@ -221,9 +227,9 @@ func (c *Codec) MaxPayload() int { return c.p.MaxPayload }
 
 func putHeader(b []byte, ver byte, p *Params, t Type, n int) {
 	b[0], b[1], b[2], b[3] = magic0, magic1, ver, byte(t)
-	binary.LittleEndian.PutUint64(b[4:], p.JobID)
-	binary.LittleEndian.PutUint32(b[12:], p.Rank)
-	binary.LittleEndian.PutUint64(b[16:], p.Incarnation)
+	binary.LittleEndian.PutUint64(b[HeaderJobAt:], p.JobID)
+	binary.LittleEndian.PutUint32(b[HeaderSenderAt:], p.Rank)
+	binary.LittleEndian.PutUint64(b[HeaderIncarnationAt:], p.Incarnation)
 	binary.LittleEndian.PutUint32(b[24:], uint32(n))
 }
 

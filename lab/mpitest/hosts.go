@@ -284,6 +284,10 @@ func (h *Hosts) Env() []string {
 // Subnet returns the hosts' subnet.
 func (h *Hosts) Subnet() netip.Prefix { return h.subnet }
 
+// Port returns host i's link's end on the bridge, in the root namespace:
+// the device where every frame host i sends or receives can be captured.
+func (h *Hosts) Port(i int) string { return h.hosts[i].port }
+
 // DecoyAddr returns host i's decoy address (HostsOptions.Decoys): in
 // 10.78.k.0/24 where the hosts' subnet is 10.79.k.0/24.
 func (h *Hosts) DecoyAddr(i int) netip.Addr {

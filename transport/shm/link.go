@@ -142,6 +142,15 @@ func (t *Transport) WatchHeartbeats(from ranks.Rank) {
 	}
 }
 
+// HeartbeatLaneDrops implements transport.LaneDrops for an inner
+// transport that does (0 otherwise).
+func (t *Transport) HeartbeatLaneDrops() uint64 {
+	if l, ok := t.inner.(transport.LaneDrops); ok {
+		return l.HeartbeatLaneDrops()
+	}
+	return 0
+}
+
 // HeartbeatSweepFD implements transport.HeartbeatLanes for an inner
 // transport that does (-1 otherwise).
 func (t *Transport) HeartbeatSweepFD() int {

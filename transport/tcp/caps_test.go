@@ -94,7 +94,7 @@ func TestPendingConnectionsCapped(t *testing.T) {
 	open := func() (in, pending int) {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
-		return len(tr.in), len(tr.pending)
+		return len(tr.in), tr.pending.Len()
 	}
 	var conns []net.Conn
 	defer func() {

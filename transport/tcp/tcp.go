@@ -40,11 +40,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/vigil-hpc/vigil/internal/limit"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -76,13 +78,13 @@ type Transport struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	mu  sync.Mutex // guards out, in, pending, stop
-	out map[ranks.Rank]*peer
-	in  map[net.Conn]bool // incoming connections: true until their Hello (pending)
-	// pending lists the incoming connections without a Hello yet, oldest
-	// first (MaxPending caps them).
-	pending []net.Conn
-	stop    bool // set under mu by Close: no new goroutines
+	mu   sync.Mutex // guards out, in, stop
+	out  map[ranks.Rank]*peer
+	in   map[net.Conn]struct{} // incoming connections
+	stop bool                  // set under mu by Close: no new goroutines
+	// pending holds the incoming connections without a Hello yet
+	// (MaxPending caps them, the oldest evicted).
+	pending *limit.Pending
 
 	hb      *hbSocket            // heartbeats (udp.go)
 	hbFrame *wire.HeartbeatFrame // the emitter thread's
@@ -129,7 +131,8 @@ func Listen(cfg Config) (*Transport, error) {
 		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
 		done:      make(chan struct{}),
 		out:       make(map[ranks.Rank]*peer),
-		in:        make(map[net.Conn]bool),
+		in:        make(map[net.Conn]struct{}),
+		pending:   limit.NewPending(cfg.MaxPending),
 		rejected:  make(map[string]uint64),
 		lastLog:   make(map[string]time.Time),
 		muted:     make(map[string]uint64),
@@ -490,13 +493,19 @@ func (t *Transport) WatchHeartbeats(from ranks.Rank) {
 	if r >= int64(t.cfg.N) {
 		r = -1
 	}
-	if err := t.hb.watch(r); err != nil {
+	if err := t.hb.watch(r, t.laneFilterFor(r)); err != nil {
 		t.logLimited("watch", slog.LevelWarn, "tcp: connecting the watched emitter's heartbeat socket", "emitter", from, "err", err)
 	}
 	if r >= 0 && from != t.cfg.Self {
 		t.announce(from) // at once: its first heartbeats need not wait for a refusal
 	}
 }
+
+// HeartbeatLaneDrops implements transport.LaneDrops: the datagrams the
+// kernel dropped at the watched emitter's socket, its buffer full or
+// refused by its filter (forged datagrams: the emitter alone sends there
+// at one per period).
+func (t *Transport) HeartbeatLaneDrops() uint64 { return t.hb.laneDrops() }
 
 // HeartbeatSweepFD implements transport.HeartbeatLanes: the socket of the
 // port's other datagrams (-1 once closed).
@@ -512,7 +521,19 @@ func (t *Transport) HeartbeatSweepFD() int {
 // for r are bound to the previous one.
 func (t *Transport) SetHeartbeatRebind(f func(ranks.Rank)) { t.rebind.Store(&f) }
 
+// laneFilterFor is the watched lane's filter for emitter r (nil for none,
+// or this rank itself: the placeholder).
+func (t *Transport) laneFilterFor(r int64) []unix.SockFilter {
+	if r < 0 || r == int64(t.cfg.Self) {
+		return nil
+	}
+	return laneFilter(t.cfg.JobID, ranks.Rank(r), t.incs.Latest(ranks.Rank(r)))
+}
+
 func (t *Transport) rebound(r ranks.Rank) {
+	if err := t.hb.refilter(int64(r), t.laneFilterFor(int64(r))); err != nil { // its new incarnation
+		t.logLimited("watch", slog.LevelWarn, "tcp: the watched emitter's heartbeat socket: its filter", "emitter", r, "err", err)
+	}
 	if f := t.rebind.Load(); f != nil && *f != nil {
 		(*f)(r)
 	}
@@ -713,14 +734,8 @@ func (t *Transport) acceptLoop() {
 			c.Close()
 			return
 		}
-		var evicted net.Conn
-		if len(t.pending) >= t.cfg.MaxPending {
-			evicted = t.pending[0]
-			t.pending = t.pending[1:]
-			t.in[evicted] = false
-		}
-		t.in[c] = true
-		t.pending = append(t.pending, c)
+		evicted := t.pending.Add(c)
+		t.in[c] = struct{}{}
 		t.wg.Add(1)
 		t.mu.Unlock()
 		if evicted != nil {
@@ -735,10 +750,8 @@ func (t *Transport) acceptLoop() {
 func (t *Transport) serve(c net.Conn) {
 	defer t.wg.Done()
 	defer func() {
+		t.pending.Done(c)
 		t.mu.Lock()
-		if t.in[c] {
-			t.unpend(c)
-		}
 		delete(t.in, c)
 		t.mu.Unlock()
 		c.Close()
@@ -782,12 +795,7 @@ func (t *Transport) serve(c net.Conn) {
 		case wire.Hello:
 			_ = c.SetReadDeadline(time.Time{})
 			codec.SetReadLimit(0)
-			t.mu.Lock()
-			if t.in[c] {
-				t.in[c] = false
-				t.unpend(c)
-			}
-			t.mu.Unlock()
+			t.pending.Done(c)
 		case wire.Heartbeat:
 			t.reject(wire.ReasonBadType, errors.New("heartbeat on a message connection"), c)
 			return
@@ -798,13 +806,6 @@ func (t *Transport) serve(c net.Conn) {
 		case wire.Bye:
 			return
 		}
-	}
-}
-
-// unpend removes c from t.pending; t.mu is held.
-func (t *Transport) unpend(c net.Conn) {
-	if i := slices.Index(t.pending, c); i >= 0 {
-		t.pending = slices.Delete(t.pending, i, i+1)
 	}
 }
 

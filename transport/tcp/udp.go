@@ -127,13 +127,27 @@ func (s *hbSocket) placeholder() netip.AddrPort {
 
 // watch connects lane to rank r's address (r < 0: none), so that from
 // now on the kernel queues r's heartbeats there, away from any other
-// sender's datagrams. A rank whose address is unknown leaves lane on the
-// placeholder until setPeers.
-func (s *hbSocket) watch(r int64) error {
+// sender's datagrams, after filter (nil: none; lanefilter.go) passed them.
+// A rank whose address is unknown leaves lane on the placeholder until
+// setPeers.
+func (s *hbSocket) watch(r int64, filter []unix.SockFilter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watched = r
+	if err := s.setLaneFilter(filter); err != nil {
+		return fmt.Errorf("the lane's filter: %w", err)
+	}
 	return s.connectLane()
+}
+
+// refilter replaces the lane's filter while rank r is watched.
+func (s *hbSocket) refilter(r int64, filter []unix.SockFilter) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watched != r {
+		return nil
+	}
+	return s.setLaneFilter(filter)
 }
 
 // connectLane connects lane to the watched rank's address; mu is
@@ -150,24 +164,33 @@ func (s *hbSocket) connectLane() error {
 }
 
 // kernelDrops returns how many datagrams the kernel dropped at both
-// sockets (a full receive buffer), from SO_MEMINFO.
+// sockets (a full receive buffer, or the lane's filter), from SO_MEMINFO.
 func (s *hbSocket) kernelDrops() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var n uint64
-	for _, fd := range []int{s.fd, s.lane} {
-		if fd < 0 {
-			continue
-		}
-		var info [unix.SK_MEMINFO_VARS]uint32
-		l := uint32(unsafe.Sizeof(info))
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
-			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&l)), 0)
-		if errno == 0 && l > unix.SK_MEMINFO_DROPS*4 {
-			n += uint64(info[unix.SK_MEMINFO_DROPS])
-		}
+	return drops(s.fd) + drops(s.lane)
+}
+
+// laneDrops is kernelDrops of the lane alone.
+func (s *hbSocket) laneDrops() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return drops(s.lane)
+}
+
+// drops returns the datagrams the kernel dropped at socket fd (0 for -1).
+func drops(fd int) uint64 {
+	if fd < 0 {
+		return 0
 	}
-	return n
+	var info [unix.SK_MEMINFO_VARS]uint32
+	l := uint32(unsafe.Sizeof(info))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if errno == 0 && l > unix.SK_MEMINFO_DROPS*4 {
+		return uint64(info[unix.SK_MEMINFO_DROPS])
+	}
+	return 0
 }
 
 func sockaddr(ap netip.AddrPort) unix.Sockaddr {

@@ -2,11 +2,13 @@ package tcp
 
 import (
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vigil-hpc/vigil/heartbeat"
+	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -290,6 +292,164 @@ func TestWatchedLaneIgnoresFlood(t *testing.T) {
 	if got := cl.ts[0].Stats().Rejected; got[wire.ReasonBadVersion] == 0 || got[wire.ReasonBadVersion] > drainBudget*drainBatch {
 		t.Fatalf("one sweep rejected %d junk datagrams, want 1 to %d", got[wire.ReasonBadVersion], drainBudget*drainBatch)
 	}
+}
+
+// TestWatchedLaneSpoofedSource: datagrams whose source address and port
+// are forged to be the watched emitter's (a raw socket: root on the host,
+// or an attacker off it) match the watched lane's connected socket. The
+// lane's filter (lanefilter.go) drops, in the kernel and counted there,
+// those that are not frames of this job from the emitter's incarnation: a
+// flood of them far beyond the lane's buffer leaves every heartbeat of the
+// emitter stored. Forgeries with the exact header (an attacker who saw the
+// job's frames) pass the filter, fail their tag and are counted (bad_tag),
+// never stored; a flood of those still drops the emitter's heartbeats with
+// them beyond the buffer (logged: what it costs).
+func TestWatchedLaneSpoofedSource(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	cl.ts[0].WatchHeartbeats(1)
+	src, err := netip.ParseAddrPort(cl.ts[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := netip.ParseAddrPort(cl.ts[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := hostile.NewSpoofer(src, dst)
+	if err != nil {
+		t.Skipf("no raw socket: %v", err)
+	}
+	defer sp.Close()
+	exact := make([]byte, 64)
+	n := cl.ts[1].HeartbeatSigner()(exact, 0, 1_000_000)
+	exact = exact[:n]
+	exact[n-1] ^= 1    // rank 1's heartbeat to rank 0 with a wrong tag, and a huge sequence
+	var blind [][]byte // what a forger who never saw the job's frames can send
+	for i := range 64 {
+		b := append([]byte(nil), exact...)
+		switch i % 4 {
+		case 0:
+			b[wire.HeaderIncarnationAt]++ // another incarnation of rank 1
+		case 1:
+			b[wire.HeaderJobAt]++ // another job
+		case 2:
+			b[wire.HeaderSenderAt]++ // another sender
+		default:
+			b[0] = 'X' // not a frame
+		}
+		blind = append(blind, b)
+	}
+	drops := func() uint64 { return cl.ts[0].Stats().KernelDropped }
+
+	// (a) 64 blind forgeries: dropped by the filter, counted as kernel
+	// drops, never seen by the check.
+	sp.Load(blind)
+	before := drops()
+	if k, err := sp.Send(); err != nil || k != 64 {
+		t.Fatalf("sent %d of 64: %v", k, err)
+	}
+	waitFor(t, "the filter's drops counted", func() bool { return drops() >= before+64 })
+	cl.ts[0].drain(true)
+	if got := cl.ts[0].Stats().Rejected; len(got) != 0 {
+		t.Fatalf("blind forgeries reached the check: %v", got)
+	}
+	// (b) a flood of them, far beyond the lane's buffer, amid rank 1's
+	// heartbeats: every heartbeat waits in the lane.
+	var seq uint64
+	for range 625 { // 40,000 datagrams
+		_, _ = sp.Send()
+		seq++
+		if err := cl.ts[1].SendHeartbeat(0, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the heartbeats", func() bool {
+		cl.ts[0].drain(true)
+		return cl.slots[0].Load(1) == seq
+	})
+	if got := cl.ts[0].Stats().Rejected; len(got) != 0 {
+		t.Fatalf("blind forgeries reached the check: %v", got)
+	}
+	t.Logf("40,000 blind forgeries: %d kernel drops, all %d heartbeats of rank 1 stored", drops()-before, seq)
+
+	// (c) forgeries with the exact header: refused by their tag; a flood
+	// of them beyond the buffer drops heartbeats too.
+	exacts := make([][]byte, 64)
+	for i := range exacts {
+		exacts[i] = exact
+	}
+	sp.Load(exacts)
+	if k, err := sp.Send(); err != nil || k != 64 {
+		t.Fatalf("sent %d of 64: %v", k, err)
+	}
+	waitFor(t, "the exact forgeries refused", func() bool {
+		cl.ts[0].drain(true)
+		return cl.ts[0].Stats().Rejected[wire.ReasonBadTag] == 64
+	})
+	before, first := drops(), seq
+	for range 625 {
+		_, _ = sp.Send()
+		seq++
+		if err := cl.ts[1].SendHeartbeat(0, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "kernel drops counted", func() bool { return drops() > before })
+	for range 100 {
+		cl.ts[0].drain(true)
+	}
+	got := cl.slots[0].Load(1)
+	t.Logf("40,000 exact forgeries: %d kernel drops, %d refused (bad_tag), rank 1's word at %d (%d to %d sent)",
+		drops()-before, cl.ts[0].Stats().Rejected[wire.ReasonBadTag]-64, got, first+1, seq)
+	if got > seq || cl.ts[0].Stats().Rejected[wire.ReasonBadTag] <= 64 {
+		t.Fatalf("word %d (%d sent), %d refused: the forgeries must be refused, none stored", got, seq, cl.ts[0].Stats().Rejected[wire.ReasonBadTag])
+	}
+}
+
+// TestLaneFilterFollowsIncarnation: the lane's filter names the watched
+// emitter's incarnation once it is known, and a new incarnation learned
+// later (rebound) replaces it, so that the new incarnation's heartbeats
+// pass and the old one's do not.
+func TestLaneFilterFollowsIncarnation(t *testing.T) {
+	cl := newCluster(t, 2, 2, nil)
+	defer cl.close()
+	cl.ts[0].WatchHeartbeats(1)
+	if err := cl.ts[1].SendHeartbeat(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first heartbeat", func() bool { cl.ts[0].drain(true); return cl.slots[0].Load(1) == 1 })
+	// Rank 1 restarts: a new incarnation at the same address, which rank 0
+	// learns (as from its Hello).
+	old := cl.ts[1].Incarnation()
+	cl.ts[1].Close()
+	s1 := transport.NewSlots(2)
+	cfg := testConfig(1, 2, s1, func(ranks.Rank, []byte) {})
+	cfg.ListenAddr, cfg.Incarnation = cl.ts[1].Addr(), old+1
+	t1, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.ts[1] = t1
+	if err := t1.SetPeers([]string{cl.ts[0].Addr(), t1.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := t1.incs.Observe(0, cl.ts[0].Incarnation()); err != nil {
+		t.Fatal(err)
+	}
+	before := cl.ts[0].Stats().KernelDropped
+	if err := t1.SendHeartbeat(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new incarnation's heartbeat dropped by the old filter", func() bool { return cl.ts[0].Stats().KernelDropped > before })
+	if newer, _ := cl.ts[0].incs.Observe(1, old+1); !newer {
+		t.Fatal("the new incarnation was not newer")
+	}
+	cl.ts[0].rebound(1)
+	if err := t1.SendHeartbeat(0, 3); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new incarnation's heartbeat", func() bool { cl.ts[0].drain(true); return cl.slots[0].Load(1) == 3 })
 }
 
 // TestIncarnationAnnounced: an emitter that does not know its observer's

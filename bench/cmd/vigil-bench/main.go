@@ -39,8 +39,9 @@ names:
                       a head-to-head child process (started by h2h)
   child emitter ...   the Go emitter alone (started by lateness)
   hostile             attacks on the heartbeat path against running agents:
-                      a UDP flood at every UDP port of one, the replay of a
-                      killed rank's captured heartbeats (vigil-bench hostile -h)
+                      a UDP flood at every UDP port of one (from its own or
+                      a forged address), the replay of a killed rank's
+                      captured heartbeats (vigil-bench hostile -h)
 
 The agents are the product's ` + "`vigil agent`" + ` (-vigil; default: the vigil
 next to this executable, else built from the source tree into -out/build).
@@ -417,7 +418,9 @@ func hostileMain(args []string) error {
 	floodFor := fs.Duration("flood", 30*time.Second, "how long each UDP port is flooded")
 	runs := fs.Int("runs", 10, "flood runs per heartbeat path, and replay runs (each with a run without replay)")
 	burners := fs.Int("burners", 0, "CPU burners during the floods")
-	checks := fs.String("checks", "flood,replay", "which checks: flood, replay")
+	spoofRate := fs.Float64("spoof-rate", 0, "datagrams per second of the spoof check's flood (0: as fast as one sender can)")
+	spoofCopy := fs.Bool("spoof-copy", false, "the spoof check floods copies of a captured heartbeat of the watched emitter with a wrong tag (an attacker who sees the job's frames; -heartbeat udp)")
+	checks := fs.String("checks", "flood,replay", "which checks: flood, replay, spoof (the flood from the forged address of the emitter the flooded agent watches: CAP_NET_RAW)")
 	agentLog := fs.String("agent-log", "", "append the agents' stderr to this file (default: discarded)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -460,6 +463,15 @@ func hostileMain(args []string) error {
 			if floods, err = bench.HostileFlood(ctx, cfg); err != nil {
 				return err
 			}
+		}
+		if strings.Contains(*checks, "spoof") {
+			sc := cfg
+			sc.Spoof, sc.SpoofRate, sc.SpoofCopy = true, *spoofRate, *spoofCopy
+			spoofs, err := bench.HostileFlood(ctx, sc)
+			if err != nil {
+				return err
+			}
+			ok = bench.HostileTable(p, sc, spoofs, nil) && ok
 		}
 		if strings.Contains(*checks, "replay") && mode == "udp" {
 			if replays, err = bench.HostileReplay(ctx, cfg); err != nil {
