@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/lab/hostile"
 	"github.com/vigil-hpc/vigil/launch"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/hostile"
+	"github.com/vigil-hpc/vigil/lab/hostile"
 )
 
 // TestHostileShort runs the hostile checks briefly against real agents: a

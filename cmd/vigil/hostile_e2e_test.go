@@ -21,8 +21,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/lab/hostile"
 	"github.com/vigil-hpc/vigil/launch"
 	"github.com/vigil-hpc/vigil/node"
 )

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/bootstrap/pmix/mpitest"
-	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/lab/hostile"
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 	"github.com/vigil-hpc/vigil/node"
 )
 

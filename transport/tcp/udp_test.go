@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/heartbeat"
-	"github.com/vigil-hpc/vigil/internal/hostile"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/lab/hostile"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
