@@ -296,7 +296,9 @@ func finishInit(inst *instance, names node.Names) C.int {
 		inst.nrec = &nodeRecord{self: inst.rank}
 		inst.rec = inst.nrec
 	} else {
-		inst.evl = newEventLog()
+		if inst.evl == nil {
+			inst.evl = newEventLog()
+		}
 		inst.rec = inst.evl
 	}
 	inst.cbSet = make(chan struct{}, 1)
@@ -579,9 +581,6 @@ func vigil_start() C.int {
 			grace := inst.cfg.WithDefaults().StartGrace
 			inst.graceEnd = node.Mono() + int64(grace)
 		}
-	case modeDaemon:
-		inst.wg.Add(1)
-		go inst.pumpDaemon()
 	}
 	inst.wg.Add(1)
 	go inst.dispatch()
@@ -633,7 +632,8 @@ func (inst *instance) exchangeAnyway(ctx context.Context) {
 
 // dispatch runs the failure callback on its own locked OS thread, reading
 // the record in place (in ring mode the node's, woken by its Changed
-// channel); it logs this rank's stop once.
+// channel); it logs this rank's stop once, and in daemon mode the end of
+// the daemon's connection.
 func (inst *instance) dispatch() {
 	defer inst.wg.Done()
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
@@ -641,6 +641,10 @@ func (inst *instance) dispatch() {
 	cev := (*C.vigil_event)(C.malloc(C.sizeof_vigil_event))
 	defer C.free(unsafe.Pointer(cev))
 	next, stopLogged := 0, false
+	var ended <-chan daemon.Event // daemon mode: closed when the daemon's connection ends
+	if inst.dc != nil {
+		ended = inst.dc.Events()
+	}
 	for {
 		changed := inst.rec.changed() // before reading: a change after it closes or signals it
 		if !stopLogged && inst.nrec != nil {
@@ -658,6 +662,13 @@ func (inst *instance) dispatch() {
 		select {
 		case <-changed:
 		case <-inst.cbSet:
+		case _, ok := <-ended:
+			if !ok {
+				ended = nil
+				if !inst.closing() && !inst.dc.Closed() {
+					inst.log.Warn("the node's daemon closed the connection: no more failure reports", "rank", inst.rank)
+				}
+			}
 		case <-inst.quit:
 			return
 		}
