@@ -30,10 +30,10 @@ type Client struct {
 	// deliver, if set, takes the failures instead of events (AttachFunc).
 	deliver func(Event)
 	read    chan struct{} // closed when the daemon's side ended
-	closed atomic.Bool   // Close was called
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
+	closed  atomic.Bool   // Close was called
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // Attach connects to the daemon's socket at path as rank r. The daemon
