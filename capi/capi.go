@@ -93,8 +93,15 @@ type instance struct {
 	startTimeout time.Duration
 	log          *slog.Logger
 
-	evl *eventLog
-	cb  atomic.Pointer[callback]
+	// rec is the record the events are read from (events.go): nrec in
+	// ring mode, evl in the others.
+	rec    record
+	nrec   *nodeRecord
+	evl    *eventLog
+	pollMu sync.Mutex
+	pollAt int // the next event vigil_poll returns
+	cb     atomic.Pointer[callback]
+	cbSet  chan struct{} // signalled (non-blocking) when the callback changes
 
 	// Set by vigil_start before started is stored.
 	started atomic.Bool
@@ -261,7 +268,16 @@ func finishInit(inst *instance, names settings.Names) C.int {
 	if err := inst.chooseAddr(); err != nil {
 		return fail(eInvalid, err)
 	}
-	inst.evl = newEventLog()
+	if inst.mode == modeRing {
+		inst.nrec = &nodeRecord{self: inst.rank}
+		inst.rec = inst.nrec
+	} else {
+		if inst.evl == nil {
+			inst.evl = newEventLog()
+		}
+		inst.rec = inst.evl
+	}
+	inst.cbSet = make(chan struct{}, 1)
 	inst.quit = make(chan struct{})
 	cur.Store(inst)
 	return vOK
@@ -523,8 +539,7 @@ func vigil_start() C.int {
 			return fail(code, coded(code, err)) // coded: a time-out of the exchange stays eBootstrap
 		}
 		inst.det, inst.nd = det, det.Node
-		inst.wg.Add(1)
-		go inst.pump()
+		inst.nrec.nd.Store(det.Node)
 	case modeSporadic:
 		pr, err := sporadic.Listen(inst.listen, inst.rank, inst.bs.JobID(), inst.bs.Key())
 		if err != nil {
@@ -542,9 +557,6 @@ func vigil_start() C.int {
 			grace := inst.cfg.WithDefaults().StartGrace
 			inst.graceEnd = node.Mono() + int64(grace)
 		}
-	case modeDaemon:
-		inst.wg.Add(1)
-		go inst.pumpDaemon()
 	}
 	inst.wg.Add(1)
 	go inst.dispatch()
@@ -594,79 +606,68 @@ func (inst *instance) exchangeAnyway(ctx context.Context) {
 	}
 }
 
-// pump copies the node's events into the event log (ring mode).
-func (inst *instance) pump() {
-	defer inst.wg.Done()
-	evs, evicted := inst.nd.Events(), inst.nd.Evicted()
-	add := func(ev node.Event) {
-		kind := eventFailed
-		if ev.Left {
-			kind = eventLeft
-		}
-		inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
-			detectedUnix: ev.DetectedAt.UnixNano(), deliveredMono: ev.DeliveredMono})
-	}
-	for {
-		select {
-		case ev, ok := <-evs:
-			if !ok {
-				return
-			}
-			add(ev)
-		case <-evicted:
-			evicted = nil
-			// The failures learned before the stop come before it (the
-			// node publishes them before closing evicted).
-			for drained := false; !drained; {
-				select {
-				case ev, ok := <-evs:
-					if ok {
-						add(ev)
-					} else {
-						drained = true
-					}
-				default:
-					drained = true
-				}
-			}
-			kind := eventEvicted
-			if inst.nd.Minority() {
-				kind = eventMinority
-				inst.log.Warn("this rank stopped: minority partition (it holds most of the job dead)", "rank", inst.rank)
-			} else {
-				inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
-			}
-			inst.evl.add(event{kind: kind, rank: inst.rank, detector: inst.rank,
-				detectedUnix: time.Now().UnixNano(), deliveredMono: node.Mono()})
-		case <-inst.quit:
-			return
-		}
-	}
-}
-
-// dispatch runs the failure callback on its own locked OS thread.
+// dispatch runs the failure callback on its own locked OS thread, reading
+// the record in place (in ring mode the node's, woken by its Changed
+// channel); it logs this rank's stop once, and in daemon mode the end of
+// the daemon's connection.
 func (inst *instance) dispatch() {
 	defer inst.wg.Done()
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	inst.cbTid.Store(int64(syscall.Gettid()))
 	cev := (*C.vigil_event)(C.malloc(C.sizeof_vigil_event))
 	defer C.free(unsafe.Pointer(cev))
-	next := 0
+	next, stopLogged := 0, false
+	var ended <-chan daemon.Event // daemon mode: closed when the daemon's connection ends
+	if inst.dc != nil {
+		ended = inst.dc.Events()
+	}
 	for {
-		if cb := inst.cb.Load(); cb != nil {
-			if e, ok := inst.evl.at(next); ok {
-				next++
-				*cev = e.c()
-				cb.call(cev)
-				continue
+		changed := inst.rec.changed() // before reading: a change after it closes or signals it
+		if !stopLogged && inst.nrec != nil {
+			stopLogged = inst.logStop()
+		}
+		for cb := inst.cb.Load(); cb != nil; cb = inst.cb.Load() {
+			e, ok := inst.rec.at(next)
+			if !ok {
+				break
 			}
+			next++
+			*cev = e.c()
+			cb.call(cev)
 		}
 		select {
-		case <-inst.evl.notify:
+		case <-changed:
+		case <-inst.cbSet:
+		case _, ok := <-ended:
+			if !ok {
+				ended = nil
+				if !inst.closing() && !inst.dc.Closed() {
+					inst.log.Warn("the node's daemon closed the connection: no more failure reports", "rank", inst.rank)
+				}
+			}
 		case <-inst.quit:
 			return
 		}
 	}
+}
+
+// logStop logs this rank's stop (ring mode), if the node stopped, and
+// reports whether it did.
+func (inst *instance) logStop() bool {
+	rec := inst.nrec.latest()
+	if rec == nil {
+		return false
+	}
+	stopped, minority, _, _ := rec.Stopped()
+	switch {
+	case !stopped:
+		return false
+	case minority:
+		inst.log.Warn("this rank stopped: minority partition (it holds most of the job dead)", "rank", inst.rank)
+	default:
+		inst.log.Warn("this rank was declared dead by the job (paused or cut off longer than delta)", "rank", inst.rank)
+	}
+	return true
 }
 
 // vigil_set_failure_callback sets or clears the failure callback (vigil.h).
@@ -682,7 +683,10 @@ func vigil_set_failure_callback(fn C.vigil_failure_fn, user unsafe.Pointer) C.in
 	} else {
 		inst.cb.Store(&callback{fn: fn, user: user})
 	}
-	inst.evl.wake()
+	select {
+	case inst.cbSet <- struct{}{}:
+	default:
+	}
 	return vOK
 }
 
@@ -697,7 +701,12 @@ func vigil_poll(ev *C.vigil_event) C.int {
 	if ev == nil {
 		return failf(eInvalid, "vigil_poll: NULL event")
 	}
-	e, ok := inst.evl.poll()
+	inst.pollMu.Lock()
+	e, ok := inst.rec.at(inst.pollAt)
+	if ok {
+		inst.pollAt++
+	}
+	inst.pollMu.Unlock()
 	if !ok {
 		return 0
 	}
@@ -720,7 +729,7 @@ func vigil_dead_set(buf *C.uint32_t, n C.size_t) C.long {
 	if n > 0 {
 		out = unsafe.Slice((*uint32)(unsafe.Pointer(buf)), int(n))
 	}
-	return C.long(inst.evl.copyDead(out))
+	return C.long(inst.rec.copyDead(out))
 }
 
 // vigil_stats_get fills the counters since vigil_start (vigil.h).
@@ -737,7 +746,7 @@ func vigil_stats_get(st *C.vigil_stats) C.int {
 			C.sizeof_vigil_stats, C.vg_stats_size_v1(), C.vg_stats_size_v2())
 	}
 	size := st.struct_size
-	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(inst.evl.copyDead(nil))}
+	full := C.vigil_stats{struct_size: size, dead: C.uint32_t(inst.rec.copyDead(nil))}
 	if inst.started.Load() && inst.nd != nil {
 		fillStats(&full, inst.nd.Stats())
 	}
@@ -819,7 +828,7 @@ func vigil_is_dead(r C.uint32_t) C.int {
 	if int(r) >= inst.size {
 		return failf(eInvalid, "vigil_is_dead: rank %d out of range (size %d)", r, inst.size)
 	}
-	if inst.evl.isDead(uint32(r)) {
+	if inst.rec.isDead(uint32(r)) {
 		return 1
 	}
 	return 0
@@ -842,7 +851,7 @@ func vigil_probe(r C.uint32_t, timeoutNs C.int64_t) C.int {
 		return failf(eInvalid, "vigil_probe: timeout %d ns, want > 0", timeoutNs)
 	case uint32(r) == inst.rank:
 		return 0
-	case inst.evl.isDead(uint32(r)):
+	case inst.rec.isDead(uint32(r)):
 		return 1
 	}
 	select {

@@ -64,7 +64,8 @@ func vigil_init_daemon(socketPath *C.char, rank C.uint32_t) C.int {
 	if path, err = daemonSocket(path, inst.rank); err != nil {
 		return fail(eInvalid, fmt.Errorf("vigil_init_daemon: %w", err))
 	}
-	cl, err := daemon.Attach(path, ranks.Rank(rank))
+	inst.evl = newEventLog() // before the first report comes
+	cl, err := daemon.AttachFunc(path, ranks.Rank(rank), inst.daemonEvent)
 	if err != nil {
 		return fail(eBootstrap, fmt.Errorf("vigil_init_daemon: %w", err))
 	}
@@ -78,32 +79,18 @@ func vigil_init_daemon(socketPath *C.char, rank C.uint32_t) C.int {
 	return vOK
 }
 
-// pumpDaemon copies the daemon's events into the event log.
-func (inst *instance) pumpDaemon() {
-	defer inst.wg.Done()
-	evs := inst.dc.Events()
-	for {
-		select {
-		case ev, ok := <-evs:
-			if !ok {
-				if !inst.closing() && !inst.dc.Closed() {
-					inst.log.Warn("the node's daemon closed the connection: no more failure reports", "rank", inst.rank)
-				}
-				return
-			}
-			if ev.Kind != daemon.KindProc {
-				continue // a node's failure comes with one event per process
-			}
-			kind := eventFailed
-			if ev.Cause == daemon.Left.String() {
-				kind = eventLeft
-			}
-			inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
-				detectedUnix: ev.DetectedUnix, deliveredMono: ev.DeliveredMono})
-		case <-inst.quit:
-			return
-		}
+// daemonEvent records a report of the node's daemon in the event log, on
+// the daemon.Client's reading goroutine.
+func (inst *instance) daemonEvent(ev daemon.Event) {
+	if ev.Kind != daemon.KindProc {
+		return // a node's failure comes with one event per process
 	}
+	kind := eventFailed
+	if ev.Cause == daemon.Left.String() {
+		kind = eventLeft
+	}
+	inst.evl.add(event{kind: kind, rank: uint32(ev.Rank), detector: uint32(ev.Detector),
+		detectedUnix: ev.DetectedUnix, deliveredMono: ev.DeliveredMono})
 }
 
 func (inst *instance) closing() bool {

@@ -27,17 +27,25 @@ type Client struct {
 	w      *heartbeatWord
 	info   welcome
 	events chan Event
-	read   chan struct{} // closed when the daemon's side ended
-	closed atomic.Bool   // Close was called
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
+	// deliver, if set, takes the failures instead of events (AttachFunc).
+	deliver func(Event)
+	read    chan struct{} // closed when the daemon's side ended
+	closed  atomic.Bool   // Close was called
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // Attach connects to the daemon's socket at path as rank r. The daemon
 // checks that r is one of its hosted ranks, identifies the process by its
 // kernel credentials, and answers with a heartbeat word.
-func Attach(path string, r ranks.Rank) (*Client, error) {
+func Attach(path string, r ranks.Rank) (*Client, error) { return AttachFunc(path, r, nil) }
+
+// AttachFunc is Attach with the failures handed to deliver (when not nil)
+// instead of Events: the goroutine that reads them from the daemon calls
+// it, in order, from now on, so it must not block. Events then receives
+// nothing and is closed when the connection ends.
+func AttachFunc(path string, r ranks.Rank, deliver func(Event)) (*Client, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: connecting to the node's daemon at %s: %w", path, err)
@@ -96,7 +104,7 @@ func Attach(path string, r ranks.Rank) (*Client, error) {
 		return fail(err)
 	}
 	c.SetDeadline(time.Time{})
-	cl := &Client{c: c, w: hw, info: w, events: make(chan Event, 1024), read: make(chan struct{}), quit: make(chan struct{})}
+	cl := &Client{c: c, w: hw, info: w, events: make(chan Event, 1024), deliver: deliver, read: make(chan struct{}), quit: make(chan struct{})}
 	hw.bump()
 	cl.wg.Add(2)
 	go cl.beat(time.Duration(w.HeartbeatNs))
@@ -165,6 +173,10 @@ func (cl *Client) reader(br *bufio.Reader) {
 			continue
 		}
 		ev.DeliveredMono = node.Mono()
+		if cl.deliver != nil {
+			cl.deliver(ev)
+			continue
+		}
 		select {
 		case cl.events <- ev:
 		case <-cl.quit:

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,8 +36,11 @@ type Daemon struct {
 	reported *Reported
 	locals   map[ranks.Rank]*local
 	free     []int // free heartbeat slots
-	past     []Event
-	evicted  chan struct{}
+	// nodesSeen is how many of the detector's record (n.Record, in the
+	// order of n.Events) the loop has delivered: the failed nodes a
+	// process attaching now is told of.
+	nodesSeen int
+	evicted   chan struct{}
 
 	// Notes from the detector (OnNote runs on the node's loop and must not
 	// block): queued here, signalled on noteSig.
@@ -230,7 +234,8 @@ func (d *Daemon) loop() {
 				continue
 			}
 			// A node's failure is its daemon's: it and every process it hosted.
-			d.deliver(events(d.reported.Node(ev.Rank), d.cfg.Layout, ev.Detector, ev.DetectedAt.UnixNano()))
+			d.nodesSeen++
+			d.deliver(d.reported.Node(ev.Rank, ev.Detector, ev.DetectedAt.UnixNano()))
 			d.log.Info("node failed", "dead", ev.Rank, "detector", ev.Detector)
 		case <-d.noteSig:
 			d.notesMu.Lock()
@@ -273,23 +278,28 @@ func (d *Daemon) received(n detector.Note) {
 		d.log.Warn("dropping malformed report", "from", n.Source, "err", err)
 		return
 	}
-	d.deliver(events(d.reported.Procs(r.Procs), d.cfg.Layout, n.Source, n.At))
+	d.deliver(d.reported.Procs(r.Procs, n.Source, n.At))
 }
 
 // publish is StartPropagation for failures of local processes: the report
 // to every other daemon, and the failures to this node's processes.
 func (d *Daemon) publish(procs []ProcFailure) {
-	fresh := d.reported.Procs(procs)
-	if fresh.Empty() {
+	var fresh []ProcFailure
+	for _, q := range procs {
+		if !d.reported.ProcReported(q.Rank) && !slices.ContainsFunc(fresh, func(f ProcFailure) bool { return f.Rank == q.Rank }) {
+			fresh = append(fresh, q)
+		}
+	}
+	if len(fresh) == 0 {
 		return
 	}
-	at := time.Now().UnixNano()
+	evs := d.reported.Procs(fresh, d.cfg.Node, time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := d.n.Publish(ctx, wire.AppendReport(nil, &Report{Procs: fresh.Procs})); err != nil {
+	if _, err := d.n.Publish(ctx, wire.AppendReport(nil, &Report{Procs: fresh})); err != nil {
 		d.log.Warn("publishing a report failed", "err", err)
 	}
-	d.deliver(events(fresh, d.cfg.Layout, d.cfg.Node, at))
+	d.deliver(evs)
 }
 
 // deliver is the outer star of the two-level broadcast: the events to
@@ -309,7 +319,6 @@ func (d *Daemon) deliver(evs []Event) {
 			}
 		}
 	}
-	d.past = append(d.past, evs...)
 	for _, ev := range evs {
 		select {
 		case d.events <- ev:

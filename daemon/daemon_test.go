@@ -137,8 +137,9 @@ func TestDaemonsInProcess(t *testing.T) {
 }
 
 // TestAttach: processes attach over the Unix socket (here, this test
-// process as ranks 0 and 2, no spawned processes), keep their heartbeat
-// words moving (no false hang in 1 s), and are told of a node's failure.
+// process as ranks 0 and 2, then 1, no spawned processes), keep their
+// heartbeat words moving (no false hang in 1 s), and are told of a node's
+// failure, past failures on attaching.
 func TestAttach(t *testing.T) {
 	addrs := testnet.FreeAddrs(t, 2)
 	dir := t.TempDir()
@@ -182,6 +183,19 @@ func TestAttach(t *testing.T) {
 	expect(t, "rank 0", c0.Events(), want("node 1", "proc 2 node_down", "proc 3 node_down"), 10*time.Second)
 	if _, ok := <-c2.Events(); ok {
 		t.Error("rank 2's connection carried an event after its daemon closed")
+	}
+	// A process attaching afterwards is told of the failure (the node's
+	// from the detector's record, its processes' from Reported), here
+	// through AttachFunc, whose Events carries nothing.
+	late := make(chan Event, 16)
+	c1, err := AttachFunc(filepath.Join(dir, "n0.sock"), 1, func(ev Event) { late <- ev })
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "rank 1, attached late", late, want("node 1", "proc 2 node_down", "proc 3 node_down"), 10*time.Second)
+	c1.Close(true)
+	if ev, ok := <-c1.Events(); ok {
+		t.Errorf("AttachFunc's Events carried %+v", ev)
 	}
 }
 

@@ -28,17 +28,8 @@ type Event struct {
 	DeliveredMono int64 `json:"-"`
 }
 
-// events turns what a daemon learned into events, nodes first: detector is
-// the daemon that observed the failures, at its wall clock then (Unix ns).
-func events(f Fresh, l Layout, detector ranks.Rank, at int64) []Event {
-	var out []Event
-	for _, d := range f.Nodes {
-		out = append(out, Event{Kind: KindNode, Node: d, Detector: detector, DetectedUnix: at})
-	}
-	for _, p := range f.Procs {
-		nd, _ := l.NodeOf(p.Rank)
-		out = append(out, Event{Kind: KindProc, Rank: p.Rank, Node: nd, Cause: p.Cause.String(),
-			Detector: detector, DetectedUnix: at})
-	}
-	return out
+// nodeEvent is the event of daemon d's failure, found by detector at its
+// wall clock at (Unix ns).
+func nodeEvent(d, detector ranks.Rank, at int64) Event {
+	return Event{Kind: KindNode, Node: d, Detector: detector, DetectedUnix: at}
 }

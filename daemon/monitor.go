@@ -109,7 +109,14 @@ func (d *Daemon) attachLocal(a attachReq) welcome {
 	lp.bye = false // back after a goodbye: its end is a failure again
 	lp.lastWord, lp.lastProgress = 0, node.Mono()
 	d.locals[a.rank] = lp
-	for _, ev := range d.past {
+	// The past failures, from the records: the nodes' (the detector's),
+	// then the processes'.
+	rec := d.n.Record()
+	for i := range d.nodesSeen {
+		ev := rec.Event(i)
+		lp.cc.send(nodeEvent(ev.Rank, ev.Detector, ev.DetectedAt.UnixNano()))
+	}
+	for _, ev := range d.reported.Past() {
 		lp.cc.send(ev)
 	}
 	d.log.Info("local process attached", "rank", a.rank, "pid", a.cc.pid, "slot", lp.slot)

@@ -37,28 +37,23 @@ type ProcFailure = wire.ProcFailure
 // (node.Node.Publish).
 type Report = wire.Report
 
-// Fresh is what a daemon learned: failures it did not know, to be delivered
-// locally (printed, and sent to its local processes).
-type Fresh struct {
-	Nodes []ranks.Rank
-	Procs []ProcFailure
-}
-
-// Empty reports whether nothing was new.
-func (f Fresh) Empty() bool { return len(f.Nodes) == 0 && len(f.Procs) == 0 }
-
 // Reported is Reported_i of seed 003's Two-Level Reliable Broadcast
 // (Algorithm 1): the failed daemons and processes this daemon knows. The
 // inner level of the broadcast is the daemons' detector (a node's failure
 // is its daemon's, found by the observation ring and broadcast over the
 // binomial graph, or Config.Broadcast's propagation; a report of process
-// failures travels as a note the same way); the outer level, the star to local processes, is the
-// caller's: it sends Fresh to every attached local process. It is pure and
+// failures travels as a note the same way); the outer level, the star to
+// local processes, is the caller's: it sends the events Node and Procs
+// return to every attached local process.
+//
+// The failed daemons are the detector's own record (node.Node.Record),
+// which names each once: Reported keeps only the processes, the one
+// record of them, with the event each was delivered with. It is pure and
 // not safe for concurrent use.
 type Reported struct {
 	layout Layout
-	nodes  ranks.Set
 	procs  map[ranks.Rank]struct{}
+	past   []Event // the processes' events, in delivery order
 }
 
 // NewReported returns Reported_i = ∅ for a job of layout l.
@@ -69,44 +64,48 @@ func NewReported(l Layout) (*Reported, error) {
 	return &Reported{layout: l, procs: map[ranks.Rank]struct{}{}}, nil
 }
 
-// Node adds daemon d and every process it hosted (cause NodeDown) and
-// returns what was new.
-func (p *Reported) Node(d ranks.Rank) Fresh {
-	var f Fresh
-	if int64(d) >= int64(p.layout.Nodes) || !p.nodes.Add(d) {
-		return f
+// Node adds the failure of daemon d, found by detector at its wall clock
+// at (Unix ns), with every process it hosted (cause NodeDown), and returns
+// the events to deliver: d's (KindNode) and those of its processes not
+// reported before. The detector's record names each daemon once: call it
+// once per daemon.
+func (p *Reported) Node(d, detector ranks.Rank, at int64) []Event {
+	if int64(d) >= int64(p.layout.Nodes) {
+		return nil
 	}
-	f.Nodes = []ranks.Rank{d}
+	out := []Event{nodeEvent(d, detector, at)}
 	for _, q := range p.layout.Hosted(d) {
-		if p.addProc(q) {
-			f.Procs = append(f.Procs, ProcFailure{Rank: q, Cause: NodeDown})
-		}
+		out = p.addProc(out, ProcFailure{Rank: q, Cause: NodeDown}, detector, at)
 	}
-	return f
+	return out
 }
 
 // Procs adds the failed processes of a report (checked with
-// Report.Validate by its decoder) and returns what was new.
-func (p *Reported) Procs(ps []ProcFailure) Fresh {
-	var f Fresh
+// Report.Validate by its decoder), found by detector at its wall clock at,
+// and returns the events of those not reported before.
+func (p *Reported) Procs(ps []ProcFailure, detector ranks.Rank, at int64) []Event {
+	var out []Event
 	for _, q := range ps {
-		if p.addProc(q.Rank) {
-			f.Procs = append(f.Procs, q)
-		}
+		out = p.addProc(out, q, detector, at)
 	}
-	return f
+	return out
 }
-
-// NodeReported reports whether daemon d is in Reported_i.
-func (p *Reported) NodeReported(d ranks.Rank) bool { return p.nodes.Has(d) }
 
 // ProcReported reports whether rank r is in Reported_i.
 func (p *Reported) ProcReported(r ranks.Rank) bool { _, ok := p.procs[r]; return ok }
 
-func (p *Reported) addProc(r ranks.Rank) bool {
-	if _, ok := p.procs[r]; ok {
-		return false
+// Past returns the events of every process reported, in delivery order.
+// The caller must not modify it.
+func (p *Reported) Past() []Event { return p.past }
+
+// addProc records q unless it is reported, and appends its event to out.
+func (p *Reported) addProc(out []Event, q ProcFailure, detector ranks.Rank, at int64) []Event {
+	if _, ok := p.procs[q.Rank]; ok {
+		return out
 	}
-	p.procs[r] = struct{}{}
-	return true
+	p.procs[q.Rank] = struct{}{}
+	nd, _ := p.layout.NodeOf(q.Rank)
+	ev := Event{Kind: KindProc, Rank: q.Rank, Node: nd, Cause: q.Cause.String(), Detector: detector, DetectedUnix: at}
+	p.past = append(p.past, ev)
+	return append(out, ev)
 }

@@ -33,35 +33,40 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// TestReported: a node's failure brings every process it hosted (cause
-// NodeDown) except those already reported; a process is reported once,
-// whatever report brings it again; out-of-range nodes are ignored.
+// TestReported: a node's failure brings its event and every process it
+// hosted (cause NodeDown) except those already reported; a process is
+// reported once, whatever report brings it again; out-of-range nodes are
+// ignored; Past holds the processes' events in delivery order.
 func TestReported(t *testing.T) {
 	l := Layout{Nodes: 4, PPN: 3}
 	p, err := NewReported(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := p.Procs([]ProcFailure{pf(4, Crashed), pf(9, Hung)})
-	if len(f.Procs) != 2 || len(f.Nodes) != 0 {
-		t.Fatalf("first report: %+v", f)
+	first := p.Procs([]ProcFailure{pf(4, Crashed), pf(9, Hung)}, 2, 66)
+	want := []Event{{Kind: KindProc, Rank: 4, Node: 1, Cause: "crashed", Detector: 2, DetectedUnix: 66},
+		{Kind: KindProc, Rank: 9, Node: 3, Cause: "hung", Detector: 2, DetectedUnix: 66}}
+	if !slices.Equal(first, want) {
+		t.Fatalf("first report: %+v\nwant %+v", first, want)
 	}
-	if f := p.Procs([]ProcFailure{pf(4, Left)}); !f.Empty() {
-		t.Errorf("a process reported twice: %+v", f)
+	if evs := p.Procs([]ProcFailure{pf(4, Left)}, 0, 67); len(evs) != 0 {
+		t.Errorf("a process reported twice: %+v", evs)
 	}
-	f = p.Node(1)
-	want := Fresh{Nodes: []ranks.Rank{1}, Procs: []ProcFailure{pf(3, NodeDown), pf(5, NodeDown)}}
-	if !slices.Equal(f.Nodes, want.Nodes) || !slices.Equal(f.Procs, want.Procs) {
-		t.Errorf("Node(1) = %+v, want %+v (rank 4 was reported before)", f, want)
+	node := p.Node(1, 3, 77)
+	wantNode := []Event{{Kind: KindNode, Node: 1, Detector: 3, DetectedUnix: 77},
+		{Kind: KindProc, Rank: 3, Node: 1, Cause: "node_down", Detector: 3, DetectedUnix: 77},
+		{Kind: KindProc, Rank: 5, Node: 1, Cause: "node_down", Detector: 3, DetectedUnix: 77}}
+	if !slices.Equal(node, wantNode) {
+		t.Errorf("Node(1) = %+v\nwant %+v (rank 4 was reported before)", node, wantNode)
 	}
-	if f := p.Node(1); !f.Empty() {
-		t.Errorf("a node reported twice: %+v", f)
+	if evs := p.Node(4, 0, 78); len(evs) != 0 {
+		t.Errorf("node 4 of 4: %+v", evs)
 	}
-	if f := p.Node(4); !f.Empty() {
-		t.Errorf("node 4 of 4: %+v", f)
+	if !p.ProcReported(5) || p.ProcReported(6) {
+		t.Error("ProcReported disagrees with what was added")
 	}
-	if !p.NodeReported(1) || p.NodeReported(2) || !p.ProcReported(5) || p.ProcReported(6) {
-		t.Error("NodeReported/ProcReported disagree with what was added")
+	if past := p.Past(); !slices.Equal(past, append(want, wantNode[1:]...)) {
+		t.Errorf("Past() = %+v", past)
 	}
 	if _, err := NewReported(Layout{}); err == nil {
 		t.Error("an empty layout was accepted")
@@ -69,19 +74,6 @@ func TestReported(t *testing.T) {
 }
 
 func pf(r ranks.Rank, c Cause) ProcFailure { return ProcFailure{Rank: r, Cause: c} }
-
-// TestEvents: nodes first, then processes, each with its node, cause and
-// detector.
-func TestEvents(t *testing.T) {
-	l := Layout{Nodes: 3, PPN: 2}
-	evs := events(Fresh{Nodes: []ranks.Rank{2}, Procs: []ProcFailure{pf(4, NodeDown), pf(1, Hung)}}, l, 1, 77)
-	want := []Event{{Kind: KindNode, Node: 2, Detector: 1, DetectedUnix: 77},
-		{Kind: KindProc, Rank: 4, Node: 2, Cause: "node_down", Detector: 1, DetectedUnix: 77},
-		{Kind: KindProc, Rank: 1, Node: 0, Cause: "hung", Detector: 1, DetectedUnix: 77}}
-	if !slices.Equal(evs, want) {
-		t.Errorf("events %+v\nwant %+v", evs, want)
-	}
-}
 
 // TestExitCause classifies real children's ends.
 func TestExitCause(t *testing.T) {

@@ -75,11 +75,11 @@ type Config struct {
 // Core is one rank's failure detector. It is not safe for concurrent use:
 // one driver owns it.
 type Core struct {
-	cfg   Config
-	ring  *hb.Ring
-	prop  bcast.Propagator
-	out   bcast.Out            // the propagator's, reused
-	known map[ranks.Rank]Event // every rank delivered gone
+	cfg  Config
+	ring *hb.Ring
+	prop bcast.Propagator
+	out  bcast.Out // the propagator's, reused
+	gone gone      // every rank delivered gone (gone.go)
 	// departed are the ranks whose own LEAVE reached this rank: a LEAVE
 	// naming another rank is taken from them only (one they forward).
 	departed map[ranks.Rank]bool
@@ -133,7 +133,6 @@ func NewCore(cfg Config) (*Core, error) {
 		cfg:      cfg,
 		ring:     ring,
 		prop:     prop,
-		known:    map[ranks.Rank]Event{},
 		departed: map[ranks.Rank]bool{},
 		zombies:  hb.NewZombies(),
 		agree:    newAgreeState(&cfg),
@@ -176,10 +175,7 @@ func (c *Core) Alone() bool { return c.ring.Alone() }
 func (c *Core) Dead() *ranks.Set { return c.ring.Dead() }
 
 // Known returns the event of rank r, if this rank knows it is gone.
-func (c *Core) Known(r ranks.Rank) (Event, bool) {
-	ev, ok := c.known[r]
-	return ev, ok
-}
+func (c *Core) Known(r ranks.Rank) (Event, bool) { return c.gone.get(r) }
 
 // Evicted reports whether the job declared this rank dead.
 func (c *Core) Evicted() bool { return c.evicted }
@@ -289,7 +285,7 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 	case *wire.Agree:
 		c.agreeStep(from, m) // agree.go
 	case *wire.Sync:
-		c.onSync(now.Mono, from, m) // repair.go
+		c.onSync(now, from, m) // repair.go
 	case *wire.Probe: // block mending: a live rank answers at once
 		if m.Round == 0 {
 			return // a split probe asks nothing of a rank that holds its sender alive (split.go)
@@ -368,7 +364,7 @@ func (c *Core) apply(now Time, out hb.Output) {
 		c.stats.BcastsStarted++
 		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
 		msg := c.begin(now, kind, dead, d.D, nil)
-		c.deliver(msg, dead)
+		c.deliver(now, msg, dead)
 	}
 }
 
@@ -406,7 +402,7 @@ func (c *Core) propagated(now Time, from ranks.Rank, in *wire.Bcast) {
 				c.evict(observer, now.Mono)
 			}
 		}
-		c.deliver(*m, fresh)
+		c.deliver(now, *m, fresh)
 	}
 	for _, s := range out.Sends {
 		c.stats.BcastsForwarded += uint64(len(s.To))
@@ -429,19 +425,26 @@ func (c *Core) retarget() {
 	c.rd.Retarget, c.rd.Observer, c.rd.Alone = true, c.ring.Observer(), c.ring.Alone()
 }
 
-// deliver records the ranks of fresh (new to this rank) as gone, with m's
-// kind and detector, and hands them to the agreements (ERA Part 4).
-func (c *Core) deliver(m bcast.Message, fresh []ranks.Rank) {
+// deliver records the ranks of fresh (new to this rank) as gone at now,
+// with m's kind and detector, counts them, and hands them to the
+// agreements (ERA Part 4).
+func (c *Core) deliver(now Time, m bcast.Message, fresh []ranks.Rank) {
 	var gone []ranks.Rank
 	for _, r := range fresh {
-		if _, dup := c.known[r]; dup {
+		ev := Event{Rank: r, Left: m.Kind == bcast.Left, Detector: m.Detector, DetectedAt: m.DetectedAt, Delivered: now}
+		if !c.gone.add(ev) {
 			continue
 		}
-		ev := Event{Rank: r, Left: m.Kind == bcast.Left, Detector: m.Detector, DetectedAt: m.DetectedAt}
-		c.known[r] = ev
 		c.rd.Events = append(c.rd.Events, ev)
 		gone = append(gone, r)
-		if !ev.Left { // a departing rank may still be flushing: not a zombie
+		switch {
+		case ev.Left: // a departing rank may still be flushing: not a zombie
+			c.stats.Departures++
+		case ev.Detector == c.cfg.Self:
+			c.stats.Reported++
+			fallthrough
+		default:
+			c.stats.DeathsLearned++
 			c.zombies.Hold(r)
 		}
 	}

@@ -133,7 +133,7 @@ func (c *Core) quorumLearned(gone []ranks.Rank) {
 	q := &c.quorum
 	for _, r := range gone {
 		switch {
-		case c.known[r].Left:
+		case c.left(r):
 			// A clean departure stays in M: a job that stops rank by rank
 			// must not leave its last ranks a minority of the departed.
 		case !q.out.Has(r):
@@ -201,7 +201,7 @@ func (c *Core) moveMembership(d *era.Decision) bool {
 	}
 	for _, r := range fresh {
 		q.out.Add(r)
-		if _, known := c.known[r]; known {
+		if _, known := c.gone.at[r]; known {
 			q.dead-- // counted when learned (departed ranks are already out)
 		}
 	}

@@ -31,6 +31,9 @@ type Event struct {
 	Detector ranks.Rank
 	// DetectedAt is the detector's wall-clock time of detection (Unix ns).
 	DetectedAt int64
+	// Delivered is when this rank learned it: the time of the input that
+	// taught it (Observe, Step, Tick).
+	Delivered Time
 }
 
 // Decision is an agreement decided at this rank.
@@ -113,4 +116,8 @@ type Stats struct {
 	// SplitProbes counts the probes sent to ranks held dead by a rank that
 	// holds more than half of the job dead (split.go).
 	SplitProbes uint64
+	// DeathsLearned and Departures count the crashes and the clean
+	// departures delivered (Ready.Events), each rank once; Reported
+	// counts those crashes this rank's own observer detected.
+	DeathsLearned, Departures, Reported uint64
 }

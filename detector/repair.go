@@ -162,11 +162,11 @@ func (c *Core) repairAsk(now int64, to ranks.Rank, candidates []ranks.Rank) {
 
 // onSync handles a SYNC from a live rank: it answers the ranks asked
 // about that this rank holds dead, and learns the records it carries.
-func (c *Core) onSync(now int64, from ranks.Rank, m *wire.Sync) {
+func (c *Core) onSync(now Time, from ranks.Rank, m *wire.Sync) {
 	if len(m.Ask) > 0 {
 		var recs []wire.SyncRecord // at most len(m.Ask) ≤ wire.MaxSyncRanks
 		for _, r := range m.Ask {
-			if ev, ok := c.known[r]; ok {
+			if ev, ok := c.gone.get(r); ok {
 				kind := bcast.Failed
 				if ev.Left {
 					kind = bcast.Left
@@ -186,13 +186,13 @@ func (c *Core) onSync(now int64, from ranks.Rank, m *wire.Sync) {
 			c.bad("dropping SYNC record of a live rank", "from", from, "rank", rec.Rank)
 			continue
 		}
-		fresh, observerChanged := c.ring.Learn(now, []ranks.Rank{rec.Rank}) // as T5
+		fresh, observerChanged := c.ring.Learn(now.Mono, []ranks.Rank{rec.Rank}) // as T5
 		if observerChanged {
 			c.retarget()
 		}
 		if len(fresh) > 0 {
 			c.log(slog.LevelInfo, "learned a dead rank from SYNC", "from", from, "rank", rec.Rank, "kind", rec.Kind)
 		}
-		c.deliver(bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
+		c.deliver(now, bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
 	}
 }

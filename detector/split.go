@@ -44,7 +44,7 @@ func (c *Core) probeSplit(now int64) {
 	var first, next ranks.Rank
 	found, wrapped := false, false
 	for _, r := range c.ring.Dead().Members() {
-		if ev, ok := c.known[r]; !ok || ev.Left || r == c.cfg.Self {
+		if ev, ok := c.gone.get(r); !ok || ev.Left || r == c.cfg.Self {
 			continue // a departed rank is not coming back
 		}
 		if !found {

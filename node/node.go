@@ -120,14 +120,13 @@ type Node struct {
 	quit    chan struct{}
 	done    chan struct{}
 
-	mu     sync.Mutex
-	events []Event // in delivery order
-	byRank map[ranks.Rank]int
-	evCh   chan Event // Events: one channel, Size events deep
+	rec  atomic.Pointer[Record] // record.go: published by the loop
+	evCh chan Event             // Events: one channel, Size events deep
 
 	started, forwarded, bad, syncsSent, wakes atomic.Uint64 // published by flush
 	undecodable                               atomic.Uint64 // payloads handle could not decode
-	learned, departed, reported, decisions    atomic.Uint64 // updated by deliver and decided
+	learned, departed, reported               atomic.Uint64 // published by flush
+	decisions                                 atomic.Uint64 // updated by decided
 	agreeN, agreeNs                           atomic.Uint64 // updated by agree1
 	agreeMaxNs                                atomic.Int64
 	laneProbes                                atomic.Uint64             // lane.go
@@ -158,13 +157,13 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		reqs:    make(chan func()),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
-		byRank:  map[ranks.Rank]int{},
 		evicted: make(chan struct{}),
 		evCh:    make(chan Event, cfg.Size),
 	}
 	if n.slots == nil {
 		n.slots = transport.NewSlots(cfg.Size)
 	}
+	n.rec.Store(&Record{changed: make(chan struct{})})
 	// The checks wake the loop when the emitter's silence reaches
 	// MendEarly (block mending's early probes), or δ without them: while
 	// the emitter is heard the loop needs no wake-up of its own
@@ -392,6 +391,14 @@ func (n *Node) flush() {
 	if rd.Empty() {
 		return
 	}
+	st := n.core.Stats() // counted by now: before the events go out
+	n.started.Store(st.BcastsStarted)
+	n.forwarded.Store(st.BcastsForwarded)
+	n.syncsSent.Store(st.SyncsSent)
+	n.bad.Store(st.BadMessages)
+	n.learned.Store(st.DeathsLearned)
+	n.departed.Store(st.Departures)
+	n.reported.Store(st.Reported)
 	if rd.Watch {
 		if l, ok := n.tr.(transport.HeartbeatLanes); ok {
 			l.WatchHeartbeats(rd.Emitter) // the emitter's heartbeats in a socket of their own
@@ -408,7 +415,12 @@ func (n *Node) flush() {
 	for _, s := range rd.Sends {
 		n.sendAll(s.To, s.Msg)
 	}
-	n.deliver(rd.Events)
+	if len(rd.Events) > 0 || rd.Evicted {
+		n.publish(rd.Evicted, rd.Minority) // before Events and Evicted tell of it
+	}
+	for _, e := range rd.Events { // the Core delivers each rank once
+		n.evCh <- nodeEvent(e) // never blocks: it holds Size events, and a rank goes once
+	}
 	for _, d := range rd.Decisions {
 		n.decided(d) // agree.go
 	}
@@ -427,11 +439,6 @@ func (n *Node) flush() {
 		n.em.Pause()
 		close(n.evicted)
 	}
-	st := n.core.Stats()
-	n.started.Store(st.BcastsStarted)
-	n.forwarded.Store(st.BcastsForwarded)
-	n.syncsSent.Store(st.SyncsSent)
-	n.bad.Store(st.BadMessages)
 }
 
 // receivePending handles the messages already waiting in the inbox.
@@ -493,32 +500,6 @@ func (n *Node) Evicted() <-chan struct{} { return n.evicted }
 // once. Evicted is closed then too; Minority is set before it is.
 func (n *Node) Minority() bool { return n.isMinority.Load() }
 
-// deliver publishes the events the detector delivered.
-func (n *Node) deliver(evs []detector.Event) {
-	if len(evs) == 0 {
-		return
-	}
-	nowMono, now := mono(), time.Now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, e := range evs { // the Core delivers each rank once
-		ev := Event{Rank: e.Rank, Left: e.Left, Detector: e.Detector,
-			DetectedAt: time.Unix(0, e.DetectedAt), DeliveredAt: now, DeliveredMono: nowMono}
-		n.byRank[e.Rank] = len(n.events)
-		switch {
-		case e.Left:
-			n.departed.Add(1)
-		case e.Detector == n.cfg.Rank:
-			n.reported.Add(1)
-			n.learned.Add(1)
-		default:
-			n.learned.Add(1)
-		}
-		n.events = append(n.events, ev)
-		n.evCh <- ev // never blocks: it holds Size events, and a rank goes once
-	}
-}
-
 // Events returns the node's event channel: it receives every failure or
 // departure this node learns, since Start, each exactly once. Every call
 // returns the same channel (as context.Context's Done), so it may be called
@@ -529,28 +510,19 @@ func (n *Node) deliver(evs []detector.Event) {
 func (n *Node) Events() <-chan Event { return n.evCh }
 
 // Dead returns the ranks this node knows are gone (crashed or departed),
-// in increasing order.
+// in increasing order (from its Record).
 func (n *Node) Dead() []ranks.Rank {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	d := make([]ranks.Rank, 0, len(n.events))
-	for _, ev := range n.events {
-		d = append(d, ev.Rank)
+	r := n.Record()
+	d := make([]ranks.Rank, r.Len())
+	for i := range d {
+		d[i] = r.Rank(i)
 	}
-	slices.Sort(d)
 	return d
 }
 
-// Known returns the event for rank r, if this node knows it is gone.
-func (n *Node) Known(r ranks.Rank) (Event, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	i, ok := n.byRank[r]
-	if !ok {
-		return Event{}, false
-	}
-	return n.events[i], true
-}
+// Known returns the event for rank r, if this node knows it is gone (from
+// its Record).
+func (n *Node) Known(r ranks.Rank) (Event, bool) { return n.Record().Known(r) }
 
 // do runs f on the event loop and waits for it.
 func (n *Node) do(ctx context.Context, f func()) error {

@@ -23,15 +23,47 @@ func kindOf(t *testing.T, name string) int {
 // TestStatsByKind: after a crash and an agreement among the survivors,
 // the per-kind counters show the broadcast, the ring's repair and the
 // agreement's messages on both sides, with their bytes, and every message
-// received was sent.
+// received was sent. The crash is in every survivor's Record (a new one,
+// the one taken before telling of it by Changed) and counted once as
+// learned, once as reported.
 func TestStatsByKind(t *testing.T) {
 	const n = 4
 	h, δ := 5*time.Millisecond, 100*time.Millisecond
 	c := startCluster(t, n, node.Config{HeartbeatPeriod: h, SuspectTimeout: δ, StartGrace: δ})
 	time.Sleep(3 * δ)
+	before := c.nodes[0].Record()
 	c.kill(2)
 	c.waitComplete(5 * time.Second)
 	c.waitRing(5 * time.Second)
+	select {
+	case <-before.Changed():
+	default:
+		t.Error("the Record taken before the crash was not told of a newer one")
+	}
+	if before.Len() != 0 {
+		t.Errorf("the Record taken before the crash holds %d ranks", before.Len())
+	}
+	var reported uint64
+	for i, nd := range c.nodes {
+		if i == 2 {
+			continue
+		}
+		rec, st := nd.Record(), nd.Stats()
+		ev, ok := rec.Known(2)
+		if rec.Len() != 1 || rec.Rank(0) != 2 || rec.Event(0) != ev || !ok || ev.Left {
+			t.Errorf("rank %d: a record of %d ranks, Known(2) = %+v, %v", i, rec.Len(), ev, ok)
+		}
+		if stopped, _, _, _ := rec.Stopped(); stopped {
+			t.Errorf("rank %d: a record of a stopped node", i)
+		}
+		if st.DeathsLearned != 1 || st.Departures != 0 {
+			t.Errorf("rank %d: %d deaths learned, %d departures", i, st.DeathsLearned, st.Departures)
+		}
+		reported += st.Reported
+	}
+	if reported != 1 {
+		t.Errorf("the crash reported %d times", reported)
+	}
 	results := make(chan error, n)
 	for i, nd := range c.nodes {
 		if i == 2 {

@@ -40,12 +40,25 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
+static int64_t now_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* det_ns: from the detection (the detector's wall clock) to this callback,
+ * lat_ns: from when this rank learned it (delivered_mono_ns) to this
+ * callback; scripts/callback-latency.sh reads them. */
 static void on_failure(const vigil_event *ev, void *user)
 {
+	int64_t mono = now_ns(CLOCK_MONOTONIC), wall = now_ns(CLOCK_REALTIME);
 	(void)user;
-	printf("{\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u}\n",
+	printf("{\"ev\":\"%s\",\"rank\":%d,\"dead\":%u,\"left\":%s,\"detector\":%u,"
+	       "\"det_ns\":%lld,\"lat_ns\":%lld}\n",
 	       ev->kind == VIGIL_EVENT_EVICTED ? "evicted" : "dead", self, ev->rank,
-	       ev->kind == VIGIL_EVENT_LEFT ? "true" : "false", ev->detector);
+	       ev->kind == VIGIL_EVENT_LEFT ? "true" : "false", ev->detector,
+	       (long long)(wall - ev->detected_unix_ns), (long long)(mono - ev->delivered_mono_ns));
 	fflush(stdout);
 }
 

@@ -1,0 +1,88 @@
+package detector_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/detector"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// TestGoneView: the Core's record of the ranks gone, read through views
+// taken as the crashes come (each from the previous one): every view
+// holds the events of Ready in delivery order, by rank in increasing
+// order and by Known; a view taken earlier does not change; the counters
+// of Stats agree; a view with nothing new is the previous one.
+func TestGoneView(t *testing.T) {
+	const n = 12
+	c := newCluster(t, n, nil)
+	c.run(3 * delta)
+	var views []*detector.GoneView
+	var prev *detector.GoneView
+	for _, r := range []ranks.Rank{7, 2, 9, 3} {
+		c.crash(r)
+		c.run(4 * delta)
+		v := c.cores[0].Gone(prev)
+		if v == prev {
+			t.Fatalf("no new view after rank %d crashed", r)
+		}
+		if c.cores[0].Gone(v) != v {
+			t.Error("a view with nothing new is not the previous one")
+		}
+		views, prev = append(views, v), v
+	}
+	check := func(v *detector.GoneView, evs []detector.Event) {
+		t.Helper()
+		if v.Len() != len(evs) {
+			t.Fatalf("view of %d ranks, want %d", v.Len(), len(evs))
+		}
+		var sorted []ranks.Rank
+		for i, ev := range evs {
+			if v.Event(i) != ev {
+				t.Errorf("event %d: %+v, want %+v", i, v.Event(i), ev)
+			}
+			if got, ok := v.Known(ev.Rank); !ok || got != ev {
+				t.Errorf("Known(%d) = %+v, %v", ev.Rank, got, ok)
+			}
+			sorted = append(sorted, ev.Rank)
+		}
+		slices.Sort(sorted)
+		for i, r := range sorted {
+			if v.Rank(i) != r {
+				t.Errorf("Rank(%d) = %d, want %d", i, v.Rank(i), r)
+			}
+		}
+		if _, ok := v.Known(0); ok {
+			t.Error("a live rank is known gone")
+		}
+	}
+	evs := c.events[0]
+	if len(evs) != 4 {
+		t.Fatalf("rank 0 learned %+v, want 4 crashes", evs)
+	}
+	for i, v := range views {
+		check(v, evs[:i+1])
+	}
+	for _, ev := range evs {
+		if ev.Delivered.Mono == 0 || ev.Delivered.Mono > c.now {
+			t.Errorf("rank %d delivered at %d (now %d)", ev.Rank, ev.Delivered.Mono, c.now)
+		}
+	}
+	if st := c.cores[0].Stats(); st.DeathsLearned != 4 || st.Departures != 0 {
+		t.Errorf("stats %+v, want 4 deaths learned", st)
+	}
+	var reported uint64
+	for _, core := range c.cores { // the crashed ones too: rank 3 reported 2
+		reported += core.Stats().Reported
+	}
+	if reported != 4 {
+		t.Errorf("%d crashes reported by their observers, want 4", reported)
+	}
+	var empty *detector.GoneView
+	if empty.Len() != 0 {
+		t.Error("a nil view is not empty")
+	}
+	if _, ok := empty.Known(1); ok {
+		t.Error("a nil view knows a rank")
+	}
+}
