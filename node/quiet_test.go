@@ -226,8 +226,11 @@ func TestNativeThread(t *testing.T) {
 	if k1 == k0 {
 		t.Error("no checks")
 	}
-	if a := float64(after.Mallocs-before.Mallocs) / float64(sent); a > 0.05 {
-		t.Errorf("%.3f allocations per heartbeat, want none", a)
+	// Per heartbeat due in the window, not per heartbeat sent: what the
+	// rest of the process allocates (timers, the test's own reads) goes
+	// by time, and a loaded host sends fewer heartbeats in the window.
+	if a := float64(after.Mallocs-before.Mallocs) / float64(n*int(window/h)); a > 0.05 {
+		t.Errorf("%.3f allocations per heartbeat due, want none", a)
 	}
 	for _, nd := range c.nodes {
 		if len(nd.Dead()) != 0 {
@@ -296,8 +299,11 @@ func TestNativeThreadUDP(t *testing.T) {
 	if float64(verified) < 0.95*float64(recv) || float64(recv) < 0.9*float64(sent) {
 		t.Errorf("%d heartbeats sent, %d received, %d of them authenticated by the threads: want nearly all", sent, recv, verified)
 	}
-	if a := float64(after.Mallocs-before.Mallocs) / float64(sent); a > 0.05 {
-		t.Errorf("%.3f allocations per heartbeat, want none", a)
+	// Per heartbeat due in the window, not per heartbeat sent: what the
+	// rest of the process allocates (timers, the test's own reads) goes
+	// by time, and a loaded host sends fewer heartbeats in the window.
+	if a := float64(after.Mallocs-before.Mallocs) / float64(n*int(window/h)); a > 0.05 {
+		t.Errorf("%.3f allocations per heartbeat due, want none", a)
 	}
 	c.checkAccuracy()
 
