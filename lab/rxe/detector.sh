@@ -59,10 +59,12 @@ done
 T0=$(now_ms)
 kill -9 "$PID"
 
+# vigil run's lines: "[+12.345s] rank 1: rank 3 (pid 827) crashed (detected by 4)".
+CRASHED=": rank $VICTIM( \(pid [0-9]+\))? crashed"
 i=0
-while [ "$(grep -c ": rank $VICTIM crashed" $OUT)" -lt $((N - 1)) ]; do
+while [ "$(grep -cE "$CRASHED" $OUT)" -lt $((N - 1)) ]; do
 	i=$((i + 1))
-	[ $i -gt 300 ] && fail "$(grep -c ": rank $VICTIM crashed" $OUT) of $((N - 1)) survivors reported rank $VICTIM after 30 s"
+	[ $i -gt 300 ] && fail "$(grep -cE "$CRASHED" $OUT) of $((N - 1)) survivors reported rank $VICTIM after 30 s"
 	sleep 0.1
 done
 T1=$(now_ms)
@@ -70,11 +72,11 @@ sleep 1
 kill -INT $RUN
 wait $RUN
 
-reporters=$(grep ": rank $VICTIM crashed" $OUT | sed 's/^rank \([0-9]*\):.*/\1/' | sort -u | wc -l)
+reporters=$(grep -E "$CRASHED" $OUT | sed -E 's/^(\[[^]]*\] )?rank ([0-9]+):.*/\2/' | sort -u | wc -l)
 [ "$reporters" -eq $((N - 1)) ] || fail "$reporters distinct survivors reported rank $VICTIM, want $((N - 1))"
-grep ": rank [0-9]* \(crashed\|left\)" $OUT | grep -v ": rank $VICTIM crashed" | grep -q . &&
-	fail "ranks other than $VICTIM reported: $(grep -v ": rank $VICTIM crashed" $OUT | grep crashed)"
-grep ": rank $VICTIM crashed" $OUT | grep -q "^rank $VICTIM:" && fail "the victim reported itself"
+grep -E ": rank [0-9]+( \(pid [0-9]+\))? (crashed|left)" $OUT | grep -vE "$CRASHED" | grep -q . &&
+	fail "ranks other than $VICTIM reported: $(grep -E "crashed|left" $OUT | grep -vE "$CRASHED")"
+grep -E "$CRASHED" $OUT | grep -qE "^(\[[^]]*\] )?rank $VICTIM:" && fail "the victim reported itself"
 echo "RXE-INFO detector victim=$VICTIM survivors_reporting=$reporters all_reported_ms=$((T1 - T0)) h_ms=50 delta_ms=3000"
 cat $OUT
 exit 0
