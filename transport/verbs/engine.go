@@ -37,9 +37,11 @@ type engine struct {
 	cmds     chan cmd
 	efd      int         // eventfd: wakes the sleeping engine
 	sleeping atomic.Bool // the engine is (about to be) in poll(2)
-	// pending is set by submit: it ends the engine's busy-poll in C
-	// (ibv.RecvRing.PollSpin), which does not see cmds.
-	pending atomic.Uint32
+	// queued is set by nudge when work was queued for the engine (cmds,
+	// the link worker's results, Close): it ends the engine's busy-poll in
+	// C (ibv.RecvRing.PollSpin), which does not see cmds, and stops it from
+	// going to sleep over that work.
+	queued  atomic.Uint32
 	wakeups atomic.Uint64
 	one     [8]byte        // the eventfd increment (1, little-endian)
 	fds     [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
@@ -110,13 +112,19 @@ func (e *engine) submit(c cmd) bool {
 	default:
 		return false
 	}
-	// Pairs with sleep: either the engine's look at pending after it set
-	// sleeping finds it set, or this load sees sleeping and wakes it.
-	e.pending.Store(1)
+	e.nudge()
+	return true
+}
+
+// nudge tells the engine that work was queued for it: it ends a busy-poll
+// in C and wakes the engine if it sleeps. Pairs with sleep, which sets
+// sleeping before it looks at queued: either that look finds queued set,
+// or nudge's load sees sleeping and wakes it.
+func (e *engine) nudge() {
+	e.queued.Store(1)
 	if e.sleeping.Load() {
 		e.wake()
 	}
-	return true
 }
 
 // wake makes the engine's poll(2) return.
@@ -180,9 +188,9 @@ func (t *Transport) run() {
 				lastAsync = tn
 			}
 			links := t.ml != nil && len(t.ml.links) > 0
-			if locked && n == 0 && e.pending.Load() == 0 && !links {
+			if locked && n == 0 && e.queued.Load() == 0 && !links {
 				// Spins in C, holding the state (a Send meanwhile queues
-				// its message and ends the spin through pending). Not
+				// its message and ends the spin through queued). Not
 				// with message links: the spin sees only the UD ring.
 				// Bounded by the acks owed and the next retransmission,
 				// which only progress sends.
@@ -194,7 +202,7 @@ func (t *Transport) run() {
 					end = min(end, deadline)
 				}
 				spin := time.Duration(max(end-tn, 0))
-				if n, err := t.ring.PollSpin(fn, spin, &e.pending); err != nil {
+				if n, err := t.ring.PollSpin(fn, spin, &e.queued); err != nil {
 					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 				} else if n > 0 {
 					t.drainCmds()
@@ -226,7 +234,7 @@ func (t *Transport) run() {
 // returns the number of completions polled.
 func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 	e := &t.eng
-	e.pending.Store(0)
+	e.queued.Store(0)
 	t.drainCmds()
 	rc := 0
 	if t.ml != nil { // before the datagrams: see msgLinks on ordering
@@ -311,7 +319,7 @@ func (t *Transport) exec(c cmd) {
 func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 	e := &t.eng
 	e.sleeping.Store(true)
-	if e.pending.Load() != 0 { // a command or a worker's result came after progress: see submit
+	if e.queued.Load() != 0 { // a command or a worker's result came after progress: see nudge
 		e.sleeping.Store(false)
 		t.drainCmds()
 		t.mu.Unlock()

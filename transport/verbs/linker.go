@@ -101,11 +101,7 @@ func (t *Transport) toEngine(fn, drop func()) {
 	t.lk.done = append(t.lk.done, cmd{op: opDo, fn: fn, drop: drop})
 	t.lk.any.Store(true)
 	t.lk.mu.Unlock()
-	e := &t.eng
-	e.pending.Store(1) // pairs with sleep, as submit's
-	if e.sleeping.Load() {
-		e.wake()
-	}
+	t.eng.nudge()
 }
 
 // takeResults takes the link worker's results (engine, or Close once the

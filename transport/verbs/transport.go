@@ -1001,7 +1001,7 @@ func (t *Transport) Close() error {
 	}
 	close(t.quit)
 	if t.started {
-		t.eng.pending.Store(1)
+		t.eng.queued.Store(1)
 		t.eng.wake()
 	}
 	t.wg.Wait()
