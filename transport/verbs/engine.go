@@ -50,9 +50,10 @@ type engine struct {
 	traffic bool
 	// delivered is set (under t.mu) when a message went to the handler.
 	delivered bool
-	// busy: a Send that posted itself keeps the engine polling until
-	// then (ns), for the reply.
-	busy atomic.Int64
+	// pollUntil is when the engine stops busy-polling (ns), under t.mu:
+	// PollFor after traffic, and after a Send that posted itself (for
+	// the reply).
+	pollUntil int64
 	// armed is the retransmission deadline the sleeping engine will wake
 	// up for (ns; 0: none), under t.mu.
 	armed int64
@@ -156,6 +157,14 @@ func (t *Transport) do(fn func()) bool {
 	}
 }
 
+// pollFor keeps the engine busy-polling for Config.PollFor from tn (t.mu
+// held).
+func (t *Transport) pollFor(tn int64) {
+	if t.cfg.PollFor > 0 {
+		t.eng.pollUntil = max(t.eng.pollUntil, tn+int64(t.cfg.PollFor))
+	}
+}
+
 // run is the engine's loop (see engine). It holds t.mu while it works on
 // the state and releases it while it yields, spins or sleeps, when a Send
 // may take it to post at once.
@@ -169,7 +178,7 @@ func (t *Transport) run() {
 	rx := wire.NewCodec(t.datagramParams())
 	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
 	e := &t.eng
-	var busyUntil, deadline int64
+	var deadline int64
 	lastAsync := now()
 	for !t.closed.Load() {
 		t.mu.Lock()
@@ -177,12 +186,9 @@ func (t *Transport) run() {
 		tn := now()
 		if e.traffic {
 			e.traffic = false
-			if t.cfg.PollFor > 0 {
-				busyUntil = tn + int64(t.cfg.PollFor)
-			}
+			t.pollFor(tn)
 		}
-		busyUntil = max(busyUntil, e.busy.Load())
-		if tn < busyUntil {
+		if tn < e.pollUntil {
 			if tn-lastAsync >= int64(asyncEvery) {
 				t.drainAsync()
 				lastAsync = tn
@@ -194,7 +200,7 @@ func (t *Transport) run() {
 				// with message links: the spin sees only the UD ring.
 				// Bounded by the acks owed and the next retransmission,
 				// which only progress sends.
-				end := min(busyUntil, tn+int64(asyncEvery))
+				end := min(e.pollUntil, tn+int64(asyncEvery))
 				if len(t.rel.owed) > 0 {
 					end = min(end, tn+ackDelay)
 				}

@@ -566,10 +566,8 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		// Wake the engine to time the retransmission, or to hand out
 		// messages that evicting a link polled (rcRoom).
 		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0 || len(t.ready) > 0)
+		t.pollFor(n) // the engine polls for the reply
 		t.mu.Unlock()
-		if t.cfg.PollFor > 0 {
-			e.busy.Store(n + int64(t.cfg.PollFor))
-		}
 		if wake {
 			e.wake()
 		}
