@@ -13,18 +13,22 @@ import (
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
-// engine is the transport's progress engine: one goroutine that runs the
-// UD QP, its CQs, the receive ring, the send buffers, the reliability
-// layer (with its retransmission and delayed-ack timers) and the RC
-// handshakes, holding t.mu while it works on them. Send and the emitter's
-// UD heartbeats never wait for it: when t.mu is free (TryLock: the engine
-// yields, spins or sleeps) they post themselves, and otherwise they hand
-// the work to the engine through cmds (a buffered channel), which it takes
-// next, being awake; link requests always go through cmds.
+// engine is the transport's progress engine. The state it runs (the UD
+// QP, its CQs, the receive ring, the send buffers, the address handles,
+// the reliability layer with its timers, the message links and the RC
+// handshakes) belongs to whoever holds t.mu: functions marked "(engine)"
+// run with t.mu held, on the engine's goroutine or on a Send that took
+// the lock. The engine is the usual holder; Send and the emitter's UD
+// heartbeats never wait for it: when t.mu is free (TryLock: the engine
+// yields, spins or sleeps) they post themselves, and otherwise they leave
+// the work in cmds for the next holder, which runs cmds before its own
+// work (drainCmds); link requests and the link worker's results always go
+// that way. Only the engine polls the receive ring, sleeps and calls the
+// handler. docs/verbs-engine.md maps who touches what.
 //
 // After traffic (a message sent or received; heartbeat datagrams do not
-// count) the engine busy-polls its receive ring and cmds for
-// Config.PollFor, yielding to the other goroutines between polls (with
+// count) the engine busy-polls its receive ring and cmds until pollUntil,
+// yielding to the other goroutines between polls (with
 // Config.LockThread: on its own locked OS thread, spinning in C); then it
 // arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
 // poll(2) on their completion channels, the device's asynchronous event

@@ -108,9 +108,10 @@ type Transport struct {
 	mtu     int
 
 	// mu guards the state below (the UD QP's posts, the send buffers,
-	// the address handles, the reliability layer, the RC handshakes): the
-	// progress engine (engine.go) holds it while it works, and a Send that
-	// finds it free (TryLock) posts itself. No sender waits for it.
+	// the address handles, the reliability layer, the RC handshakes):
+	// the state is the holder's. The progress engine (engine.go) holds it
+	// while it works, and a Send that finds it free (TryLock) posts
+	// itself; one that does not queues its work for the next holder.
 	mu       sync.Mutex
 	eng      engine
 	sendMR   *ibv.MR
