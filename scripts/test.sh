@@ -50,7 +50,7 @@ stage "the README's quick starts, as written (internal/docstest)"
 # a host killed, the daemons, the metrics (docs/testing.md).
 go test -count=1 -timeout 10m -v ./internal/docstest/
 
-stage "fuzzing every decoder (${FUZZTIME:=5s} each)"
+stage "fuzzing every decoder (${FUZZTIME:=3s} each)"
 FUZZTIME=$FUZZTIME scripts/fuzz.sh
 
 stage "ibverbs on soft-RoCE (rdma_rxe) in a qemu guest"
