@@ -124,6 +124,10 @@ type RingStats struct {
 	// RoundsWidened counts probe rounds that no answer reached by their
 	// deadline, widened instead of resolved (decideRound).
 	RoundsWidened uint64
+	// BlocksWaited counts rounds without host labels given one more
+	// time-out because every candidate was silent while the rank beyond
+	// them answered (decideRound).
+	BlocksWaited uint64
 	// Refuted counts suspicions of the emitter withheld because it sent
 	// messages within δ (Heard).
 	Refuted uint64
@@ -189,6 +193,16 @@ func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 		}
 		r.widen(now, &out)
 		return out, false
+	}
+	if r.cfg.Hosts == nil && !m.blockWaited && !m.candidateAnswered() && r.beyondAnswered() {
+		// Every candidate silent, the rank beyond them alive: without host
+		// labels, a dead block ending exactly where the window ends is
+		// rare, and a window of slow candidates (their event loops starved
+		// while one canary was not) looks the same. One more time-out.
+		m.blockWaited = true
+		m.deadline = now + r.roundTimeout(now)
+		r.stats.BlocksWaited++
+		return Output{}, false
 	}
 	h := int64(r.Health(now))
 	quiet := h == 0 && m.control <= r.probeTimeout()/8 // a prompt control: the deadline is ample

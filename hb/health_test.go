@@ -162,3 +162,43 @@ func TestRingTailCanaryWaitsForTheSend(t *testing.T) {
 		t.Fatalf("reported at %d, emitter %d, D %v", out.Detected.At, r.Emitter(), r.Dead())
 	}
 }
+
+// Without host labels, a round whose every candidate is silent while the
+// rank beyond them answered at once is given one more time-out: the
+// candidates were slow (their event loops starved), not a block that ends
+// exactly at the window. The first candidate's late answer then reports
+// nobody.
+func TestRingSilentWindowWaitsOnce(t *testing.T) {
+	r := stormRing(t) // candidates 13 … 10, canaries 9 and 0, tail 1; deadline 210
+	r.Heard(111, 9)
+	r.Heard(112, 1)
+	for now := int64(120); now < 250; now += 10 {
+		if out := check(r, now, 0); out.Detected != nil {
+			t.Fatalf("at %d: reported %+v", now, out.Detected)
+		}
+	}
+	r.Heard(250, 13)
+	for now := int64(250); now < 400; now += 10 {
+		if out := check(r, now, 0); out.Detected != nil {
+			t.Fatalf("at %d, after the first candidate answered: reported %+v", now, out.Detected)
+		}
+	}
+	if st := r.Stats(); st.BlocksWaited != 1 || r.Emitter() != 13 {
+		t.Fatalf("stats %+v, emitter %d", st, r.Emitter())
+	}
+}
+
+// The same round when the candidates are really dead: reported one
+// time-out later.
+func TestRingSilentWindowReportedAfterTheWait(t *testing.T) {
+	r := stormRing(t)
+	r.Heard(111, 9)
+	r.Heard(112, 1)
+	var out hb.Output
+	for now := int64(120); out.Detected == nil && now < 600; now += 10 {
+		out = check(r, now, 0)
+	}
+	if out.Detected == nil || out.Detected.At < 300 || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), []ranks.Rank{13, 12, 11, 10, 14}) {
+		t.Fatalf("resolution %+v", out.Detected)
+	}
+}

@@ -122,14 +122,15 @@ type mendState struct {
 	// Self, when they are not candidates. control is how long the first
 	// answer, a candidate's or a canary's, took since the mending began (0:
 	// none yet), lastAnswer when the last one came.
-	canaries   []ranks.Rank
-	tail       ranks.Rank // the second rank after Self, probed last (hasTail)
-	hasTail    bool
-	tailHeld   bool // the round is held open for its tail's answer (decideRound)
-	control    int64
-	lastAnswer int64
-	origin     int64 // when the mending's first round began
-	lastCall   bool  // the round's last call was given (decideRound)
+	canaries    []ranks.Rank
+	tail        ranks.Rank // the second rank after Self, probed last (hasTail)
+	hasTail     bool
+	tailHeld    bool // the round is held open for its tail's answer (decideRound)
+	blockWaited bool // the round was given one more time-out for a silent window (decideRound)
+	control     int64
+	lastAnswer  int64
+	origin      int64 // when the mending's first round began
+	lastCall    bool  // the round's last call was given (decideRound)
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank
@@ -325,6 +326,21 @@ func (m *mendState) probed() []ranks.Rank {
 		out = append(out, m.tail)
 	}
 	return out
+}
+
+// beyondAnswered reports whether the first rank not in D_i before the
+// round's last candidate (its canary beyond them) answered.
+func (r *Ring) beyondAnswered() bool {
+	m := &r.mend
+	if len(m.cands) == 0 {
+		return false
+	}
+	n := ranks.Rank(r.cfg.N)
+	k := (m.cands[len(m.cands)-1] + n - 1) % n
+	for k != r.cfg.Self && r.D.Has(k) {
+		k = (k + n - 1) % n
+	}
+	return k != r.cfg.Self && m.answered.Has(k)
 }
 
 // candidateAnswered reports whether a candidate (not a canary) answered.
