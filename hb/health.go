@@ -104,6 +104,13 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 		m.control = max(1, now-m.origin) // the first answer
 	}
 	m.lastAnswer = now
+	if m.firstRT == 0 {
+		m.firstRT = max(1, now-m.start)
+	}
+	if m.hasTail && j == m.tail && len(m.canaries)+len(m.cands) > 0 {
+		// The tail's latency beyond a round trip: its probes' sending.
+		m.sendCost = max(0, now-m.start-m.firstRT) / int64(len(m.canaries)+len(m.cands))
+	}
 	if m.tailHeld && m.hasTail && j == m.tail {
 		m.tailHeld = false
 		m.deadline = max(m.start+r.probeTimeout(), now+(1+int64(r.Health(now)))*m.control) // the answers sent just before its

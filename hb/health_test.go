@@ -202,3 +202,21 @@ func TestRingSilentWindowReportedAfterTheWait(t *testing.T) {
 		t.Fatalf("resolution %+v", out.Detected)
 	}
 }
+
+// A round's tail shows how long its probes took to leave (its latency
+// beyond the first answer's, over the probes before it); a later round
+// without a tail of its own (its candidates take in the ranks after
+// Self) counts the time its probes take at that cost into its deadline.
+func TestRingSendTimeCounted(t *testing.T) {
+	r := stormRing(t) // round 1 at 110: canaries 9 and 0, candidates 13 … 10, tail 1
+	r.Heard(111, 0)   // the first answer: a round trip of 1
+	r.Heard(130, 1)   // the tail: 18 more for 6 probes before it, 3 each
+	out := check(r, 210, 0)
+	if out.Detected == nil || out.Probe == nil {
+		t.Fatalf("round 1 at its deadline: %+v", out)
+	}
+	// Round 2: candidates 9 … 2, canaries 1 and 0, no tail: 10 probes, 30.
+	if got, want := r.SuspectDeadline(), int64(210+100+30); got != want {
+		t.Fatalf("round 2's deadline %d, want %d (probes %v)", got, want, out.Probe)
+	}
+}

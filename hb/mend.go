@@ -51,7 +51,11 @@ import (
 // answered also waits for its tail (up to TailWait round time-outs, or
 // until the tail is known dead): a round of thousands of candidates takes
 // longer than δ to send, and the tail's answer shows that every probe went
-// out; the round's deadline then counts from that answer. Once a candidate
+// out; the round's deadline then counts from that answer. The tail's
+// latency beyond the first answer's, over the probes before it, is the
+// cost of sending one probe: a round without a tail of its own (its
+// candidates take in every rank not known dead) adds the time its probes
+// take to leave at that cost to its deadline. Once a candidate
 // answered, the silent ones before it, all that the round reports, were
 // probed before it. Any message from a candidate counts as its answer, an
 // answer to an earlier round of the same mending too (Heard). A round that
@@ -127,10 +131,15 @@ type mendState struct {
 	hasTail     bool
 	tailHeld    bool // the round is held open for its tail's answer (decideRound)
 	blockWaited bool // the round was given one more time-out for a silent window (decideRound)
-	control     int64
-	lastAnswer  int64
-	origin      int64 // when the mending's first round began
-	lastCall    bool  // the round's last call was given (decideRound)
+	// sendCost is how long one probe took to send, as the last tail's
+	// answer showed (its latency over the probes sent before it): a later
+	// round's deadline adds the time its own probes take to leave.
+	sendCost   int64
+	firstRT    int64 // how long the round's first answer took since its start
+	control    int64
+	lastAnswer int64
+	origin     int64 // when the mending's first round began
+	lastCall   bool  // the round's last call was given (decideRound)
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank
@@ -243,8 +252,9 @@ func withEarly(early, out Output) Output {
 func (r *Ring) probeRound(now int64, w int, out *Output) {
 	cands := r.candidates(r.emitter, w)
 	r.mend = mendState{active: true, round: r.mend.round + 1, first: r.mend.first, origin: now, window: w, cands: cands,
-		start: now, deadline: now + r.roundTimeout(now), reported: r.mend.reported}
+		start: now, reported: r.mend.reported, sendCost: r.mend.sendCost}
 	r.setCanaries(&r.mend)
+	r.mend.deadline = now + r.roundTimeout(now) + r.mend.sendTime()
 	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
 }
 
@@ -285,9 +295,9 @@ func (r *Ring) widen(now int64, out *Output) {
 		cands = append(cands, r.candidates(beyond, old.window)...)
 	}
 	r.mend = mendState{active: true, round: old.round + 1, first: old.first, origin: old.origin, window: 2 * old.window,
-		cands: cands, answered: old.answered, reported: old.reported,
-		start: now, deadline: now + r.roundTimeout(now)}
+		cands: cands, answered: old.answered, reported: old.reported, sendCost: old.sendCost, start: now}
 	r.setCanaries(&r.mend)
+	r.mend.deadline = now + r.roundTimeout(now) + r.mend.sendTime()
 	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
 	r.stats.RoundsWidened++
 }
@@ -341,6 +351,15 @@ func (r *Ring) beyondAnswered() bool {
 		k = (k + n - 1) % n
 	}
 	return k != r.cfg.Self && m.answered.Has(k)
+}
+
+// sendTime is how long the probes of a round without a tail take to leave
+// at sendCost each (a round with a tail waits for its answer instead).
+func (m *mendState) sendTime() int64 {
+	if m.hasTail {
+		return 0
+	}
+	return m.sendCost * int64(len(m.canaries)+len(m.cands))
 }
 
 // candidateAnswered reports whether a candidate (not a canary) answered.
