@@ -228,6 +228,16 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 	}
 	lines := make(chan Line, 64*n+1024)
 	j := &Job{Lines: lines, srv: srv}
+	// Every rank is started before any is waited for: a rank that exits at
+	// once stays a zombie until then, so that its process group, the
+	// job's, still exists when the next ranks join it.
+	var readers []func()
+	follow := func() {
+		for _, f := range readers {
+			go f()
+		}
+		go func() { j.wg.Wait(); close(lines) }()
+	}
 	for r := 0; r < n; r++ {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(append(os.Environ(), opt.ExtraEnv...), srv.Identity(uint32(r)).Env()...)
@@ -241,11 +251,13 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 		} else {
 			var err error
 			if out, err = cmd.StdoutPipe(); err != nil {
+				follow()
 				j.Stop(0)
 				return nil, err
 			}
 		}
 		if err := cmd.Start(); err != nil {
+			follow()
 			j.Stop(0)
 			return nil, fmt.Errorf("launch: starting rank %d: %w", r, err)
 		}
@@ -255,7 +267,7 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 		p := &Proc{Rank: uint32(r), Cmd: cmd, exited: make(chan struct{})}
 		j.Procs = append(j.Procs, p)
 		j.wg.Add(1)
-		go func() {
+		readers = append(readers, func() {
 			defer j.wg.Done()
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
@@ -266,9 +278,9 @@ func Start(n int, argv []string, opt Options) (*Job, error) {
 			}
 			p.err = cmd.Wait()
 			close(p.exited)
-		}()
+		})
 	}
-	go func() { j.wg.Wait(); close(lines) }()
+	follow()
 	return j, nil
 }
 
