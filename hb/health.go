@@ -107,13 +107,15 @@ func (r *Ring) Heard(now int64, j ranks.Rank) {
 	if m.firstRT == 0 {
 		m.firstRT = max(1, now-m.start)
 	}
-	if m.hasTail && j == m.tail && len(m.canaries)+len(m.cands) > 0 {
-		// The tail's latency beyond a round trip: its probes' sending.
-		m.sendCost = max(0, now-m.start-m.firstRT) / int64(len(m.canaries)+len(m.cands))
-	}
-	if m.tailHeld && m.hasTail && j == m.tail {
-		m.tailHeld = false
-		m.deadline = max(m.start+r.probeTimeout(), now+(1+int64(r.Health(now)))*m.control) // the answers sent just before its
+	if m.hasTail && j == m.tail {
+		if k := m.untailed(); k > 0 {
+			// The tail's latency beyond a round trip: its probes' sending.
+			m.sendCost = max(0, now-m.start-m.firstRT) / int64(k)
+		}
+		if m.tailHeld {
+			m.tailHeld = false
+			m.deadline = max(m.start+r.probeTimeout(), now+(1+int64(r.Health(now)))*m.control) // the answers sent just before its
+		}
 	}
 	if !m.late && now-m.start > r.probeTimeout()/2 {
 		m.late = true
@@ -201,7 +203,7 @@ func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 		r.widen(now, &out)
 		return out, false
 	}
-	if r.cfg.Hosts == nil && !m.blockWaited && !m.candidateAnswered() && r.beyondAnswered() {
+	if r.cfg.Hosts == nil && !m.blockWaited && !m.candidateAnswered() && m.beyondAnswered() {
 		// Every candidate silent, the rank beyond them alive: without host
 		// labels, a dead block ending exactly where the window ends is
 		// rare, and a window of slow candidates (their event loops starved

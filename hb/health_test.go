@@ -2,7 +2,6 @@ package hb_test
 
 import (
 	"slices"
-
 	"testing"
 
 	"github.com/vigil-hpc/vigil/hb"

@@ -127,6 +127,7 @@ type mendState struct {
 	// answer, a candidate's or a canary's, took since the mending began (0:
 	// none yet), lastAnswer when the last one came.
 	canaries    []ranks.Rank
+	hasBeyond   bool       // canaries[0] is the rank before the candidates
 	tail        ranks.Rank // the second rank after Self, probed last (hasTail)
 	hasTail     bool
 	tailHeld    bool // the round is held open for its tail's answer (decideRound)
@@ -304,14 +305,14 @@ func (r *Ring) widen(now int64, out *Output) {
 
 // canaries returns the controls of a round probing cands: the first rank
 // not in D_i before the last of cands (walking back towards Self), and
-// the first after Self, each unless it is Self or a candidate.
-func (r *Ring) canaries(cands []ranks.Rank) []ranks.Rank {
+// the first after Self, each unless it is Self or a candidate; beyond
+// reports whether the first of them is the one before the candidates.
+func (r *Ring) canaries(cands []ranks.Rank) (out []ranks.Rank, beyond bool) {
 	if len(cands) == 0 {
-		return nil
+		return nil, false
 	}
 	n := ranks.Rank(r.cfg.N)
-	var out []ranks.Rank
-	for _, k := range []ranks.Rank{(cands[len(cands)-1] + n - 1) % n, (r.cfg.Self + 1) % n} {
+	for i, k := range []ranks.Rank{(cands[len(cands)-1] + n - 1) % n, (r.cfg.Self + 1) % n} {
 		step := n - 1 // walking back
 		if len(out) > 0 || k == (r.cfg.Self+1)%n {
 			step = 1
@@ -321,9 +322,10 @@ func (r *Ring) canaries(cands []ranks.Rank) []ranks.Rank {
 		}
 		if k != r.cfg.Self && !slices.Contains(cands, k) && !slices.Contains(out, k) {
 			out = append(out, k)
+			beyond = beyond || i == 0
 		}
 	}
-	return out
+	return out, beyond
 }
 
 // probed returns the ranks the round probes: its canaries first (their
@@ -338,19 +340,10 @@ func (m *mendState) probed() []ranks.Rank {
 	return out
 }
 
-// beyondAnswered reports whether the first rank not in D_i before the
-// round's last candidate (its canary beyond them) answered.
-func (r *Ring) beyondAnswered() bool {
-	m := &r.mend
-	if len(m.cands) == 0 {
-		return false
-	}
-	n := ranks.Rank(r.cfg.N)
-	k := (m.cands[len(m.cands)-1] + n - 1) % n
-	for k != r.cfg.Self && r.D.Has(k) {
-		k = (k + n - 1) % n
-	}
-	return k != r.cfg.Self && m.answered.Has(k)
+// beyondAnswered reports whether the round's canary before its
+// candidates (the first rank not in D_i beyond them) answered.
+func (m *mendState) beyondAnswered() bool {
+	return m.hasBeyond && m.answered.Has(m.canaries[0])
 }
 
 // sendTime is how long the probes of a round without a tail take to leave
@@ -359,8 +352,11 @@ func (m *mendState) sendTime() int64 {
 	if m.hasTail {
 		return 0
 	}
-	return m.sendCost * int64(len(m.canaries)+len(m.cands))
+	return m.sendCost * int64(m.untailed())
 }
+
+// untailed is how many probes the round sends besides its tail.
+func (m *mendState) untailed() int { return len(m.canaries) + len(m.cands) }
 
 // candidateAnswered reports whether a candidate (not a canary) answered.
 func (m *mendState) candidateAnswered() bool {
@@ -376,7 +372,7 @@ func (m *mendState) probes(j ranks.Rank) bool {
 // and its tail, the first rank not in D_i after the canary after Self,
 // unless it is Self, a candidate or a canary.
 func (r *Ring) setCanaries(m *mendState) {
-	m.canaries = r.canaries(m.cands)
+	m.canaries, m.hasBeyond = r.canaries(m.cands)
 	n := ranks.Rank(r.cfg.N)
 	k := (r.nextAlive() + 1) % n
 	for k != r.cfg.Self && r.D.Has(k) {
