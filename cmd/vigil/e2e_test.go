@@ -74,6 +74,14 @@ func startJobTo(t *testing.T, n int, stderr io.Writer, flags ...string) *e2eJob 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return awaitReady(t, job)
+}
+
+// awaitReady waits up to a minute for every agent of job to be ready (their
+// ready lines: job.Ready()), stopping it and failing t otherwise, and
+// follows it.
+func awaitReady(t *testing.T, job *launch.Job) *e2eJob {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	early, err := job.WaitReady(ctx)

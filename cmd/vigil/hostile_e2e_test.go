@@ -205,25 +205,8 @@ func TestE2EHostileResourceCaps(t *testing.T) {
 	if restore != nil {
 		t.Fatal(restore)
 	}
-	ctxTimeout := time.After(60 * time.Second)
-	ready := map[uint32]launch.Line{}
-	var early []launch.Line
-	for len(ready) < n {
-		select {
-		case l, ok := <-job.Lines:
-			if !ok {
-				t.Fatal("agents exited before all were ready")
-			}
-			if l.Ev == "ready" {
-				ready[l.Rank] = l
-			}
-			early = append(early, l)
-		case <-ctxTimeout:
-			job.Stop(time.Second)
-			t.Fatalf("%d of %d agents ready", len(ready), n)
-		}
-	}
-	j := followJob(t, job, early)
+	j := awaitReady(t, job)
+	ready := job.Ready()
 	pid := func(r int) int { return job.Procs[r].Cmd.Process.Pid }
 	for r := range n {
 		// The Go runtime raises the soft limit to the hard one less one
@@ -527,25 +510,8 @@ func TestE2EHostileFdExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := map[uint32]launch.Line{}
-	var early []launch.Line
-	timeout := time.After(60 * time.Second)
-	for len(ready) < n {
-		select {
-		case l, ok := <-job.Lines:
-			if !ok {
-				t.Fatal("agents exited before all were ready")
-			}
-			if l.Ev == "ready" {
-				ready[l.Rank] = l
-			}
-			early = append(early, l)
-		case <-timeout:
-			job.Stop(time.Second)
-			t.Fatalf("%d of %d agents ready", len(ready), n)
-		}
-	}
-	j := followJob(t, job, early)
+	j := awaitReady(t, job)
+	ready := job.Ready()
 	pid := job.Procs[1].Cmd.Process.Pid
 	time.Sleep(300 * time.Millisecond)
 	fds := fdCount(t, pid)
