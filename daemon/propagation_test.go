@@ -69,8 +69,8 @@ func TestConfigPropagation(t *testing.T) {
 		want      string
 	}{
 		{"flood", node.GossipConfig{}, `Config.Broadcast = "flood"`},
-		{"fcg", node.GossipConfig{F: 4}, "Config.Gossip: bcast: GossipConfig.F = 4"},
-		{"ocg", node.GossipConfig{Step: -time.Microsecond}, "Config.Gossip: bcast: GossipConfig.Step"},
+		{"fcg", node.GossipConfig{F: 4}, "Config.Gossip.F = 4: want 1 to 3"},
+		{"ocg", node.GossipConfig{Step: -time.Microsecond}, "Config.Gossip.Step = -1µs: want > 0"},
 	} {
 		cfg := base
 		cfg.Broadcast, cfg.Gossip = c.broadcast, c.gossip

@@ -150,15 +150,15 @@ var (
 	GossipT = &Setting{Key: "gossip-t", Title: "T, corrected gossips' end", Kind: Int,
 		Doc: "corrected gossips: the gossip (or tree) phase ends at step T (0: seed 002's equations (3)-(5), or the tree's span)",
 		Go:  []string{"node.Config.Gossip.T"}, Flag: "gossip-t", Commands: agentsAnd, FlagDefault: "0",
-		Env: "VIGIL_GOSSIP_T", EnvFor: EnvLib, C: []string{"gossip_t"}, Default: "planned", Rule: "≥ 0"}
+		Env: "VIGIL_GOSSIP_T", EnvFor: EnvLib, C: []string{"gossip_t"}, Default: "planned", Rule: "0 to 1048576 (bcast.MaxT)"}
 	GossipC = &Setting{Key: "gossip-c", Title: "C, OCG's corrections", Kind: Int,
 		Doc: "ocg: correction messages per gossip-reached rank (0: seed 002's equation (3))",
 		Go:  []string{"node.Config.Gossip.C"}, Flag: "gossip-c", Commands: agentsAnd, FlagDefault: "0",
-		Env: "VIGIL_GOSSIP_C", EnvFor: EnvLib, C: []string{"gossip_c"}, Default: "planned", Rule: "≥ 0"}
+		Env: "VIGIL_GOSSIP_C", EnvFor: EnvLib, C: []string{"gossip_c"}, Default: "planned", Rule: "0 to 1048576 (bcast.MaxT)"}
 	GossipF = &Setting{Key: "gossip-f", Title: "F, failures the correction tolerates", Kind: Int,
 		Doc: "fcg, ctree: failures tolerated during the correction, 1 to 3",
 		Go:  []string{"node.Config.Gossip.F"}, Flag: "gossip-f", Commands: agentsAnd, FlagDefault: "1",
-		Env: "VIGIL_GOSSIP_F", EnvFor: EnvLib, C: []string{"gossip_f"}, Default: "1", Rule: "1 to 3"}
+		Env: "VIGIL_GOSSIP_F", EnvFor: EnvLib, C: []string{"gossip_f"}, Default: "1", Rule: "1 to 3 (bcast.MaxF)"}
 	Emitter = &Setting{Key: "emitter", Title: "heartbeat thread in C or Go", Kind: Choice, Choices: []string{"native", "go"},
 		Doc: "heartbeat thread: native (in C, outside the Go runtime, over shared memory and UDP; in Go over verbs) or go (always in Go, for comparisons)",
 		Go:  []string{"node.Config.GoEmitter"}, Flag: "emitter", Commands: agents, FlagDefault: "native", Default: "native"}
