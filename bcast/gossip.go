@@ -42,7 +42,9 @@ type GossipConfig struct {
 	Seed uint64
 }
 
-// Validate reports the first bad field.
+// Validate reports the first bad field: an out-of-bounds Step, Latency,
+// T, C or F as a *FieldError, so that front ends can name the setting as
+// their users know it.
 func (c *GossipConfig) Validate() error {
 	switch {
 	case c.Alg > FCG:
@@ -50,19 +52,45 @@ func (c *GossipConfig) Validate() error {
 	case c.BinomialTree && !c.Tree:
 		return fmt.Errorf("bcast: GossipConfig.BinomialTree without Tree")
 	case c.Step <= 0:
-		return fmt.Errorf("bcast: GossipConfig.Step = %d ns, want > 0", c.Step)
+		return &FieldError{Field: "Step", Value: c.Step, Want: "> 0"}
 	case c.Latency < 0:
-		return fmt.Errorf("bcast: GossipConfig.Latency = %d ns, want ≥ 0", c.Latency)
-	case c.Latency/c.Step > 1<<16:
-		return fmt.Errorf("bcast: GossipConfig.Latency = %d ns is more than 65536 steps of %d ns", c.Latency, c.Step)
-	case c.T < 0 || c.T > 1<<20:
-		return fmt.Errorf("bcast: GossipConfig.T = %d, want 0 (planned) to %d", c.T, 1<<20)
-	case c.C < 0 || c.C > 1<<20:
-		return fmt.Errorf("bcast: GossipConfig.C = %d, want 0 (planned) to %d", c.C, 1<<20)
+		return &FieldError{Field: "Latency", Value: c.Latency, Want: "≥ 0"}
+	case c.Latency/c.Step > MaxSteps:
+		return &FieldError{Field: "Latency", Value: c.Latency, Want: fmt.Sprintf("at most %d steps of %%s = %d ns", MaxSteps, c.Step), Other: "Step"}
+	case c.T < 0 || c.T > MaxT:
+		return &FieldError{Field: "T", Value: int64(c.T), Want: fmt.Sprintf("0 (planned) to %d", MaxT)}
+	case c.C < 0 || c.C > MaxT:
+		return &FieldError{Field: "C", Value: int64(c.C), Want: fmt.Sprintf("0 (planned) to %d", MaxT)}
 	case c.F < 0 || c.F > MaxF:
-		return fmt.Errorf("bcast: GossipConfig.F = %d, want 0 (1) to %d", c.F, MaxF)
+		return &FieldError{Field: "F", Value: int64(c.F), Want: fmt.Sprintf("1 to %d (0: 1)", MaxF)}
 	}
 	return nil
+}
+
+// Bounds of GossipConfig: Latency spans at most MaxSteps steps, T and C
+// are at most MaxT.
+const (
+	MaxSteps = 1 << 16
+	MaxT     = 1 << 20
+)
+
+// FieldError is a GossipConfig field out of its bounds.
+type FieldError struct {
+	// Field is the field's name ("F"), Value its value (nanoseconds for
+	// Step and Latency).
+	Field string
+	Value int64
+	// Want is the bound; where it has %s, the field Other is written there.
+	Want, Other string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	want := e.Want
+	if e.Other != "" {
+		want = fmt.Sprintf(want, "GossipConfig."+e.Other)
+	}
+	return fmt.Sprintf("bcast: GossipConfig.%s = %d: want %s", e.Field, e.Value, want)
 }
 
 // Ell returns ℓ = ⌈Latency/Step⌉.

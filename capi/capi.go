@@ -193,6 +193,8 @@ func envSettings(inst *instance) error {
 		{settings.Check, &inst.cfg.CheckPeriod}, {settings.Grace, &inst.cfg.StartGrace},
 		{settings.StartTimeout, &inst.startTimeout}, {settings.Mode, &mode},
 		{settings.Heartbeat, &heartbeat}, {settings.RealTime, &inst.cfg.RealTime}, {settings.Partition, &partition},
+		{settings.GossipStep, &inst.cfg.Gossip.Step}, {settings.GossipLatency, &inst.cfg.Gossip.Latency},
+		{settings.GossipT, &inst.cfg.Gossip.T}, {settings.GossipC, &inst.cfg.Gossip.C}, {settings.GossipF, &inst.cfg.Gossip.F},
 	} {
 		if err := settings.ParseEnv(b.s, os.Getenv, b.dst); err != nil {
 			return err
@@ -210,7 +212,9 @@ func envSettings(inst *instance) error {
 		}
 		inst.cfg.Partition = m
 	}
-	if err := envPropagation(&inst.cfg); err != nil {
+	// The broadcast is read as text: checkBroadcast names the propagations.
+	inst.cfg.Broadcast = os.Getenv(settings.Broadcast.Env)
+	if err := checkBroadcast(inst.cfg.Broadcast, settings.EnvNames); err != nil {
 		return err
 	}
 	var err error
@@ -445,7 +449,7 @@ func vigil_init(c *C.vigil_config) C.int {
 		inst.cfg.Gossip = node.GossipConfig{Step: time.Duration(c.gossip_step_ns), Latency: time.Duration(c.gossip_latency_ns),
 			T: int(c.gossip_t), C: int(c.gossip_c), F: int(c.gossip_f)}
 	}
-	if err := checkPropagation(inst.cfg, configNames); err != nil {
+	if err := checkBroadcast(inst.cfg.Broadcast, settings.CNames); err != nil {
 		return fail(eInvalid, err)
 	}
 	if c.pin_cpu >= 0 {

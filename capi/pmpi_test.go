@@ -212,7 +212,7 @@ func TestPMPIBadPropagation(t *testing.T) {
 	shim, prog := pmpiBuild(t, lib(t, ""), false)
 	for _, c := range []struct{ env, want string }{
 		{"VIGIL_BROADCAST=flood", `vigil_config.broadcast = "flood"`},
-		{"VIGIL_GOSSIP_F=4", "vigil_config.gossip_f = 4, want 1 to 3"},
+		{"VIGIL_GOSSIP_F=4", "vigil_config.gossip_f = 4: want 1 to 3"},
 	} {
 		const n = 2
 		extra := []string{"-x", "LD_PRELOAD=" + shim, "-x", "VIGIL_PMPI_OUTPUT=json", "-x", c.env}

@@ -35,9 +35,9 @@ func TestCExplicitRefusesBadPropagation(t *testing.T) {
 		field string
 	}{
 		{[]string{"-b", "flood"}, `vigil_config.broadcast = "flood", want one of hba, bmg, ocg, ccg, fcg, ctree`},
-		{[]string{"-b", "ctree", "-F", "4"}, "vigil_config.gossip_f = 4, want 1 to 3"},
-		{[]string{"-b", "ocg", "-o", "-100"}, "vigil_config.gossip_step_ns = -100 ns"},
-		{[]string{"-b", "ccg", "-T", "-1"}, "vigil_config.gossip_t = -1"},
+		{[]string{"-b", "ctree", "-F", "4"}, "vigil_config.gossip_f = 4: want 1 to 3"},
+		{[]string{"-b", "ocg", "-o", "-100"}, "vigil_config.gossip_step_ns = -100 (-100ns): want > 0"},
+		{[]string{"-b", "ccg", "-T", "-1"}, "vigil_config.gossip_t = -1: want 0 (planned) to 1048576"},
 	} {
 		args := append(append(slices.Clone(c.opts), "ring", "0", "20", "1000", explicitJob, "00112233445566778899aabbccddeeff"), addrs...)
 		out, err := exec.Command(bin, args...).CombinedOutput()
@@ -92,14 +92,14 @@ func TestCPropagationEnv(t *testing.T) {
 		{[]string{"VIGIL_GOSSIP_STEP=100"}, `rc=-1 vigil: VIGIL_GOSSIP_STEP="100" is not a duration`},
 		{[]string{"VIGIL_GOSSIP_STEP=-1us"}, `rc=-1 vigil: VIGIL_GOSSIP_STEP="-1us" is not a duration`},
 		{[]string{"VIGIL_GOSSIP_LATENCY=soon"}, `rc=-1 vigil: VIGIL_GOSSIP_LATENCY="soon" is not a duration`},
-		{[]string{"VIGIL_GOSSIP_STEP=1ns", "VIGIL_GOSSIP_LATENCY=1s"}, "rc=-1 vigil: VIGIL_GOSSIP_LATENCY: "},
+		{[]string{"VIGIL_GOSSIP_STEP=1ns", "VIGIL_GOSSIP_LATENCY=1s"}, "rc=-1 vigil: VIGIL_GOSSIP_LATENCY=1s: want at most 65536 steps of VIGIL_GOSSIP_STEP"},
 		{[]string{"VIGIL_GOSSIP_T=x"}, `rc=-1 vigil: VIGIL_GOSSIP_T="x" is not an integer`},
-		{[]string{"VIGIL_GOSSIP_T=-2"}, "rc=-1 vigil: VIGIL_GOSSIP_T = -2, want >= 0"},
-		{[]string{"VIGIL_GOSSIP_T=99999999"}, "rc=-1 vigil: VIGIL_GOSSIP_T: "},
-		{[]string{"VIGIL_GOSSIP_C=-1"}, "rc=-1 vigil: VIGIL_GOSSIP_C = -1, want >= 0"},
-		{[]string{"VIGIL_GOSSIP_F=9"}, "rc=-1 vigil: VIGIL_GOSSIP_F = 9, want 1 to 3"},
+		{[]string{"VIGIL_GOSSIP_T=-2"}, "rc=-1 vigil: VIGIL_GOSSIP_T=-2: want 0 (planned) to 1048576"},
+		{[]string{"VIGIL_GOSSIP_T=99999999"}, "rc=-1 vigil: VIGIL_GOSSIP_T=99999999: want 0 (planned) to 1048576"},
+		{[]string{"VIGIL_GOSSIP_C=-1"}, "rc=-1 vigil: VIGIL_GOSSIP_C=-1: want 0 (planned) to 1048576"},
+		{[]string{"VIGIL_GOSSIP_F=9"}, "rc=-1 vigil: VIGIL_GOSSIP_F=9: want 1 to 3 (0: 1)"},
 		{[]string{"VIGIL_GOSSIP_F=1.5"}, `rc=-1 vigil: VIGIL_GOSSIP_F="1.5" is not an integer`},
-		{[]string{"VIGIL_BROADCAST=", "VIGIL_GOSSIP_F=4"}, "rc=-1 vigil: VIGIL_GOSSIP_F = 4"}, // hba refuses it too
+		{[]string{"VIGIL_BROADCAST=", "VIGIL_GOSSIP_F=4"}, "rc=-1 vigil: VIGIL_GOSSIP_F=4: want 1 to 3"}, // hba refuses it too
 	} {
 		cmd := exec.Command(bin, "env")
 		cmd.Env = append(append(slices.Clone(clean), good...), c.env...)

@@ -92,20 +92,7 @@ func placementRun(b *testing.B, bin, dir string, nodes, ppn int, nodeLevel, node
 		}
 		pids = append(pids, p.start(fmt.Sprintf("d%d", i), 0, env, argv...).Process.Pid)
 	}
-	wait := func(kind string, n int) {
-		deadline := time.After(30 * time.Second)
-		for got := 0; got < n; {
-			select {
-			case l := <-p.lines:
-				if l.Kind == kind {
-					got++
-				}
-			case <-deadline:
-				b.Fatalf("%d of %d %s lines\n%s", got, n, kind, p.stderr())
-			}
-		}
-	}
-	wait("ready", ring)
+	p.awaitKind("ready", ring, 30*time.Second)
 	var procPids []int // node-level: the attached processes, by rank
 	if nodeLevel {
 		for r := 0; r < nodes*ppn; r++ {
@@ -113,7 +100,7 @@ func placementRun(b *testing.B, bin, dir string, nodes, ppn int, nodeLevel, node
 			procPids = append(procPids, p.start(fmt.Sprintf("r%d", r), pids[nd], nil, bin, "daemon",
 				"-attach", filepath.Join(dir, fmt.Sprintf("b%d.sock", nd)), "-rank", strconv.Itoa(r)).Process.Pid)
 		}
-		wait("attached", nodes*ppn)
+		p.awaitKind("attached", nodes*ppn, 30*time.Second)
 	}
 	time.Sleep(node.DefaultStartGrace + 400*time.Millisecond) // past the ring's start grace
 

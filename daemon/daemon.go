@@ -103,7 +103,7 @@ func Start(cfg Config) (*Daemon, error) {
 	if open == nil {
 		open = d.openTCP
 	}
-	nc := cfg.nodeConfig()
+	nc := cfg.Config
 	nc.Logger, nc.OnNote = d.log, d.onNote
 	d.logs = limit.NewLog(d.log, time.Second)
 	d.n, err = node.Start(nc, open)

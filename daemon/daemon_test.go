@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/lab/testnet"
+	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -27,7 +28,7 @@ func cluster(t *testing.T, n, ppn int, opts ...func(*Config)) ([]*Daemon, []stri
 		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
 		cfg := Config{Node: ranks.Rank(i), Layout: Layout{Nodes: n, PPN: ppn}, Peers: addrs,
 			JobID: 7, Key: []byte("0123456789abcdef0123456789abcdef"),
-			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
+			Config: node.Config{HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second},
 			Socket: sock, Spawn: []string{"sleep", "600"}}
 		for _, o := range opts {
 			o(&cfg)
@@ -147,7 +148,7 @@ func TestAttach(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		d, err := Start(Config{Node: ranks.Rank(i), Layout: Layout{Nodes: 2, PPN: 2}, Peers: addrs,
 			JobID: 7, Key: []byte("0123456789abcdef0123456789abcdef"),
-			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
+			Config: node.Config{HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second},
 			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)),
 			// The attached process is this test: never kill it, and give
 			// its heartbeat goroutine room under -race on a loaded machine.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/bootstrap/local"
 	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -27,8 +28,8 @@ func ExampleStart() {
 				Node: ranks.Rank(i), Layout: daemon.Layout{Nodes: 2, PPN: 1},
 				Exchange: func(addr string) ([]string, error) { return bs.Exchange(context.Background(), addr) },
 				JobID:    bs.JobID(), Key: bs.Key(),
-				HeartbeatPeriod: 50 * time.Millisecond, SuspectTimeout: 500 * time.Millisecond,
-				Spawn: []string{"sleep", "600"}, // rank i, with VIGIL_RANK=i
+				Config: node.Config{HeartbeatPeriod: 50 * time.Millisecond, SuspectTimeout: 500 * time.Millisecond},
+				Spawn:  []string{"sleep", "600"}, // rank i, with VIGIL_RANK=i
 			})
 			ds[i] = d
 			started <- err

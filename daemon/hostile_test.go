@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/lab/testnet"
+	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 )
 
@@ -123,7 +124,7 @@ func TestLocalSocketCaps(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "n0.sock")
 	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 2}, Peers: testnet.FreeAddrs(t, 1), JobID: 7,
 		Key: []byte("0123456789abcdef0123456789abcdef"), Socket: sock, KeepHung: true, HangTimeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Config: node.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestLocalSocketStrangers(t *testing.T) {
 	d, err := Start(Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: testnet.FreeAddrs(t, 1), JobID: 7,
 		Key: []byte("0123456789abcdef0123456789abcdef"), Socket: sock, KeepHung: true, HangTimeout: 10 * time.Second,
 		Spawn: []string{bin, "-test.run=^TestLocalHelper$"}, SpawnOut: out,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Config: node.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}

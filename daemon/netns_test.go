@@ -158,6 +158,23 @@ func (p *procs) stderr() string {
 	return strings.Join(s, "\n")
 }
 
+// awaitKind reads lines until n of them are of kind (others are passed
+// over), failing the test after timeout.
+func (p *procs) awaitKind(kind string, n int, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.After(timeout)
+	for got := 0; got < n; {
+		select {
+		case l := <-p.lines:
+			if l.Kind == kind {
+				got++
+			}
+		case <-deadline:
+			p.t.Fatalf("%d of %d %s lines\n%s", got, n, kind, p.stderr())
+		}
+	}
+}
+
 // await reads lines until every (who, key) pair of want was seen; it
 // returns the latest delivery time (mono) among them. Other failure lines
 // fail the test unless they are in allow.
@@ -252,17 +269,7 @@ func TestNodesKill(t *testing.T) {
 			"-ppn", strconv.Itoa(ppn), "-spawn", "2", "-sock", sock, "-h", "20ms", "-delta", "500ms", "-hang", "1s", "--", bin, "daemon")
 		dpids = append(dpids, p.start(fmt.Sprintf("node %d", i), 0, env, argv...).Process.Pid)
 	}
-	ready := time.After(30 * time.Second)
-	for got := 0; got < n; {
-		select {
-		case l := <-p.lines:
-			if l.Kind == "ready" {
-				got++
-			}
-		case <-ready:
-			t.Fatalf("daemons not ready\n%s", p.stderr())
-		}
-	}
+	p.awaitKind("ready", n, 30*time.Second)
 	attached := map[int]*exec.Cmd{}
 	for i := 0; i < n; i++ {
 		r := 3*i + 2
@@ -270,16 +277,7 @@ func TestNodesKill(t *testing.T) {
 		attached[r] = p.start(fmt.Sprintf("rank %d", r), dpids[i], nil,
 			append(prefix(i), bin, "daemon", "-attach", sock, "-rank", strconv.Itoa(r))...)
 	}
-	for got := 0; got < n; {
-		select {
-		case l := <-p.lines:
-			if l.Kind == "attached" {
-				got++
-			}
-		case <-ready:
-			t.Fatalf("ranks not attached\n%s", p.stderr())
-		}
-	}
+	p.awaitKind("attached", n, 30*time.Second)
 	time.Sleep(time.Second) // past the daemons' start grace, heartbeats flowing
 	everyone := func(k string, attachedRanks ...int) map[string]bool {
 		w := map[string]bool{}
@@ -334,17 +332,7 @@ func TestDaemonPausedEvicted(t *testing.T) {
 		ds = append(ds, p.start(fmt.Sprintf("node %d", i), 0, env, bin, "daemon", "-node", strconv.Itoa(i),
 			"-peers", strings.Join(peers, ","), "-ppn", "1", "-h", "20ms", "-delta", "500ms", "--", "sleep", "600"))
 	}
-	ready := time.After(30 * time.Second)
-	for got := 0; got < n; {
-		select {
-		case l := <-p.lines:
-			if l.Kind == "ready" {
-				got++
-			}
-		case <-ready:
-			t.Fatalf("daemons not ready\n%s", p.stderr())
-		}
-	}
+	p.awaitKind("ready", n, 30*time.Second)
 	time.Sleep(node.DefaultStartGrace + 500*time.Millisecond)
 	child := pidByRank(t, ds[1].Process.Pid, 1)
 	syscall.Kill(ds[1].Process.Pid, syscall.SIGSTOP)

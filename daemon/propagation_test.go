@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/lab/testnet"
 	"github.com/vigil-hpc/vigil/node"
 )
@@ -57,7 +58,8 @@ func TestDaemonsCorrectedPropagation(t *testing.T) {
 }
 
 // TestConfigPropagation: Start refuses an unknown Broadcast or a bad
-// Gossip value, naming the field, before opening anything.
+// Gossip value, naming the field, before opening anything; the embedded
+// node.Config takes Rank and Size from Node and Layout, and refuses OnNote.
 func TestConfigPropagation(t *testing.T) {
 	base := Config{Layout: Layout{Nodes: 1, PPN: 1}, Peers: testnet.FreeAddrs(t, 1), JobID: 7,
 		Key: []byte("0123456789abcdef0123456789abcdef")}
@@ -67,8 +69,8 @@ func TestConfigPropagation(t *testing.T) {
 		want      string
 	}{
 		{"flood", node.GossipConfig{}, `Config.Broadcast = "flood"`},
-		{"fcg", node.GossipConfig{F: 4}, "Config.Gossip: bcast: GossipConfig.F = 4"},
-		{"ocg", node.GossipConfig{Step: -time.Microsecond}, "Config.Gossip: bcast: GossipConfig.Step"},
+		{"fcg", node.GossipConfig{F: 4}, "Config.Gossip.F = 4: want 1 to 3"},
+		{"ocg", node.GossipConfig{Step: -time.Microsecond}, "Config.Gossip.Step = -1µs: want > 0"},
 	} {
 		cfg := base
 		cfg.Broadcast, cfg.Gossip = c.broadcast, c.gossip
@@ -78,5 +80,17 @@ func TestConfigPropagation(t *testing.T) {
 	}
 	if got := base.withDefaults().Broadcast; got != DefaultBroadcast || DefaultBroadcast != "bmg" {
 		t.Errorf("default Broadcast %q, want bmg", got)
+	}
+	// The embedded node.Config: Rank and Size are the daemon's, OnNote is
+	// the daemon's own.
+	two := base
+	two.Node, two.Layout.Nodes, two.Peers = 1, 2, append(base.Peers, base.Peers[0])
+	if got := two.withDefaults().Config; got.Rank != 1 || got.Size != 2 {
+		t.Errorf("Rank %d, Size %d, want 1 of 2 (Node, Layout.Nodes)", got.Rank, got.Size)
+	}
+	noted := base
+	noted.OnNote = func(detector.Note) {}
+	if err := noted.Validate(); err == nil || !strings.Contains(err.Error(), "OnNote") {
+		t.Errorf("Validate with OnNote set: %v, want an error naming OnNote", err)
 	}
 }

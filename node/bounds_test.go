@@ -76,6 +76,49 @@ func TestBoundErrorNames(t *testing.T) {
 	}
 }
 
+// TestGossipBounds: Validate refuses a Gossip value out of
+// bcast.GossipConfig's bounds whatever the Broadcast, as a
+// *settings.BoundError that each interface names as its own; the zero
+// values are the defaults.
+func TestGossipBounds(t *testing.T) {
+	for _, tc := range []struct {
+		g    GossipConfig
+		want map[settings.Names]string // nil: valid
+	}{
+		{GossipConfig{}, nil},
+		{GossipConfig{Step: time.Nanosecond, Latency: 65536, T: 1 << 20, C: 1 << 20, F: 3}, nil},
+		{GossipConfig{F: 4}, map[settings.Names]string{settings.GoNames: "Config.Gossip.F = 4: want 1 to 3 (0: 1)",
+			settings.FlagNames: "-gossip-f 4: want 1 to 3 (0: 1)", settings.EnvNames: "VIGIL_GOSSIP_F=4: want 1 to 3 (0: 1)",
+			settings.CNames: "vigil_config.gossip_f = 4: want 1 to 3 (0: 1)"}},
+		{GossipConfig{T: -1}, map[settings.Names]string{settings.FlagNames: "-gossip-t -1: want 0 (planned) to 1048576"}},
+		{GossipConfig{C: 1<<20 + 1}, map[settings.Names]string{settings.EnvNames: "VIGIL_GOSSIP_C=1048577: want 0 (planned) to 1048576"}},
+		{GossipConfig{Step: -time.Microsecond}, map[settings.Names]string{settings.CNames: "vigil_config.gossip_step_ns = -1000 (-1µs): want > 0"}},
+		{GossipConfig{Latency: -1}, map[settings.Names]string{settings.FlagNames: "-gossip-latency -1ns: want ≥ 0"}},
+		{GossipConfig{Step: time.Nanosecond, Latency: 65537}, map[settings.Names]string{
+			settings.FlagNames: "-gossip-latency 65.537µs: want at most 65536 steps of -gossip-step = 1 ns"}},
+	} {
+		for _, b := range Broadcasts {
+			err := Config{Size: 4, Broadcast: b, Gossip: tc.g}.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Errorf("%s %+v: %v, want valid", b, tc.g, err)
+				}
+				continue
+			}
+			be, ok := errors.AsType[*settings.BoundError](err)
+			if !ok {
+				t.Errorf("%s %+v: %v, want a *settings.BoundError", b, tc.g, err)
+				continue
+			}
+			for n, want := range tc.want {
+				if got := be.In(n); got != want {
+					t.Errorf("%s %+v, names %d: %q, want %q", b, tc.g, n, got, want)
+				}
+			}
+		}
+	}
+}
+
 // TestExtremeDefaults: the defaults of the extreme valid h are valid (no
 // overflow).
 func TestExtremeDefaults(t *testing.T) {

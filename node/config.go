@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -208,7 +209,8 @@ func (c Config) housekeeping() time.Duration {
 
 // Validate reports the first bad field, after defaults are applied. The
 // timing settings are checked against their bounds (the settings table)
-// first; such an error is a *settings.BoundError, which front ends rename
+// first, and Gossip against bcast.GossipConfig's whatever the Broadcast;
+// such an error is a *settings.BoundError, which front ends rename
 // (settings.BoundError.In).
 func (c Config) Validate() error {
 	if err := checkTiming(c, c.withDefaults()); err != nil {
@@ -283,18 +285,20 @@ type GossipConfig struct {
 }
 
 // propagation returns the overlay, or the corrected gossip, that
-// c.Broadcast names.
+// c.Broadcast names. c.Gossip is checked whatever the broadcast, against
+// bcast.GossipConfig.Validate's bounds (gossipError).
 func (c *Config) propagation() (bcast.Overlay, *bcast.GossipConfig, error) {
 	g := &bcast.GossipConfig{Step: int64(c.Gossip.Step), Latency: int64(c.Gossip.Latency), T: c.Gossip.T, C: c.Gossip.C, F: c.Gossip.F,
 		Seed: c.Gossip.Seed}
 	if g.Seed == 0 {
 		g.Seed = uint64(time.Now().UnixNano())
 	}
+	var ov bcast.Overlay
 	switch c.Broadcast {
 	case "hba":
-		return bcast.HBA{}, nil, nil
+		ov = bcast.HBA{}
 	case "bmg":
-		return bcast.BMG{}, nil, nil
+		ov = bcast.BMG{}
 	case "ocg":
 		g.Alg = bcast.OCG
 	case "ccg":
@@ -307,7 +311,24 @@ func (c *Config) propagation() (bcast.Overlay, *bcast.GossipConfig, error) {
 		return nil, nil, fmt.Errorf("node: Config.Broadcast = %q, want one of %s", c.Broadcast, strings.Join(Broadcasts, ", "))
 	}
 	if err := g.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("node: Config.Gossip: %w", err)
+		return nil, nil, gossipError(err)
+	}
+	if ov != nil {
+		return ov, nil, nil
 	}
 	return nil, g, nil
+}
+
+// gossipError is a bcast.FieldError of c.Gossip's as the
+// *settings.BoundError of its setting; other errors name Config.Gossip.
+func gossipError(err error) error {
+	fe, ok := errors.AsType[*bcast.FieldError](err)
+	if !ok {
+		return fmt.Errorf("node: Config.Gossip: %w", err)
+	}
+	be := &settings.BoundError{Setting: settings.ByGo("node.Config.Gossip." + fe.Field), Value: time.Duration(fe.Value), Want: fe.Want}
+	if fe.Other != "" {
+		be.Other = settings.ByGo("node.Config.Gossip." + fe.Other)
+	}
+	return be
 }

@@ -32,7 +32,8 @@ const (
 // field; In names the setting as another interface does.
 type BoundError struct {
 	Setting *Setting
-	Value   time.Duration
+	// Value is the setting's value: a duration, or an Int's value.
+	Value time.Duration
 	// Want is the bound, Other the setting it refers to (nil if none),
 	// written where Want has %s.
 	Want  string

@@ -17,6 +17,7 @@ package settings
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -143,20 +144,28 @@ func (s *Setting) Name(n Names) string {
 	return s.GoName()
 }
 
-// show renders v as interface n writes it.
+// show renders v (a duration, or an Int setting's value) as interface n
+// writes it.
 func (s *Setting) show(n Names, v time.Duration) string {
+	val := v.String()
+	if s.Kind == Int {
+		val = strconv.FormatInt(int64(v), 10)
+	}
 	switch n {
 	case FlagNames:
-		return s.Name(n) + " " + v.String()
+		return s.Name(n) + " " + val
 	case EnvNames:
-		return s.Name(n) + "=" + v.String()
+		return s.Name(n) + "=" + val
 	case CNames:
-		if s.CUnit == "ms" {
+		switch {
+		case s.Kind == Int:
+			return s.Name(n) + " = " + val
+		case s.CUnit == "ms":
 			return fmt.Sprintf("%s = %d (%v)", s.Name(n), v/time.Millisecond, v)
 		}
 		return fmt.Sprintf("%s = %d (%v)", s.Name(n), int64(v), v)
 	}
-	return s.Name(n) + " = " + v.String()
+	return s.Name(n) + " = " + val
 }
 
 // Has reports whether command (run, agent, demo, daemon) defines s's flag.

@@ -76,18 +76,18 @@ var (
 		Min: MinSuspectTimeout, Max: MaxSuspectTimeout, Default: "max(5 × h, 100µs) (PMPI library: 200ms)", Rule: "≥ 2 × h"}
 	Check = &Setting{Key: "check", Title: "observer check period", Kind: Duration,
 		Doc: "observer check period, run on the heartbeat thread, 10µs to δ (default max(δ/8, h))",
-		Go:  []string{"node.Config.CheckPeriod", "daemon.Config.CheckPeriod"}, Flag: "check", Commands: agents, FlagDefault: "0s",
+		Go:  []string{"node.Config.CheckPeriod"}, Flag: "check", Commands: agents, FlagDefault: "0s",
 		Env: "VIGIL_CHECK", EnvFor: EnvLib, C: []string{"check_ns"}, CUnit: "ns",
 		Min: MinHeartbeatPeriod, Max: MaxSuspectTimeout, Default: "max(δ/8, h)", Rule: "≤ δ"}
 	Grace = &Setting{Key: "grace", Title: "start-up grace", Kind: Duration,
 		Doc: "start-up grace before the first suspicion, up to 2 hours (default 2s + δ)",
-		Go:  []string{"node.Config.StartGrace", "daemon.Config.StartGrace"}, Flag: "grace", Commands: agents, FlagDefault: "0s",
+		Go:  []string{"node.Config.StartGrace"}, Flag: "grace", Commands: agents, FlagDefault: "0s",
 		Env: "VIGIL_GRACE", EnvFor: EnvLib, C: []string{"grace_ns"}, CUnit: "ns",
 		Min: 0, Max: MaxStartGrace, Default: "2s + δ"}
 	// RealTime has no bounds, but h has a floor with it.
 	RealTime = &Setting{Key: "realtime", Title: "real-time heartbeat thread", Kind: Bool,
 		Doc: "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)",
-		Go:  []string{"node.Config.RealTime", "daemon.Config.RealTime"}, Flag: "realtime", Commands: agentsAnd, FlagDefault: "true",
+		Go:  []string{"node.Config.RealTime"}, Flag: "realtime", Commands: agentsAnd, FlagDefault: "true",
 		Env: "VIGIL_REALTIME", EnvFor: EnvLib, C: []string{"realtime"},
 		Default: "off (the vigil command: on)"}
 	// StartTimeout bounds the C library's vigil_start exchange.
@@ -139,7 +139,7 @@ var (
 		Default: DefaultBroadcast, Rule: "the same on every rank"}
 	GossipStep = &Setting{Key: "gossip-step", Title: "o, corrected gossips' step", Kind: Duration,
 		Doc: "corrected gossips: o, one step (a rank sends at most one gossip and one correction message per step); keep it above the per-message CPU cost times the ranks per core, or a broadcast overloads the host",
-		Go:  []string{"node.Config.Gossip.Step", "daemon.Config.Gossip"}, Flag: "gossip-step", Commands: agentsAnd, FlagDefault: DefaultGossipStep.String(),
+		Go:  []string{"node.Config.Gossip.Step"}, Flag: "gossip-step", Commands: agentsAnd, FlagDefault: DefaultGossipStep.String(),
 		Env: "VIGIL_GOSSIP_STEP", EnvFor: EnvLib, C: []string{"gossip_step_ns"}, CUnit: "ns",
 		Default: DefaultGossipStep.String(), Rule: "> 0; at most 65536 steps in L"}
 	GossipLatency = &Setting{Key: "gossip-latency", Title: "L, corrected gossips' latency", Kind: Duration,
@@ -150,15 +150,15 @@ var (
 	GossipT = &Setting{Key: "gossip-t", Title: "T, corrected gossips' end", Kind: Int,
 		Doc: "corrected gossips: the gossip (or tree) phase ends at step T (0: seed 002's equations (3)-(5), or the tree's span)",
 		Go:  []string{"node.Config.Gossip.T"}, Flag: "gossip-t", Commands: agentsAnd, FlagDefault: "0",
-		Env: "VIGIL_GOSSIP_T", EnvFor: EnvLib, C: []string{"gossip_t"}, Default: "planned", Rule: "≥ 0"}
+		Env: "VIGIL_GOSSIP_T", EnvFor: EnvLib, C: []string{"gossip_t"}, Default: "planned", Rule: "0 to 1048576 (bcast.MaxT)"}
 	GossipC = &Setting{Key: "gossip-c", Title: "C, OCG's corrections", Kind: Int,
 		Doc: "ocg: correction messages per gossip-reached rank (0: seed 002's equation (3))",
 		Go:  []string{"node.Config.Gossip.C"}, Flag: "gossip-c", Commands: agentsAnd, FlagDefault: "0",
-		Env: "VIGIL_GOSSIP_C", EnvFor: EnvLib, C: []string{"gossip_c"}, Default: "planned", Rule: "≥ 0"}
+		Env: "VIGIL_GOSSIP_C", EnvFor: EnvLib, C: []string{"gossip_c"}, Default: "planned", Rule: "0 to 1048576 (bcast.MaxT)"}
 	GossipF = &Setting{Key: "gossip-f", Title: "F, failures the correction tolerates", Kind: Int,
 		Doc: "fcg, ctree: failures tolerated during the correction, 1 to 3",
 		Go:  []string{"node.Config.Gossip.F"}, Flag: "gossip-f", Commands: agentsAnd, FlagDefault: "1",
-		Env: "VIGIL_GOSSIP_F", EnvFor: EnvLib, C: []string{"gossip_f"}, Default: "1", Rule: "1 to 3"}
+		Env: "VIGIL_GOSSIP_F", EnvFor: EnvLib, C: []string{"gossip_f"}, Default: "1", Rule: "1 to 3 (bcast.MaxF)"}
 	Emitter = &Setting{Key: "emitter", Title: "heartbeat thread in C or Go", Kind: Choice, Choices: []string{"native", "go"},
 		Doc: "heartbeat thread: native (in C, outside the Go runtime, over shared memory and UDP; in Go over verbs) or go (always in Go, for comparisons)",
 		Go:  []string{"node.Config.GoEmitter"}, Flag: "emitter", Commands: agents, FlagDefault: "native", Default: "native"}
@@ -171,7 +171,7 @@ var (
 		Env: "VIGIL_HEARTBEAT", EnvFor: EnvLib, Default: "shm"}
 	Pin = &Setting{Key: "pin", Title: "heartbeat thread's CPU", Kind: Int,
 		Doc:  "pin the heartbeat thread to this CPU (-1: not pinned)",
-		Go:   []string{"node.Config.PinEmitter", "node.Config.EmitterCPU", "daemon.Config.PinEmitter", "daemon.Config.EmitterCPU"},
+		Go:   []string{"node.Config.PinEmitter", "node.Config.EmitterCPU"},
 		Flag: "pin", Commands: agentsAnd, FlagDefault: "-1",
 		Env: "VIGIL_PIN_CPU", EnvFor: EnvLib, C: []string{"pin_cpu"}, Default: "not pinned (C: -1, set by vigil_config_init)", Rule: "a CPU of this machine"}
 	Partition = &Setting{Key: "partition", Title: "minority partition mode", Kind: Choice, Choices: []string{"failstop", "continue"},
@@ -181,7 +181,7 @@ var (
 		Default: "failstop (VIGIL_PARTITION_FAILSTOP; `vigil demo`: continue)"}
 	Log = &Setting{Key: "log-level", Title: "log level", Kind: Choice, Choices: []string{"debug", "info", "warn", "error"},
 		Doc: "stderr log level: debug, info, warn or error",
-		Go:  []string{"node.Config.Logger", "daemon.Config.Logger"}, Flag: "log-level", Commands: agentsAnd, FlagDefault: "warn",
+		Go:  []string{"node.Config.Logger"}, Flag: "log-level", Commands: agentsAnd, FlagDefault: "warn",
 		Env: "VIGIL_LOG", EnvFor: EnvLib, Default: "Go: discarded; vigil and libvigil: warn, to stderr", Rule: "VIGIL_LOG also takes off"}
 	Bind = &Setting{Key: "bind", Title: "address to listen on", Kind: String,
 		Doc: "address to listen on: ip, ip:port or :port (default: the published address)",
@@ -244,7 +244,7 @@ var All = []*Setting{
 	// Block mending.
 	{Key: "mend-probe", Title: "block mending window", Kind: Int,
 		Doc: "block mending: probe this many predecessors of a dead emitter at once, so a dead host's ranks are known in about 2δ (0: Algorithm 1, one rank per 2δ)",
-		Go:  []string{"node.Config.MendProbe", "daemon.Config.MendProbe"}, Flag: "mend-probe", Commands: agents, FlagDefault: fmt.Sprint(DefaultMendProbe),
+		Go:  []string{"node.Config.MendProbe"}, Flag: "mend-probe", Commands: agents, FlagDefault: fmt.Sprint(DefaultMendProbe),
 		Default: fmt.Sprint(DefaultMendProbe), Rule: "Go: negative for Algorithm 1; flag: ≥ 0, 0 for Algorithm 1"},
 	{Key: "mend-early", Title: "early probe", Kind: Duration,
 		Doc: "block mending: probe the emitter's predecessors once it has been silent this long, before suspecting it (default: the first check at or past 0.4δ without a heartbeat, the second in a row at least, at most δ/2; negative: at the suspicion)",
@@ -263,7 +263,7 @@ var All = []*Setting{
 	Pin,
 	{Key: "hold-p", Title: "heartbeat thread holds a Go P", Kind: Bool,
 		Doc:     "keep a Go scheduler P for the heartbeat thread, for a process that runs one node (heartbeat.EmitterConfig.HoldP)",
-		Go:      []string{"node.Config.EmitterHoldsP", "daemon.Config.HoldP"},
+		Go:      []string{"node.Config.EmitterHoldsP"},
 		Default: "off (the vigil command: on)"},
 	Emitter,
 	// Transport.
@@ -276,7 +276,7 @@ var All = []*Setting{
 		Env: VerbsNetdevEnv, EnvFor: EnvVerbs, Default: "none"},
 	{Key: "slots", Title: "heartbeat slot memory", Kind: Value,
 		Doc:     "the heartbeat slot array the observer checks: an RDMA transport's registered memory",
-		Go:      []string{"node.Config.Slots", "daemon.Config.Slots"},
+		Go:      []string{"node.Config.Slots"},
 		Default: "ordinary memory"},
 	// Partitions.
 	Partition,

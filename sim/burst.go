@@ -56,36 +56,25 @@ type BurstStats struct {
 	Fraction float64
 	// Killed is the number of ranks the plan takes out; Lost the most
 	// ranks any run lost (the killed plus the live ranks evicted as
-	// declared dead); FalseSuspicions and Evicted are totals over the runs
-	// of live ranks put in some survivor's dead set, and of live ranks
-	// evicted for it.
-	Killed, Lost             int
-	FalseSuspicions, Evicted int
+	// declared dead).
+	Killed, Lost int
 	// AllKnown is the time until every survivor knew exactly the dead
 	// ranks, Stabilized until the ring reconnected too: mean and maximum
 	// over the runs that got there; Incomplete and Unstable count the runs
 	// that did not within the horizon.
 	AllKnown, AllKnownMax, Stabilized, StabilizedMax float64
 	Incomplete, Unstable                             int
-	// Detections is the mean number of broadcasts the rings started;
-	// MsgsPerSurvivor the mean number of protocol messages (broadcast
+	// MsgsPerSurvivor is the mean number of protocol messages (broadcast
 	// copies, NEWOBSERVER, PROBE and ALIVE, SYNC, EVICTED) sent per
-	// survivor, and the means of each kind per run.
-	Detections, MsgsPerSurvivor                                float64
-	BcastMsgs, NewObserverMsgs, ProbeMsgs, SyncMsgs, OtherMsgs float64
-	Events                                                     uint64
+	// survivor.
+	MsgsPerSurvivor float64
+	RunCounts
 }
 
 // BurstStudy runs runs detector simulations of cfg (whose Failures is the
 // burst, named plan, taking out fraction of the job), run i seeded
 // RunSeed(seed, i), on workers goroutines, calling progress after each run.
 func BurstStudy(cfg DetectorConfig, plan string, fraction float64, runs, workers int, seed uint64, progress func()) (BurstStats, error) {
-	if err := cfg.Validate(); err != nil {
-		return BurstStats{}, err
-	}
-	if runs < 1 {
-		return BurstStats{}, fmt.Errorf("sim: burst study with %d runs", runs)
-	}
 	res, err := runDetectors(cfg, runs, workers, seed, progress)
 	if err != nil {
 		return BurstStats{}, err
@@ -97,15 +86,7 @@ func BurstStudy(cfg DetectorConfig, plan string, fraction float64, runs, workers
 		killed := len(r.Dead) - r.Evicted
 		st.Killed = max(st.Killed, killed)
 		st.Lost = max(st.Lost, len(r.Dead))
-		st.FalseSuspicions += r.FalseSuspicions
-		st.Evicted += r.Evicted
-		st.Events += r.Events
-		st.Detections += float64(r.Detections)
-		st.BcastMsgs += float64(r.BcastMsgs)
-		st.NewObserverMsgs += float64(r.NewObserverMsgs)
-		st.ProbeMsgs += float64(r.ProbeMsgs)
-		st.SyncMsgs += float64(r.SyncMsgs)
-		st.OtherMsgs += float64(r.OtherMsgs)
+		st.add(r)
 		msgs := r.BcastMsgs + r.NewObserverMsgs + r.ProbeMsgs + r.SyncMsgs + r.OtherMsgs
 		survivors = float64(cfg.N - len(r.Dead))
 		st.MsgsPerSurvivor += float64(msgs) / max(survivors, 1)
@@ -120,10 +101,8 @@ func BurstStudy(cfg DetectorConfig, plan string, fraction float64, runs, workers
 			stab.add(float64(r.Stabilized) / 1e9)
 		}
 	}
-	k := float64(runs)
-	for _, p := range []*float64{&st.Detections, &st.MsgsPerSurvivor, &st.BcastMsgs, &st.NewObserverMsgs, &st.ProbeMsgs, &st.SyncMsgs, &st.OtherMsgs} {
-		*p /= k
-	}
+	st.mean(runs)
+	st.MsgsPerSurvivor /= float64(runs)
 	st.AllKnown, st.AllKnownMax = known.mean(), known.hi
 	st.Stabilized, st.StabilizedMax = stab.mean(), stab.hi
 	return st, nil

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"fmt"
-
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -24,10 +22,9 @@ type HostCrashStats struct {
 	// Failures is the mean number of crashed ranks; Block the largest dead
 	// block of consecutive ranks (hosts drawn next to each other merge),
 	// its mean and maximum over the runs.
-	Failures   float64
-	Block      float64
-	BlockMax   int
-	Detections float64
+	Failures float64
+	Block    float64
+	BlockMax int
 	// AllKnown is the time until every survivor knew every dead rank
 	// (DetectorResult.AllKnown): mean, standard error, min and max over the
 	// runs that got there.
@@ -48,14 +45,7 @@ type HostCrashStats struct {
 	// rank within the horizon; Unstable runs that never reached the stable
 	// configuration.
 	Incomplete, Unstable int
-	// FalseSuspicions and Evicted are totals over the runs: live ranks put
-	// in some D_i, and live ranks evicted as a consequence.
-	FalseSuspicions, Evicted int
-	// Message means: broadcast (all copies), NEWOBSERVER, PROBE and ALIVE,
-	// SYNC (dead-list repair), others (EVICTED).
-	BcastMsgs, NewObserverMsgs, ProbeMsgs, SyncMsgs, OtherMsgs float64
-	// Events is the total number of events processed.
-	Events uint64
+	RunCounts
 }
 
 // DeadBlocks returns the lengths of the maximal blocks of consecutive ranks
@@ -96,12 +86,6 @@ func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe int, labelled bool
 	if labelled {
 		cfg.Hosts = plan.Placement(n)
 	}
-	if err := cfg.Validate(); err != nil {
-		return HostCrashStats{}, err
-	}
-	if runs < 1 {
-		return HostCrashStats{}, fmt.Errorf("sim: host-crash study with %d runs", runs)
-	}
 	res, err := runDetectors(cfg, runs, workers, seed, progress)
 	if err != nil {
 		return HostCrashStats{}, err
@@ -112,16 +96,8 @@ func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe int, labelled bool
 	var stab float64
 	stabRuns := 0
 	for _, r := range res {
-		st.Events += r.Events
+		st.add(r)
 		st.Failures += float64(r.Failures)
-		st.Detections += float64(r.Detections)
-		st.FalseSuspicions += r.FalseSuspicions
-		st.Evicted += r.Evicted
-		st.BcastMsgs += float64(r.BcastMsgs)
-		st.NewObserverMsgs += float64(r.NewObserverMsgs)
-		st.ProbeMsgs += float64(r.ProbeMsgs)
-		st.SyncMsgs += float64(r.SyncMsgs)
-		st.OtherMsgs += float64(r.OtherMsgs)
 		b := 0
 		for _, x := range DeadBlocks(n, r.Dead) {
 			b = max(b, x)
@@ -154,15 +130,9 @@ func HostCrashStudy(sc Scenario, n int, plan HostCrash, probe int, labelled bool
 			st.WithinBound++
 		}
 	}
-	k := float64(runs)
-	st.Failures /= k
-	st.Detections /= k
-	st.Block /= k
-	st.BcastMsgs /= k
-	st.NewObserverMsgs /= k
-	st.ProbeMsgs /= k
-	st.SyncMsgs /= k
-	st.OtherMsgs /= k
+	st.mean(runs)
+	st.Failures /= float64(runs)
+	st.Block /= float64(runs)
 	if stabRuns > 0 {
 		st.Stabilized = stab / float64(stabRuns)
 	}

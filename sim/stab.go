@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -48,9 +49,6 @@ type StabStats struct {
 // calling progress after each run.
 func StabStudy(sc Scenario, n int, plan FailurePlan, runs, workers int, seed uint64, progress func()) (StabStats, error) {
 	cfg := DetectorConfig{N: n, H: sc.H, Delta: sc.Delta, Net: OnePort{T: sc.T}, Failures: plan}
-	if err := cfg.Validate(); err != nil {
-		return StabStats{}, err
-	}
 	res, err := runDetectors(cfg, runs, workers, seed, progress)
 	if err != nil {
 		return StabStats{}, err
@@ -109,10 +107,16 @@ func (a *meanVar) se() float64 {
 	return math.Sqrt(a.s2/float64(a.n-1)) / math.Sqrt(float64(a.n))
 }
 
-// runDetectors runs runs simulations of cfg on workers goroutines, run i
-// seeded RunSeed(seed, i), calling progress after each; the first error
-// of any run is returned.
+// runDetectors validates cfg and runs runs ≥ 1 simulations of it on
+// workers goroutines, run i seeded RunSeed(seed, i), calling progress
+// after each; the first error of any run is returned.
 func runDetectors(cfg DetectorConfig, runs, workers int, seed uint64, progress func()) ([]DetectorResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if runs < 1 {
+		return nil, fmt.Errorf("sim: a study with %d runs", runs)
+	}
 	res := make([]DetectorResult, runs)
 	errs := make([]error, runs)
 	Parallel(runs, workers, func(i int) {
@@ -132,4 +136,39 @@ func runDetectors(cfg DetectorConfig, runs, workers int, seed uint64, progress f
 		}
 	}
 	return res, nil
+}
+
+// RunCounts are what the detectors of a study's runs did: means over the
+// runs, but for the totals FalseSuspicions, Evicted and Events.
+type RunCounts struct {
+	// Detections is the mean number of broadcasts the rings started.
+	Detections float64
+	// FalseSuspicions and Evicted are totals over the runs: live ranks put
+	// in some D_i, and live ranks evicted as a consequence.
+	FalseSuspicions, Evicted int
+	// Message means: broadcast (all copies), NEWOBSERVER, PROBE and ALIVE,
+	// SYNC (dead-list repair), others (EVICTED).
+	BcastMsgs, NewObserverMsgs, ProbeMsgs, SyncMsgs, OtherMsgs float64
+	// Events is the total number of events processed.
+	Events uint64
+}
+
+// add counts run r (as sums: mean divides the means' by the runs).
+func (c *RunCounts) add(r DetectorResult) {
+	c.Detections += float64(r.Detections)
+	c.FalseSuspicions += r.FalseSuspicions
+	c.Evicted += r.Evicted
+	c.BcastMsgs += float64(r.BcastMsgs)
+	c.NewObserverMsgs += float64(r.NewObserverMsgs)
+	c.ProbeMsgs += float64(r.ProbeMsgs)
+	c.SyncMsgs += float64(r.SyncMsgs)
+	c.OtherMsgs += float64(r.OtherMsgs)
+	c.Events += r.Events
+}
+
+// mean turns the sums of runs runs into means.
+func (c *RunCounts) mean(runs int) {
+	for _, p := range []*float64{&c.Detections, &c.BcastMsgs, &c.NewObserverMsgs, &c.ProbeMsgs, &c.SyncMsgs, &c.OtherMsgs} {
+		*p /= float64(runs)
+	}
 }

@@ -50,13 +50,13 @@ type daemonOptions struct {
 	node                        uint
 	peers, listen, sock, attach string
 	nf                          addrFlags // addrflags.go; without -peers, -advertise and -if-* choose the published address
-	ppn, spawn, rank, pin       int
+	ppn, spawn, rank            int
 	jobID                       uint64
-	h, delta, hang              time.Duration
-	keepHung, realtime          bool
+	hang                        time.Duration
+	keepHung                    bool
 	lf                          logFlags // logflags.go: -log-level, -log-json, -v
 	metricsAddr, transport      string
-	df                          daemonDetectorFlags // daemon_flags.go: -broadcast and -gossip-*, as the agent's
+	df                          daemonDetectorFlags // daemon_flags.go: -h, -delta, -pin, -realtime, -broadcast and -gossip-*, as the agent's
 }
 
 // daemonFlags defines vigil daemon's flags from the settings table.
@@ -69,8 +69,6 @@ func daemonFlags() (*flag.FlagSet, *daemonOptions) {
 	o.nf.register(fs)
 	settingVar(fs, "ppn", &o.ppn)
 	settingVar(fs, "job-id", &o.jobID)
-	settingVar(fs, "h", &o.h)
-	settingVar(fs, "delta", &o.delta)
 	settingVar(fs, "hang", &o.hang)
 	settingVar(fs, "keep-hung", &o.keepHung)
 	settingVar(fs, "spawn", &o.spawn)
@@ -79,9 +77,7 @@ func daemonFlags() (*flag.FlagSet, *daemonOptions) {
 	settingVar(fs, "rank", &o.rank)
 	o.lf.register(fs)
 	settingVar(fs, "metrics-addr", &o.metricsAddr)
-	settingVar(fs, "pin", &o.pin)
 	settingVar(fs, "transport", &o.transport)
-	settingVar(fs, "realtime", &o.realtime)
 	o.df.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vigil daemon -node i -peers a0,a1,... [-ppn K -sock path] [-- command args]\n"+
@@ -100,8 +96,8 @@ func daemonFlags() (*flag.FlagSet, *daemonOptions) {
 func daemonMain(args []string) error {
 	fs, o := daemonFlags()
 	nodeIdx, peers, listen, nf, ppn, jobID := &o.node, &o.peers, &o.listen, &o.nf, &o.ppn, &o.jobID
-	h, delta, hang, keepHung, spawnN, sock, attach, rank := &o.h, &o.delta, &o.hang, &o.keepHung, &o.spawn, &o.sock, &o.attach, &o.rank
-	lf, metricsAddr, pin, tport, realtime, df := &o.lf, &o.metricsAddr, &o.pin, &o.transport, &o.realtime, &o.df
+	hang, keepHung, spawnN, sock, attach, rank := &o.hang, &o.keepHung, &o.spawn, &o.sock, &o.attach, &o.rank
+	lf, metricsAddr, tport, df := &o.lf, &o.metricsAddr, &o.transport, &o.df
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
 	}
@@ -128,11 +124,6 @@ func daemonMain(args []string) error {
 	if *attach != "" || (os.Getenv(daemon.EnvSocket) != "" && *peers == "") {
 		return attachMain(*attach, *rank, out, sigs)
 	}
-	cfg := daemon.Config{
-		Listen: nf.bind, HeartbeatPeriod: *h, SuspectTimeout: *delta, HangTimeout: *hang, KeepHung: *keepHung,
-		Spawn: fs.Args(), SpawnRanks: *spawnN, Logger: logger,
-		PinEmitter: *pin >= 0, EmitterCPU: *pin, RealTime: *realtime, HoldP: true, // one daemon per process
-	}
 	if err := settings.CheckChoice(settings.ByFlag("daemon", "transport"), settings.FlagNames, *tport); err != nil {
 		return usageErrorf("daemon: %v", err)
 	}
@@ -144,10 +135,12 @@ func daemonMain(args []string) error {
 	case *hang < 0:
 		return usageErrorf("daemon: -hang %v: want ≥ 0 (0: δ)", *hang)
 	}
-	if err := df.check(*h, *delta, *pin, *realtime); err != nil {
+	dc, err := df.config()
+	if err != nil {
 		return asUsage(fmt.Errorf("daemon: %w", err))
 	}
-	df.apply(&cfg)
+	dc.Logger = logger
+	cfg := daemon.Config{Config: dc, Listen: nf.bind, HangTimeout: *hang, KeepHung: *keepHung, Spawn: fs.Args(), SpawnRanks: *spawnN}
 	if *peers != "" {
 		if n := strings.Count(*peers, ",") + 1; *nodeIdx >= uint(n) {
 			return usageErrorf("daemon: -node %d: want below the %d addresses of -peers", *nodeIdx, n)

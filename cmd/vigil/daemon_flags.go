@@ -2,34 +2,39 @@ package main
 
 import (
 	"flag"
-	"time"
 
-	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/node"
+	"github.com/vigil-hpc/vigil/settings"
 )
 
-// daemonDetectorFlags are the daemon's flags of its detector shared with
-// detectorFlags (flags.go), so that their checks stay in one place:
-// -broadcast and -gossip-*, defined from the settings table (the daemon's
-// -broadcast defaults to the binomial graph). The daemon's own -h, -delta
-// and -pin are copied in before the check.
+// daemonDetectorFlags are the flags of the daemons' detector: -h, -delta,
+// -pin, -realtime, -broadcast and -gossip-*, defined from the settings
+// table (the daemon's -h, -delta and -broadcast have defaults of their
+// own). They are read into a detectorFlags (flags.go), so that their
+// checks and the node.Config they make are the agent's.
 type daemonDetectorFlags struct {
 	d detectorFlags
 }
 
-// register defines -broadcast and -gossip-* on fs.
-func (f *daemonDetectorFlags) register(fs *flag.FlagSet) { f.d.registerPropagation(fs) }
-
-// check validates the flags with detectorFlags.validate, naming them, given
-// the daemon's heartbeat period, time-out, pinned CPU (-pin) and -realtime. The
-// number of daemons is not known yet: daemon.Start checks again.
-func (f *daemonDetectorFlags) check(h, delta time.Duration, pin int, realtime bool) error {
-	d := f.d
-	d.h, d.delta, d.pin, d.realtime = h, delta, pin, realtime
-	d.transport, d.heartbeat, d.emitter, d.log.level = "tcp", "shm", "native", "warn" // checked by the daemon itself
-	return d.validate(1)
+// register defines the flags on fs.
+func (f *daemonDetectorFlags) register(fs *flag.FlagSet) {
+	settingVar(fs, "h", &f.d.h)
+	settingVar(fs, "delta", &f.d.delta)
+	settingVar(fs, "pin", &f.d.pin)
+	settingVar(fs, "realtime", &f.d.realtime)
+	f.d.registerPropagation(fs)
 }
 
-// apply sets the daemons' propagation in cfg.
-func (f *daemonDetectorFlags) apply(cfg *daemon.Config) {
-	cfg.Broadcast, cfg.Gossip = f.d.broadcast, f.d.gossip
+// config checks the flags with detectorFlags.validate, naming them, and
+// returns the daemons' detector configuration (daemon.Config.Config; Rank
+// and Size are daemon.Start's). The number of daemons is not known yet:
+// daemon.Start checks again.
+func (f *daemonDetectorFlags) config() (node.Config, error) {
+	d := f.d
+	d.transport, d.heartbeat, d.emitter, d.log.level = "tcp", "shm", "native", "warn" // the daemon's own flags
+	d.mendProbe = settings.DefaultMendProbe
+	if err := d.validate(1); err != nil {
+		return node.Config{}, err
+	}
+	return d.config(), nil
 }

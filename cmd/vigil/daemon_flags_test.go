@@ -27,10 +27,11 @@ func TestDaemonPropagationFlagsRefused(t *testing.T) {
 	}{
 		{[]string{"-broadcast", "flood"}, `daemon: -broadcast "flood": want one of hba, bmg, ocg, ccg, fcg, ctree`},
 		{[]string{"-broadcast", "fcg", "-gossip-f", "4"}, "daemon: -gossip-f 4: want 1 to 3"},
-		{[]string{"-broadcast", "ctree", "-gossip-step", "0s"}, "daemon: -gossip-step 0s"},
-		{[]string{"-broadcast", "ocg", "-gossip-c", "-1"}, "daemon: -gossip-c -1"},
-		{[]string{"-broadcast", "ccg", "-gossip-t", "9999999"}, "Config.Gossip: bcast: GossipConfig.T = 9999999"},
+		{[]string{"-broadcast", "ctree", "-gossip-step", "-1ms"}, "daemon: -gossip-step -1ms: want > 0"},
+		{[]string{"-broadcast", "ocg", "-gossip-c", "-1"}, "daemon: -gossip-c -1: want 0 (planned) to 1048576"},
+		{[]string{"-broadcast", "ccg", "-gossip-t", "9999999"}, "daemon: -gossip-t 9999999: want 0 (planned) to 1048576"},
 		{[]string{"-gossip-latency", "ten"}, "-gossip-latency: want a duration with a unit"},
+		{[]string{"-gossip-step", "1ns", "-gossip-latency", "1s"}, "daemon: -gossip-latency 1s: want at most 65536 steps of -gossip-step"},
 	} {
 		cmd := exec.Command(vigilBin, append([]string{"daemon", "-peers", peers}, tc.args...)...)
 		cmd.Env = append(os.Environ(), daemonTestKey)

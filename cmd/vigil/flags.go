@@ -140,8 +140,8 @@ func (d *detectorFlags) checkValues(size int) error {
 	if d.mendProbe < 0 {
 		return fmt.Errorf("-mend-probe %d: want ≥ 0 (0: Algorithm 1's one-at-a-time mending)", d.mendProbe)
 	}
-	// The timing's bounds are node.Config.Validate's (the settings
-	// table's), named as flags.
+	// The bounds of the timing and of -gossip-* are node.Config.Validate's
+	// (the settings table's and bcast.GossipConfig's), named as flags.
 	c := d.config()
 	c.Size = max(size, 1)
 	if err := c.Validate(); err != nil {
@@ -156,16 +156,6 @@ func (d *detectorFlags) checkValues(size int) error {
 		return fmt.Errorf("-pin %d: this machine has CPUs 0–%d (-1: not pinned)", d.pin, runtime.NumCPU()-1)
 	case d.pin < -1:
 		return fmt.Errorf("-pin %d: want a CPU number, or -1 for not pinned", d.pin)
-	case d.gossip.Step <= 0:
-		return fmt.Errorf("-gossip-step %v: want > 0, such as 100µs", d.gossip.Step)
-	case d.gossip.Latency < 0:
-		return fmt.Errorf("-gossip-latency %v: want ≥ 0", d.gossip.Latency)
-	case d.gossip.T < 0:
-		return fmt.Errorf("-gossip-t %d: want ≥ 0 (0: planned)", d.gossip.T)
-	case d.gossip.C < 0:
-		return fmt.Errorf("-gossip-c %d: want ≥ 0 (0: planned)", d.gossip.C)
-	case d.gossip.F < 1 || d.gossip.F > 3:
-		return fmt.Errorf("-gossip-f %d: want 1 to 3", d.gossip.F)
 	}
 	c.Size = size
 	return c.Validate()

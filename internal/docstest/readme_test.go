@@ -389,7 +389,7 @@ func runAcrossHosts(t *testing.T, tr *tree, b Block) {
 }
 
 // psTree describes pid and its descendants.
-func psTree(pid int) string { return psList(append([]int{pid}, descendants(pid)...)) }
+func psTree(pid int) string { return psList(append([]int{pid}, mpitest.Descendants(pid)...)) }
 
 // psList describes the processes pids.
 func psList(pids []int) string {

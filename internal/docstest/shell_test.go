@@ -2,19 +2,19 @@ package docstest
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/lab/mpitest"
 )
 
 // tree is a copy of the repository, where the blocks run one after the
@@ -188,7 +188,7 @@ func (s *shell) signal(sig syscall.Signal) {
 // kill kills the block's process group and every process descended from
 // it (mpirun puts its ranks in process groups of their own).
 func (s *shell) kill() {
-	pids := descendants(s.cmd.Process.Pid)
+	pids := mpitest.Descendants(s.cmd.Process.Pid)
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	for _, p := range pids {
 		syscall.Kill(p, syscall.SIGKILL)
@@ -198,39 +198,6 @@ func (s *shell) kill() {
 	case <-time.After(10 * time.Second):
 		s.t.Errorf("the block's shell (pid %d) survived SIGKILL", s.cmd.Process.Pid)
 	}
-}
-
-// descendants returns the processes descended from pid.
-func descendants(pid int) []int {
-	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[1]); err == nil {
-			parent[p] = pp
-		}
-	}
-	var out []int
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // lines returns the lines of out that match re, with their submatches.

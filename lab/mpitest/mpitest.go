@@ -89,7 +89,7 @@ func Start(t testing.TB, n int, env, extra []string, argv ...string) *Job {
 		// mpirun puts each rank in a process group of its own: a rank that
 		// outlived SIGKILL of mpirun's group would be orphaned and run on
 		// (a daemon job did). Its ranks are found before mpirun dies.
-		ranks, _ := j.RankPIDs()
+		ranks := j.RankPIDs()
 		syscall.Kill(-pgid, syscall.SIGKILL) // the job's own process group
 		for _, pid := range ranks {
 			syscall.Kill(pid, syscall.SIGKILL)
@@ -162,31 +162,17 @@ func (j *Job) Stderr() string {
 }
 
 // RankPIDs returns the PIDs of mpirun's children by their PMIX_RANK.
-func (j *Job) RankPIDs() (map[int]int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
+func (j *Job) RankPIDs() map[int]int {
 	out := map[int]int{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may contain spaces.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(j.Cmd.Process.Pid) {
+	for pid, pp := range Parents() {
+		if pp != j.Cmd.Process.Pid {
 			continue
 		}
 		if r, ok := pmixRank(pid); ok {
 			out[r] = pid
 		}
 	}
-	return out, nil
+	return out
 }
 
 // WaitPIDs waits up to timeout for n ranks' PIDs.
@@ -194,12 +180,12 @@ func (j *Job) WaitPIDs(n int, timeout time.Duration) map[int]int {
 	j.t.Helper()
 	end := time.Now().Add(timeout)
 	for {
-		pids, err := j.RankPIDs()
-		if err == nil && len(pids) == n {
+		pids := j.RankPIDs()
+		if len(pids) == n {
 			return pids
 		}
 		if time.Now().After(end) {
-			j.t.Fatalf("found the PIDs of %d ranks of %d (%v): %v", len(pids), n, pids, err)
+			j.t.Fatalf("found the PIDs of %d ranks of %d (%v)", len(pids), n, pids)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

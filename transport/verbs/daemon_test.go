@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/daemon"
+	"github.com/vigil-hpc/vigil/node"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
 )
@@ -25,8 +26,9 @@ func TestDaemonsOverVerbs(t *testing.T) {
 	for i := range ts {
 		tr := ts[i]
 		d, err := daemon.Start(daemon.Config{Node: ranks.Rank(i), Layout: daemon.Layout{Nodes: n, PPN: ppn},
-			HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
-			Spawn: []string{"sleep", "600"}, Slots: tr.Slots(), Logger: logger(t),
+			Config: node.Config{HeartbeatPeriod: 20 * time.Millisecond, SuspectTimeout: time.Second, StartGrace: 3 * time.Second,
+				Slots: tr.Slots(), Logger: logger(t)},
+			Spawn: []string{"sleep", "600"},
 			Transport: func(_ *transport.Slots, h transport.Handler) (transport.Transport, error) {
 				return tr, tr.Start(addrs, h)
 			}})
