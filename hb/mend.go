@@ -446,17 +446,14 @@ func (r *Ring) resolve(now int64) Output {
 		r.deadline = max(r.deadline, now+r.cfg.Delta)
 		return Output{NewObserverTo: r.emitter, SendNewObserver: true}
 	}
-	var dead []ranks.Rank
-	next := -1
-	for i, c := range m.cands {
-		if m.answered.Has(c) && !r.D.Has(c) {
-			next = i
-			break
-		}
-		if r.D.Add(c) { // already known dead by a broadcast: not ours to report
-			dead = append(dead, c)
-		}
+	next := slices.IndexFunc(m.cands, func(c ranks.Rank) bool { return m.answered.Has(c) && !r.D.Has(c) })
+	silent := m.cands
+	if next >= 0 {
+		silent = m.cands[:next]
 	}
+	// The silent candidates not already known dead by a broadcast (those
+	// are not ours to report), in one merge.
+	dead := r.D.AddRanks(silent)
 	var out Output
 	if next >= 0 {
 		r.emitter = m.cands[next]

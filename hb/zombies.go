@@ -18,23 +18,27 @@ const EvictInterval = 100 * time.Millisecond
 // it reads no memory. The zero value is not usable: use NewZombies. Not
 // safe for concurrent use: it belongs to one event loop.
 type Zombies struct {
-	seq   map[ranks.Rank]uint64 // word of each rank held dead, as last seen
-	fresh []ranks.Rank          // held, no word seen yet
-	sent  map[ranks.Rank]int64  // when each was last told it is evicted
+	seq   map[ranks.Rank]uint64   // word of each rank held dead, as last seen
+	fresh map[ranks.Rank]struct{} // held, no word seen yet
+	// order holds the fresh ranks in the order held, and ranks seen since,
+	// which Fresh drops: every operation is O(1) a rank.
+	order []ranks.Rank
+	sent  map[ranks.Rank]int64 // when each was last told it is evicted
 }
 
 // NewZombies returns an empty tracker.
 func NewZombies() *Zombies {
-	return &Zombies{seq: map[ranks.Rank]uint64{}, sent: map[ranks.Rank]int64{}}
+	return &Zombies{seq: map[ranks.Rank]uint64{}, fresh: map[ranks.Rank]struct{}{}, sent: map[ranks.Rank]int64{}}
 }
 
 // Hold records r as dead: the first word Saw gives for it is where its
 // growth counts from.
 func (z *Zombies) Hold(r ranks.Rank) {
-	if _, ok := z.seq[r]; ok || slices.Contains(z.fresh, r) {
+	if z.Held(r) {
 		return
 	}
-	z.fresh = append(z.fresh, r)
+	z.fresh[r] = struct{}{}
+	z.order = append(z.order, r)
 }
 
 // Len returns the number of ranks held.
@@ -42,16 +46,25 @@ func (z *Zombies) Len() int { return len(z.seq) + len(z.fresh) }
 
 // Held reports whether r is held dead.
 func (z *Zombies) Held(r ranks.Rank) bool {
-	_, ok := z.seq[r]
-	return ok || slices.Contains(z.fresh, r)
+	if _, ok := z.seq[r]; ok {
+		return true
+	}
+	_, ok := z.fresh[r]
+	return ok
 }
 
-// Fresh returns the ranks held whose word was not seen yet (nil if none).
+// Fresh returns the ranks held whose word was not seen yet, in the order
+// they were held (nil if none).
 func (z *Zombies) Fresh() []ranks.Rank {
 	if len(z.fresh) == 0 {
+		z.order = z.order[:0]
 		return nil
 	}
-	return slices.Clone(z.fresh)
+	z.order = slices.DeleteFunc(z.order, func(r ranks.Rank) bool {
+		_, ok := z.fresh[r]
+		return !ok
+	})
+	return slices.Clone(z.order)
 }
 
 // Ranks returns every rank held, in increasing order.
@@ -60,7 +73,9 @@ func (z *Zombies) Ranks() []ranks.Rank {
 	for r := range z.seq {
 		rs = append(rs, r)
 	}
-	rs = append(rs, z.fresh...)
+	for r := range z.fresh {
+		rs = append(rs, r)
+	}
 	slices.Sort(rs)
 	return rs
 }
@@ -72,8 +87,8 @@ func (z *Zombies) Ranks() []ranks.Rank {
 func (z *Zombies) Saw(rs []ranks.Rank, words []uint64) []ranks.Rank {
 	var moved []ranks.Rank
 	for i, r := range rs[:min(len(rs), len(words))] {
-		if k := slices.Index(z.fresh, r); k >= 0 {
-			z.fresh = slices.Delete(z.fresh, k, k+1)
+		if _, ok := z.fresh[r]; ok {
+			delete(z.fresh, r)
 			z.seq[r] = words[i]
 			continue
 		}
@@ -81,6 +96,9 @@ func (z *Zombies) Saw(rs []ranks.Rank, words []uint64) []ranks.Rank {
 			z.seq[r] = words[i]
 			moved = append(moved, r)
 		}
+	}
+	if len(z.fresh) == 0 {
+		z.order = z.order[:0]
 	}
 	return moved
 }

@@ -56,3 +56,23 @@ func TestZombiesDueRateLimits(t *testing.T) {
 		t.Fatal("notice not due after EvictInterval")
 	}
 }
+
+// Fresh keeps the order the ranks were held in, less those whose word
+// was seen, however Saw and Hold interleave.
+func TestZombiesFreshOrder(t *testing.T) {
+	z := NewZombies()
+	for _, r := range []ranks.Rank{3, 1, 2} {
+		z.Hold(r)
+	}
+	z.Saw([]ranks.Rank{1}, []uint64{5})
+	z.Hold(1)
+	z.Hold(4)
+	if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{3, 2, 4}) || z.Len() != 4 {
+		t.Fatalf("Fresh = %v (Len %d), want [3 2 4] (4)", f, z.Len())
+	}
+	z.Saw([]ranks.Rank{3, 2, 4}, []uint64{1, 1, 1})
+	z.Hold(0)
+	if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{0}) || !slices.Equal(z.Ranks(), []ranks.Rank{0, 1, 2, 3, 4}) {
+		t.Fatalf("Fresh = %v, Ranks = %v; want [0], [0 1 2 3 4]", f, z.Ranks())
+	}
+}
