@@ -18,17 +18,39 @@ const EvictInterval = 100 * time.Millisecond
 // it reads no memory. The zero value is not usable: use NewZombies. Not
 // safe for concurrent use: it belongs to one event loop.
 type Zombies struct {
-	seq   map[ranks.Rank]uint64   // word of each rank held dead, as last seen
-	fresh map[ranks.Rank]struct{} // held, no word seen yet
-	// order holds the fresh ranks in the order held, and ranks seen since,
-	// which Fresh drops: every operation is O(1) a rank.
-	order []ranks.Rank
-	sent  map[ranks.Rank]int64 // when each was last told it is evicted
+	seq map[ranks.Rank]uint64 // word of each rank held dead, as last seen
+	// fresh holds the ranks held whose word was not seen yet, one bit a
+	// rank (a simulated job holds thousands of trackers), nFresh of them;
+	// order holds them in the order held, and ranks seen since, which
+	// Fresh drops: every operation is O(1) a rank.
+	fresh  []uint64
+	nFresh int
+	order  []ranks.Rank
+	sent   map[ranks.Rank]int64 // when each was last told it is evicted
 }
 
 // NewZombies returns an empty tracker.
 func NewZombies() *Zombies {
-	return &Zombies{seq: map[ranks.Rank]uint64{}, fresh: map[ranks.Rank]struct{}{}, sent: map[ranks.Rank]int64{}}
+	return &Zombies{seq: map[ranks.Rank]uint64{}, sent: map[ranks.Rank]int64{}}
+}
+
+// isFresh reports whether r is held and its word not seen yet.
+func (z *Zombies) isFresh(r ranks.Rank) bool {
+	return int(r/64) < len(z.fresh) && z.fresh[r/64]&(1<<(r%64)) != 0
+}
+
+// setFresh marks r fresh (on) or not.
+func (z *Zombies) setFresh(r ranks.Rank, on bool) {
+	if on {
+		if w := int(r/64) + 1; w > len(z.fresh) {
+			z.fresh = append(z.fresh, make([]uint64, w-len(z.fresh))...)
+		}
+		z.fresh[r/64] |= 1 << (r % 64)
+		z.nFresh++
+		return
+	}
+	z.fresh[r/64] &^= 1 << (r % 64)
+	z.nFresh--
 }
 
 // Hold records r as dead: the first word Saw gives for it is where its
@@ -37,33 +59,29 @@ func (z *Zombies) Hold(r ranks.Rank) {
 	if z.Held(r) {
 		return
 	}
-	z.fresh[r] = struct{}{}
+	z.setFresh(r, true)
 	z.order = append(z.order, r)
 }
 
 // Len returns the number of ranks held.
-func (z *Zombies) Len() int { return len(z.seq) + len(z.fresh) }
+func (z *Zombies) Len() int { return len(z.seq) + z.nFresh }
 
 // Held reports whether r is held dead.
 func (z *Zombies) Held(r ranks.Rank) bool {
 	if _, ok := z.seq[r]; ok {
 		return true
 	}
-	_, ok := z.fresh[r]
-	return ok
+	return z.isFresh(r)
 }
 
 // Fresh returns the ranks held whose word was not seen yet, in the order
 // they were held (nil if none).
 func (z *Zombies) Fresh() []ranks.Rank {
-	if len(z.fresh) == 0 {
+	if z.nFresh == 0 {
 		z.order = z.order[:0]
 		return nil
 	}
-	z.order = slices.DeleteFunc(z.order, func(r ranks.Rank) bool {
-		_, ok := z.fresh[r]
-		return !ok
-	})
+	z.order = slices.DeleteFunc(z.order, func(r ranks.Rank) bool { return !z.isFresh(r) })
 	return slices.Clone(z.order)
 }
 
@@ -73,8 +91,10 @@ func (z *Zombies) Ranks() []ranks.Rank {
 	for r := range z.seq {
 		rs = append(rs, r)
 	}
-	for r := range z.fresh {
-		rs = append(rs, r)
+	for _, r := range z.order {
+		if z.isFresh(r) {
+			rs = append(rs, r)
+		}
 	}
 	slices.Sort(rs)
 	return rs
@@ -87,8 +107,8 @@ func (z *Zombies) Ranks() []ranks.Rank {
 func (z *Zombies) Saw(rs []ranks.Rank, words []uint64) []ranks.Rank {
 	var moved []ranks.Rank
 	for i, r := range rs[:min(len(rs), len(words))] {
-		if _, ok := z.fresh[r]; ok {
-			delete(z.fresh, r)
+		if z.isFresh(r) {
+			z.setFresh(r, false)
 			z.seq[r] = words[i]
 			continue
 		}
@@ -97,7 +117,7 @@ func (z *Zombies) Saw(rs []ranks.Rank, words []uint64) []ranks.Rank {
 			moved = append(moved, r)
 		}
 	}
-	if len(z.fresh) == 0 {
+	if z.nFresh == 0 {
 		z.order = z.order[:0]
 	}
 	return moved
