@@ -12,15 +12,43 @@ import (
 type gone struct {
 	// events are in delivery order and only grow: a GoneView shares them.
 	events []Event
-	at     map[ranks.Rank]int // each rank's index in events
+	// at is each rank's index in events while few ranks are gone; dense
+	// replaces it once more than denseShare of the job is (a simulated job
+	// holds thousands of Cores, each holding most of the job gone after a
+	// cut): dense[r] is r's index + 1, 0 for a rank not gone, 4 bytes a
+	// rank of the job where a map takes about 20 a rank gone.
+	at    map[ranks.Rank]int
+	dense []int32
 }
 
+// denseShare is the share of the job gone (1/denseShare) from which gone
+// indexes its events densely.
+const denseShare = 8
+
 func (g *gone) get(r ranks.Rank) (Event, bool) {
-	i, ok := g.at[r]
+	i, ok := g.index(r)
 	if !ok {
 		return Event{}, false
 	}
 	return g.events[i], true
+}
+
+// index returns r's index in events.
+func (g *gone) index(r ranks.Rank) (int, bool) {
+	if g.dense != nil {
+		if int(r) >= len(g.dense) || g.dense[r] == 0 {
+			return 0, false
+		}
+		return int(g.dense[r]) - 1, true
+	}
+	i, ok := g.at[r]
+	return i, ok
+}
+
+// has reports whether r is recorded.
+func (g *gone) has(r ranks.Rank) bool {
+	_, ok := g.index(r)
+	return ok
 }
 
 // left reports whether r is recorded as departed cleanly.
@@ -30,14 +58,27 @@ func (c *Core) left(r ranks.Rank) bool {
 }
 
 // add records ev unless its rank is recorded; it reports whether it did.
-func (g *gone) add(ev Event) bool {
-	if _, dup := g.at[ev.Rank]; dup {
+// size is the job's number of ranks.
+func (g *gone) add(ev Event, size int) bool {
+	if g.has(ev.Rank) {
 		return false
 	}
-	if g.at == nil {
-		g.at = map[ranks.Rank]int{}
+	switch {
+	case g.dense != nil:
+		g.dense[ev.Rank] = int32(len(g.events) + 1)
+	case len(g.events)+1 > size/denseShare:
+		g.dense = make([]int32, size)
+		for i, e := range g.events {
+			g.dense[e.Rank] = int32(i + 1)
+		}
+		g.dense[ev.Rank] = int32(len(g.events) + 1)
+		g.at = nil
+	default:
+		if g.at == nil {
+			g.at = map[ranks.Rank]int{}
+		}
+		g.at[ev.Rank] = len(g.events)
 	}
-	g.at[ev.Rank] = len(g.events)
 	g.events = append(g.events, ev)
 	return true
 }

@@ -128,6 +128,14 @@ func TestGoneViewManyDeliveries(t *testing.T) {
 	if all.Len() != 400 {
 		t.Fatalf("%d ranks gone, want 400", all.Len())
 	}
+	for i := range all.Len() { // Known, past the share of the job from which the Core indexes densely
+		if ev, ok := core.Known(all.Event(i).Rank); !ok || ev != all.Event(i) {
+			t.Fatalf("Known(%d) = %+v, %v; want %+v", all.Event(i).Rank, ev, ok, all.Event(i))
+		}
+	}
+	if _, ok := core.Known(ranks.Rank(perm[500] + 1)); ok {
+		t.Fatalf("a live rank is known gone")
+	}
 	for _, v := range views {
 		var want []ranks.Rank
 		for i := range v.Len() {

@@ -201,7 +201,7 @@ func (c *Core) moveMembership(d *era.Decision) bool {
 	}
 	q.out.AddRanks(fresh)
 	for _, r := range fresh {
-		if _, known := c.gone.at[r]; known {
+		if c.gone.has(r) {
 			q.dead-- // counted when learned (departed ranks are already out)
 		}
 	}
