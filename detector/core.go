@@ -134,7 +134,7 @@ func NewCore(cfg Config) (*Core, error) {
 		ring:     ring,
 		prop:     prop,
 		departed: map[ranks.Rank]bool{},
-		zombies:  hb.NewZombies(),
+		zombies:  hb.NewZombies(cfg.Size),
 		agree:    newAgreeState(&cfg),
 	}, nil
 }

@@ -27,11 +27,14 @@ type Zombies struct {
 	nFresh int
 	order  []ranks.Rank
 	sent   map[ranks.Rank]int64 // when each was last told it is evicted
+	n      int                  // ranks of the job, 0 if unknown
 }
 
-// NewZombies returns an empty tracker.
-func NewZombies() *Zombies {
-	return &Zombies{seq: map[ranks.Rank]uint64{}, sent: map[ranks.Rank]int64{}}
+// NewZombies returns an empty tracker for a job of n ranks (0 if
+// unknown): its bitset of fresh ranks takes n/8 bytes at the first Hold,
+// in one allocation (grown as needed without n).
+func NewZombies(n int) *Zombies {
+	return &Zombies{seq: map[ranks.Rank]uint64{}, sent: map[ranks.Rank]int64{}, n: n}
 }
 
 // isFresh reports whether r is held and its word not seen yet.
@@ -43,7 +46,11 @@ func (z *Zombies) isFresh(r ranks.Rank) bool {
 func (z *Zombies) setFresh(r ranks.Rank, on bool) {
 	if on {
 		if w := int(r/64) + 1; w > len(z.fresh) {
-			z.fresh = append(z.fresh, make([]uint64, w-len(z.fresh))...)
+			if z.fresh == nil && w <= (z.n+63)/64 {
+				z.fresh = make([]uint64, (z.n+63)/64)
+			} else {
+				z.fresh = append(z.fresh, make([]uint64, w-len(z.fresh))...)
+			}
 		}
 		z.fresh[r/64] |= 1 << (r % 64)
 		z.nFresh++

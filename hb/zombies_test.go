@@ -8,7 +8,7 @@ import (
 )
 
 func TestZombiesSawWordsOnly(t *testing.T) {
-	z := NewZombies()
+	z := NewZombies(0)
 	if z.Saw([]ranks.Rank{1}, []uint64{7}) != nil || z.Held(1) {
 		t.Fatal("an empty tracker reports a zombie")
 	}
@@ -41,7 +41,7 @@ func TestZombiesSawWordsOnly(t *testing.T) {
 }
 
 func TestZombiesDueRateLimits(t *testing.T) {
-	z := NewZombies()
+	z := NewZombies(0)
 	const ms = int64(1e6)
 	if !z.Due(5, 1000*ms) {
 		t.Fatal("first notice not due")
@@ -60,19 +60,22 @@ func TestZombiesDueRateLimits(t *testing.T) {
 // Fresh keeps the order the ranks were held in, less those whose word
 // was seen, however Saw and Hold interleave.
 func TestZombiesFreshOrder(t *testing.T) {
-	z := NewZombies()
-	for _, r := range []ranks.Rank{3, 1, 2} {
-		z.Hold(r)
-	}
-	z.Saw([]ranks.Rank{1}, []uint64{5})
-	z.Hold(1)
-	z.Hold(4)
-	if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{3, 2, 4}) || z.Len() != 4 {
-		t.Fatalf("Fresh = %v (Len %d), want [3 2 4] (4)", f, z.Len())
-	}
-	z.Saw([]ranks.Rank{3, 2, 4}, []uint64{1, 1, 1})
-	z.Hold(0)
-	if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{0}) || !slices.Equal(z.Ranks(), []ranks.Rank{0, 1, 2, 3, 4}) {
-		t.Fatalf("Fresh = %v, Ranks = %v; want [0], [0 1 2 3 4]", f, z.Ranks())
+	for _, n := range []int{0, 5, 200} { // job size unknown, known (the bitset in one allocation)
+		z := NewZombies(n)
+		for _, r := range []ranks.Rank{3, 1, 2} {
+			z.Hold(r)
+		}
+		z.Saw([]ranks.Rank{1}, []uint64{5})
+		z.Hold(1)
+		z.Hold(4)
+		if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{3, 2, 4}) || z.Len() != 4 {
+			t.Fatalf("n = %d: Fresh = %v (Len %d), want [3 2 4] (4)", n, f, z.Len())
+		}
+		z.Saw([]ranks.Rank{3, 2, 4}, []uint64{1, 1, 1})
+		z.Hold(0)
+		z.Hold(130)
+		if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{0, 130}) || !slices.Equal(z.Ranks(), []ranks.Rank{0, 1, 2, 3, 4, 130}) {
+			t.Fatalf("n = %d: Fresh = %v, Ranks = %v; want [0 130], [0 1 2 3 4 130]", n, f, z.Ranks())
+		}
 	}
 }
