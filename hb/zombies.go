@@ -19,45 +19,47 @@ const EvictInterval = 100 * time.Millisecond
 // safe for concurrent use: it belongs to one event loop.
 type Zombies struct {
 	seq map[ranks.Rank]uint64 // word of each rank held dead, as last seen
-	// fresh holds the ranks held whose word was not seen yet, one bit a
-	// rank (a simulated job holds thousands of trackers), nFresh of them;
-	// order holds them in the order held, and ranks seen since, which
-	// Fresh drops: every operation is O(1) a rank.
-	fresh  []uint64
-	nFresh int
+	// The ranks held whose word was not seen yet, nFresh of them, are
+	// order in the order held while there are at most smallFresh; past
+	// that, fresh marks them, one bit a rank, and order also keeps ranks
+	// seen since, which Fresh drops: every operation is O(1) a rank, and
+	// a tracker that never holds many (a simulated job holds thousands)
+	// allocates no bitset.
 	order  []ranks.Rank
+	nFresh int
+	fresh  []uint64
 	sent   map[ranks.Rank]int64 // when each was last told it is evicted
 	n      int                  // ranks of the job, 0 if unknown
 }
 
+// smallFresh is the most fresh ranks a Zombies keeps without its bitset.
+const smallFresh = 64
+
 // NewZombies returns an empty tracker for a job of n ranks (0 if
-// unknown): its bitset of fresh ranks takes n/8 bytes at the first Hold,
-// in one allocation (grown as needed without n).
+// unknown): past smallFresh fresh ranks, its bitset of them takes n/8
+// bytes, in one allocation (grown as needed without n).
 func NewZombies(n int) *Zombies {
 	return &Zombies{seq: map[ranks.Rank]uint64{}, sent: map[ranks.Rank]int64{}, n: n}
 }
 
 // isFresh reports whether r is held and its word not seen yet.
 func (z *Zombies) isFresh(r ranks.Rank) bool {
+	if z.fresh == nil {
+		return slices.Contains(z.order, r) // at most smallFresh
+	}
 	return int(r/64) < len(z.fresh) && z.fresh[r/64]&(1<<(r%64)) != 0
 }
 
-// setFresh marks r fresh (on) or not.
-func (z *Zombies) setFresh(r ranks.Rank, on bool) {
-	if on {
-		if w := int(r/64) + 1; w > len(z.fresh) {
-			if z.fresh == nil && w <= (z.n+63)/64 {
-				z.fresh = make([]uint64, (z.n+63)/64)
-			} else {
-				z.fresh = append(z.fresh, make([]uint64, w-len(z.fresh))...)
-			}
+// mark sets r's bit in fresh, growing it as needed.
+func (z *Zombies) mark(r ranks.Rank) {
+	if w := int(r/64) + 1; w > len(z.fresh) {
+		if z.fresh == nil && w <= (z.n+63)/64 {
+			z.fresh = make([]uint64, (z.n+63)/64)
+		} else {
+			z.fresh = append(z.fresh, make([]uint64, w-len(z.fresh))...)
 		}
-		z.fresh[r/64] |= 1 << (r % 64)
-		z.nFresh++
-		return
 	}
-	z.fresh[r/64] &^= 1 << (r % 64)
-	z.nFresh--
+	z.fresh[r/64] |= 1 << (r % 64)
 }
 
 // Hold records r as dead: the first word Saw gives for it is where its
@@ -66,8 +68,26 @@ func (z *Zombies) Hold(r ranks.Rank) {
 	if z.Held(r) {
 		return
 	}
-	z.setFresh(r, true)
 	z.order = append(z.order, r)
+	z.nFresh++
+	switch {
+	case z.fresh != nil:
+		z.mark(r)
+	case z.nFresh > smallFresh:
+		for _, x := range z.order {
+			z.mark(x)
+		}
+	}
+}
+
+// seen records that r's word was seen: r is not fresh any more.
+func (z *Zombies) seen(r ranks.Rank) {
+	z.nFresh--
+	if z.fresh == nil {
+		z.order = slices.DeleteFunc(z.order, func(x ranks.Rank) bool { return x == r })
+		return
+	}
+	z.fresh[r/64] &^= 1 << (r % 64)
 }
 
 // Len returns the number of ranks held.
@@ -88,7 +108,9 @@ func (z *Zombies) Fresh() []ranks.Rank {
 		z.order = z.order[:0]
 		return nil
 	}
-	z.order = slices.DeleteFunc(z.order, func(r ranks.Rank) bool { return !z.isFresh(r) })
+	if z.fresh != nil {
+		z.order = slices.DeleteFunc(z.order, func(r ranks.Rank) bool { return !z.isFresh(r) })
+	}
 	return slices.Clone(z.order)
 }
 
@@ -115,7 +137,7 @@ func (z *Zombies) Saw(rs []ranks.Rank, words []uint64) []ranks.Rank {
 	var moved []ranks.Rank
 	for i, r := range rs[:min(len(rs), len(words))] {
 		if z.isFresh(r) {
-			z.setFresh(r, false)
+			z.seen(r)
 			z.seq[r] = words[i]
 			continue
 		}

@@ -1,6 +1,7 @@
 package hb
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -76,6 +77,40 @@ func TestZombiesFreshOrder(t *testing.T) {
 		z.Hold(130)
 		if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{0, 130}) || !slices.Equal(z.Ranks(), []ranks.Rank{0, 1, 2, 3, 4, 130}) {
 			t.Fatalf("n = %d: Fresh = %v, Ranks = %v; want [0 130], [0 1 2 3 4 130]", n, f, z.Ranks())
+		}
+	}
+}
+
+// Past smallFresh fresh ranks (the bitset), Hold, Held, Saw and Fresh
+// keep the same answers.
+func TestZombiesManyFresh(t *testing.T) {
+	for _, n := range []int{0, 1000} {
+		z := NewZombies(n)
+		rng := rand.New(rand.NewPCG(29, 3))
+		perm := rng.Perm(1000)
+		var want []ranks.Rank // fresh, in the order held
+		for i, p := range perm[:300] {
+			r := ranks.Rank(p)
+			z.Hold(r)
+			z.Hold(r)
+			want = append(want, r)
+			if i%3 == 2 { // the word of the rank held two before is seen
+				seen := want[len(want)-3]
+				z.Saw([]ranks.Rank{seen}, []uint64{1})
+				want = slices.DeleteFunc(want, func(x ranks.Rank) bool { return x == seen })
+			}
+		}
+		if f := z.Fresh(); !slices.Equal(f, want) || z.Len() != 300 {
+			t.Fatalf("n = %d: Fresh = %v (Len %d), want %v (300)", n, f, z.Len(), want)
+		}
+		for _, p := range perm {
+			if held := z.Held(ranks.Rank(p)); held != slices.Contains(perm[:300], p) {
+				t.Fatalf("n = %d: Held(%d) = %v", n, p, held)
+			}
+		}
+		words := make([]uint64, len(want))
+		if m := z.Saw(want, words); m != nil || z.Fresh() != nil || len(z.Ranks()) != 300 {
+			t.Fatalf("n = %d: after every first word: moved %v, fresh %v, %d ranks", n, m, z.Fresh(), len(z.Ranks()))
 		}
 	}
 }
