@@ -64,7 +64,14 @@ func (d *learnDriver) step(now detector.Time, from ranks.Rank, m wire.Message) {
 // each message. ns/death is the time per death learned, cpu-ns/death the
 // CPU time (the process's, every thread): linear work per failure keeps
 // them flat in k.
-func BenchmarkLearnBurst(b *testing.B) {
+func BenchmarkLearnBurst(b *testing.B) { benchLearnBurst(b, false) }
+
+// BenchmarkLearnBurstAgreeing is BenchmarkLearnBurst with an agreement
+// open on the survivor when the burst comes: each death also goes to the
+// agreement's core (ERA Part 4).
+func BenchmarkLearnBurstAgreeing(b *testing.B) { benchLearnBurst(b, true) }
+
+func benchLearnBurst(b *testing.B, agreeing bool) {
 	for _, k := range []int{16, 256, 4096, 16384} {
 		burst := newBurstBench(k)
 		for _, batched := range []bool{true, false} {
@@ -84,6 +91,11 @@ func BenchmarkLearnBurst(b *testing.B) {
 						b.Fatal(err)
 					}
 					core.Start(0, 2*delta)
+					if agreeing {
+						if _, err := core.Agree(detector.OpAND, nil, []byte{1}); err != nil {
+							b.Fatal(err)
+						}
+					}
 					core.Ready()
 					d := &learnDriver{core: core, words: words}
 					now := detector.Time{Mono: delta, Wall: delta}
