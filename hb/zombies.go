@@ -30,6 +30,7 @@ type Zombies struct {
 	fresh  []uint64
 	sent   map[ranks.Rank]int64 // when each was last told it is evicted
 	n      int                  // ranks of the job, 0 if unknown
+	sorted []ranks.Rank         // the ranks held, sorted, as Ranks last saw them
 }
 
 // smallFresh is the most fresh ranks a Zombies keeps without its bitset.
@@ -114,19 +115,25 @@ func (z *Zombies) Fresh() []ranks.Rank {
 	return slices.Clone(z.order)
 }
 
-// Ranks returns every rank held, in increasing order.
+// Ranks returns every rank held, in increasing order. The order is kept
+// between calls and sorted again only after a Hold (a rank held stays
+// held, so the count tells): the zombie check asks every housekeeping
+// period, and the ranks held change only when deaths are learned.
 func (z *Zombies) Ranks() []ranks.Rank {
-	rs := make([]ranks.Rank, 0, z.Len())
-	for r := range z.seq {
-		rs = append(rs, r)
-	}
-	for _, r := range z.order {
-		if z.isFresh(r) {
+	if len(z.sorted) != z.Len() {
+		rs := make([]ranks.Rank, 0, z.Len())
+		for r := range z.seq {
 			rs = append(rs, r)
 		}
+		for _, r := range z.order {
+			if z.isFresh(r) {
+				rs = append(rs, r)
+			}
+		}
+		slices.Sort(rs)
+		z.sorted = rs
 	}
-	slices.Sort(rs)
-	return rs
+	return slices.Clone(z.sorted)
 }
 
 // Saw takes the heartbeat words of ranks rs (words[i] of rs[i]) and

@@ -108,9 +108,26 @@ func TestZombiesManyFresh(t *testing.T) {
 				t.Fatalf("n = %d: Held(%d) = %v", n, p, held)
 			}
 		}
+		held := slices.Sorted(slices.Values(perm[:300]))
+		if got := z.Ranks(); !slices.Equal(got, toRanks(held)) {
+			t.Fatalf("n = %d: Ranks = %v, want %v", n, got, held)
+		}
 		words := make([]uint64, len(want))
-		if m := z.Saw(want, words); m != nil || z.Fresh() != nil || len(z.Ranks()) != 300 {
-			t.Fatalf("n = %d: after every first word: moved %v, fresh %v, %d ranks", n, m, z.Fresh(), len(z.Ranks()))
+		if m := z.Saw(want, words); m != nil || z.Fresh() != nil || !slices.Equal(z.Ranks(), toRanks(held)) {
+			t.Fatalf("n = %d: after every first word: moved %v, fresh %v, ranks %v", n, m, z.Fresh(), z.Ranks())
+		}
+		z.Hold(ranks.Rank(perm[300]))
+		held = slices.Sorted(slices.Values(perm[:301]))
+		if got := z.Ranks(); !slices.Equal(got, toRanks(held)) {
+			t.Fatalf("n = %d: after one more Hold, Ranks = %v, want %v", n, got, held)
 		}
 	}
+}
+
+func toRanks(xs []int) []ranks.Rank {
+	rs := make([]ranks.Rank, len(xs))
+	for i, x := range xs {
+		rs[i] = ranks.Rank(x)
+	}
+	return rs
 }
