@@ -134,7 +134,7 @@ func NewCore(cfg Config) (*Core, error) {
 		ring:     ring,
 		prop:     prop,
 		departed: map[ranks.Rank]bool{},
-		zombies:  hb.NewZombies(),
+		zombies:  hb.NewZombies(cfg.Size),
 		agree:    newAgreeState(&cfg),
 	}, nil
 }
@@ -432,7 +432,7 @@ func (c *Core) deliver(now Time, m bcast.Message, fresh []ranks.Rank) {
 	var gone []ranks.Rank
 	for _, r := range fresh {
 		ev := Event{Rank: r, Left: m.Kind == bcast.Left, Detector: m.Detector, DetectedAt: m.DetectedAt, Delivered: now}
-		if !c.gone.add(ev) {
+		if !c.gone.add(ev, c.cfg.Size) {
 			continue
 		}
 		c.rd.Events = append(c.rd.Events, ev)

@@ -199,9 +199,9 @@ func (c *Core) moveMembership(d *era.Decision) bool {
 	if !inQuorum(c.members(), len(fresh), d.Dead.Has(c.lowestMember())) {
 		return false
 	}
+	q.out.AddRanks(fresh)
 	for _, r := range fresh {
-		q.out.Add(r)
-		if _, known := c.gone.at[r]; known {
+		if c.gone.has(r) {
 			q.dead-- // counted when learned (departed ranks are already out)
 		}
 	}

@@ -219,3 +219,36 @@ func TestRingSendTimeCounted(t *testing.T) {
 		t.Fatalf("round 2's deadline %d, want %d (probes %v)", got, want, out.Probe)
 	}
 }
+
+// A round of more candidates than it looks through one by one (100 here)
+// takes an answer from a candidate deep in its window (after a message
+// from a rank it did not probe) and reports exactly the silent candidates
+// before the one that answered.
+func TestRingLargeRoundAnswer(t *testing.T) {
+	r, err := hb.NewRing(hb.RingConfig{Self: 1023, N: 1024, Delta: 100, Probe: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, 100)
+	check(r, 10, 1)
+	out := check(r, 110, 1)
+	if out.Detected == nil || out.Detected.Dead != 1022 || len(out.Probe) < 100 {
+		t.Fatalf("T3: %+v", out)
+	}
+	r.Heard(112, 500) // not probed: no answer of this round
+	r.Heard(113, 950) // c72
+	var det *hb.Detection
+	for now := int64(114); now < 2000 && det == nil; now += 5 {
+		det = check(r, now, 0).Detected
+	}
+	var want []ranks.Rank
+	for c := ranks.Rank(1021); c > 950; c-- {
+		want = append(want, c)
+	}
+	if det == nil || det.Dead != want[0] || !slices.Equal(det.More[:len(want)-1], want[1:]) || r.Emitter() != 950 {
+		t.Fatalf("reported %+v, emitter %d; want %v and emitter 950", det, r.Emitter(), want)
+	}
+	if r.Dead().Has(500) || r.Dead().Has(950) {
+		t.Fatalf("a rank that answered or was not probed is held dead: %v", r.Dead())
+	}
+}

@@ -115,6 +115,7 @@ type mendState struct {
 	round    uint64       // the round's number, repeated by ALIVE
 	window   int          // W of this round
 	cands    []ranks.Rank // c1 … cW, c1 being the emitter when the round began
+	candSet  *ranks.Set   // the same past smallRound, for probes: every message asks it
 	answered ranks.Set
 	start    int64  // when the round began
 	deadline int64  // when the round is resolved
@@ -363,15 +364,25 @@ func (m *mendState) candidateAnswered() bool {
 	return slices.ContainsFunc(m.cands, m.answered.Has)
 }
 
+// smallRound is the most candidates a round looks through one by one
+// (probes); a larger round keeps them sorted too.
+const smallRound = 64
+
 // probes reports whether the round probes j.
 func (m *mendState) probes(j ranks.Rank) bool {
-	return slices.Contains(m.cands, j) || slices.Contains(m.canaries, j) || m.hasTail && j == m.tail
+	in := m.candSet != nil && m.candSet.Has(j) || m.candSet == nil && slices.Contains(m.cands, j)
+	return in || slices.Contains(m.canaries, j) || m.hasTail && j == m.tail
 }
 
 // setCanaries sets the controls of a round probing m.cands: its canaries,
 // and its tail, the first rank not in D_i after the canary after Self,
 // unless it is Self, a candidate or a canary.
 func (r *Ring) setCanaries(m *mendState) {
+	m.candSet = nil
+	if len(m.cands) > smallRound {
+		set := ranks.Of(m.cands...)
+		m.candSet = &set
+	}
 	m.canaries, m.hasBeyond = r.canaries(m.cands)
 	n := ranks.Rank(r.cfg.N)
 	k := (r.nextAlive() + 1) % n
@@ -446,17 +457,14 @@ func (r *Ring) resolve(now int64) Output {
 		r.deadline = max(r.deadline, now+r.cfg.Delta)
 		return Output{NewObserverTo: r.emitter, SendNewObserver: true}
 	}
-	var dead []ranks.Rank
-	next := -1
-	for i, c := range m.cands {
-		if m.answered.Has(c) && !r.D.Has(c) {
-			next = i
-			break
-		}
-		if r.D.Add(c) { // already known dead by a broadcast: not ours to report
-			dead = append(dead, c)
-		}
+	next := slices.IndexFunc(m.cands, func(c ranks.Rank) bool { return m.answered.Has(c) && !r.D.Has(c) })
+	silent := m.cands
+	if next >= 0 {
+		silent = m.cands[:next]
 	}
+	// The silent candidates not already known dead by a broadcast (those
+	// are not ours to report), in one merge.
+	dead := r.D.AddRanks(silent)
 	var out Output
 	if next >= 0 {
 		r.emitter = m.cands[next]

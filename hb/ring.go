@@ -3,6 +3,7 @@ package hb
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -321,11 +322,12 @@ func (r *Ring) NewObserver(now int64, j ranks.Rank) (Output, error) {
 // will send us NEWOBSERVER). Reconnection of our own emitter still waits for
 // SUSP-TIMEOUT, as in Algorithm 1.
 func (r *Ring) Learn(now int64, dead []ranks.Rank) (fresh []ranks.Rank, observerChanged bool) {
-	for _, d := range dead {
-		if int64(d) < int64(r.cfg.N) && d != r.cfg.Self && r.D.Add(d) {
-			fresh = append(fresh, d)
-		}
+	notOther := func(d ranks.Rank) bool { return int64(d) >= int64(r.cfg.N) || d == r.cfg.Self }
+	known := dead
+	if slices.ContainsFunc(dead, notOther) {
+		known = slices.DeleteFunc(slices.Clone(dead), notOther)
 	}
+	fresh = r.D.AddRanks(known) // one merge for a broadcast of many deaths
 	if r.D.Has(r.observer) && !r.left {
 		r.observer = r.nextAlive()
 		observerChanged = true

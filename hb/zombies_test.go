@@ -1,6 +1,7 @@
 package hb
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -8,7 +9,7 @@ import (
 )
 
 func TestZombiesSawWordsOnly(t *testing.T) {
-	z := NewZombies()
+	z := NewZombies(0)
 	if z.Saw([]ranks.Rank{1}, []uint64{7}) != nil || z.Held(1) {
 		t.Fatal("an empty tracker reports a zombie")
 	}
@@ -41,7 +42,7 @@ func TestZombiesSawWordsOnly(t *testing.T) {
 }
 
 func TestZombiesDueRateLimits(t *testing.T) {
-	z := NewZombies()
+	z := NewZombies(0)
 	const ms = int64(1e6)
 	if !z.Due(5, 1000*ms) {
 		t.Fatal("first notice not due")
@@ -55,4 +56,78 @@ func TestZombiesDueRateLimits(t *testing.T) {
 	if !z.Due(5, 1000*ms+int64(EvictInterval)) {
 		t.Fatal("notice not due after EvictInterval")
 	}
+}
+
+// Fresh keeps the order the ranks were held in, less those whose word
+// was seen, however Saw and Hold interleave.
+func TestZombiesFreshOrder(t *testing.T) {
+	for _, n := range []int{0, 5, 200} { // job size unknown, known (the bitset in one allocation)
+		z := NewZombies(n)
+		for _, r := range []ranks.Rank{3, 1, 2} {
+			z.Hold(r)
+		}
+		z.Saw([]ranks.Rank{1}, []uint64{5})
+		z.Hold(1)
+		z.Hold(4)
+		if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{3, 2, 4}) || z.Len() != 4 {
+			t.Fatalf("n = %d: Fresh = %v (Len %d), want [3 2 4] (4)", n, f, z.Len())
+		}
+		z.Saw([]ranks.Rank{3, 2, 4}, []uint64{1, 1, 1})
+		z.Hold(0)
+		z.Hold(130)
+		if f := z.Fresh(); !slices.Equal(f, []ranks.Rank{0, 130}) || !slices.Equal(z.Ranks(), []ranks.Rank{0, 1, 2, 3, 4, 130}) {
+			t.Fatalf("n = %d: Fresh = %v, Ranks = %v; want [0 130], [0 1 2 3 4 130]", n, f, z.Ranks())
+		}
+	}
+}
+
+// Past smallFresh fresh ranks (the bitset), Hold, Held, Saw and Fresh
+// keep the same answers.
+func TestZombiesManyFresh(t *testing.T) {
+	for _, n := range []int{0, 1000} {
+		z := NewZombies(n)
+		rng := rand.New(rand.NewPCG(29, 3))
+		perm := rng.Perm(1000)
+		var want []ranks.Rank // fresh, in the order held
+		for i, p := range perm[:300] {
+			r := ranks.Rank(p)
+			z.Hold(r)
+			z.Hold(r)
+			want = append(want, r)
+			if i%3 == 2 { // the word of the rank held two before is seen
+				seen := want[len(want)-3]
+				z.Saw([]ranks.Rank{seen}, []uint64{1})
+				want = slices.DeleteFunc(want, func(x ranks.Rank) bool { return x == seen })
+			}
+		}
+		if f := z.Fresh(); !slices.Equal(f, want) || z.Len() != 300 {
+			t.Fatalf("n = %d: Fresh = %v (Len %d), want %v (300)", n, f, z.Len(), want)
+		}
+		for _, p := range perm {
+			if held := z.Held(ranks.Rank(p)); held != slices.Contains(perm[:300], p) {
+				t.Fatalf("n = %d: Held(%d) = %v", n, p, held)
+			}
+		}
+		held := slices.Sorted(slices.Values(perm[:300]))
+		if got := z.Ranks(); !slices.Equal(got, toRanks(held)) {
+			t.Fatalf("n = %d: Ranks = %v, want %v", n, got, held)
+		}
+		words := make([]uint64, len(want))
+		if m := z.Saw(want, words); m != nil || z.Fresh() != nil || !slices.Equal(z.Ranks(), toRanks(held)) {
+			t.Fatalf("n = %d: after every first word: moved %v, fresh %v, ranks %v", n, m, z.Fresh(), z.Ranks())
+		}
+		z.Hold(ranks.Rank(perm[300]))
+		held = slices.Sorted(slices.Values(perm[:301]))
+		if got := z.Ranks(); !slices.Equal(got, toRanks(held)) {
+			t.Fatalf("n = %d: after one more Hold, Ranks = %v, want %v", n, got, held)
+		}
+	}
+}
+
+func toRanks(xs []int) []ranks.Rank {
+	rs := make([]ranks.Rank, len(xs))
+	for i, x := range xs {
+		rs[i] = ranks.Rank(x)
+	}
+	return rs
 }

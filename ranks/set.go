@@ -25,9 +25,7 @@ type Set struct {
 // Of returns the set holding the given ranks (duplicates are dropped).
 func Of(rs ...Rank) Set {
 	var s Set
-	for _, r := range rs {
-		s.Add(r)
-	}
+	s.AddRanks(rs)
 	return s
 }
 
@@ -63,15 +61,63 @@ func (s *Set) Add(r Rank) bool {
 }
 
 // AddAll inserts every rank of o and returns the ranks that were new, in
-// increasing order.
+// increasing order: one merge, O(|s| + |o| log |s|).
 func (s *Set) AddAll(o Set) []Rank {
 	var added []Rank
 	for _, r := range o.r {
-		if s.Add(r) {
+		if !s.Has(r) {
 			added = append(added, r)
 		}
 	}
+	s.merge(added)
 	return added
+}
+
+// AddRanks inserts the ranks of rs (in any order, repeats allowed) and
+// returns those that were absent, in the order of their first occurrence
+// in rs (nil if none). It is one merge, O(|s| + k log k) for k ranks,
+// where k calls of Add move up to |s| ranks each.
+func (s *Set) AddRanks(rs []Rank) []Rank {
+	var added []Rank
+	for _, r := range rs {
+		if !s.Has(r) {
+			added = append(added, r)
+		}
+	}
+	if len(added) <= 1 {
+		s.merge(added)
+		return added
+	}
+	sorted := slices.Clone(added)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	if len(sorted) < len(added) { // repeats: keep each rank's first occurrence
+		seen := make(map[Rank]struct{}, len(sorted))
+		added = slices.DeleteFunc(added, func(r Rank) bool {
+			_, dup := seen[r]
+			seen[r] = struct{}{}
+			return dup
+		})
+	}
+	s.merge(sorted)
+	return added
+}
+
+// merge inserts add, strictly increasing and disjoint from s, in place:
+// from the back, each block of s between two ranks of add moved once
+// (a memmove), O(|s| + k log |s|) for k ranks.
+func (s *Set) merge(add []Rank) {
+	if len(add) == 0 {
+		return
+	}
+	hi := len(s.r) // s.r[:hi] have not moved yet
+	s.r = slices.Grow(s.r, len(add))[:hi+len(add)]
+	for j := len(add) - 1; j >= 0; j-- {
+		i, _ := slices.BinarySearch(s.r[:hi], add[j])
+		copy(s.r[i+j+1:], s.r[i:hi]) // above add[j], below add[j+1]
+		s.r[i+j] = add[j]
+		hi = i
+	}
 }
 
 // Members returns the ranks in increasing order. The slice is shared with

@@ -2,6 +2,7 @@ package ranks
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -45,6 +46,39 @@ func TestAliveLabelRoundTrip(t *testing.T) {
 				t.Fatalf("AliveAt(%d)=%d want %d", idx, back, r)
 			}
 			idx++
+		}
+	}
+}
+
+// AddRanks and AddAll, one merge each, leave the set and return the new
+// ranks exactly as Add one rank at a time does.
+func TestAddRanksMatchesAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 3))
+	for range 500 {
+		var s, want Set
+		for range rng.IntN(40) {
+			r := Rank(rng.IntN(64))
+			s.Add(r)
+			want.Add(r)
+		}
+		batch := make([]Rank, rng.IntN(40))
+		for i := range batch {
+			batch[i] = Rank(rng.IntN(64))
+		}
+		o := s.Clone()
+		var wantNew []Rank
+		for _, r := range batch {
+			if want.Add(r) {
+				wantNew = append(wantNew, r)
+			}
+		}
+		if got := s.AddRanks(batch); !slices.Equal(got, wantNew) || !s.Equal(want) {
+			t.Fatalf("AddRanks(%v) on %v: %v, set %v; want %v, set %v", batch, o, got, s, wantNew, want)
+		}
+		b := Of(batch...)
+		wantAll := slices.DeleteFunc(slices.Clone(b.Members()), o.Has)
+		if got := o.AddAll(b); !slices.Equal(got, wantAll) || !o.Equal(want) {
+			t.Fatalf("AddAll(%v): %v, set %v; want %v, set %v", b, got, o, wantAll, want)
 		}
 	}
 }

@@ -300,6 +300,9 @@ type Detector struct {
 	ports Ports
 	nodes []dnode
 	death []int64 // nodes[i].death, packed for the hot paths
+	// prevLink and nextLink skip dead ranks towards the first live rank
+	// before and after each rank (aliveFrom).
+	prevLink, nextLink []uint32
 
 	frng  *rand.Rand // failures
 	fixed []Failure
@@ -340,6 +343,10 @@ func NewDetector(cfg DetectorConfig, seed uint64) (*Detector, error) {
 	prng := newRand(seed, streamPhases)
 	d.nodes = make([]dnode, n)
 	d.death = make([]int64, n)
+	d.prevLink, d.nextLink = make([]uint32, n), make([]uint32, n)
+	for i := range n {
+		d.prevLink[i], d.nextLink[i] = uint32((i+n-1)%n), uint32((i+1)%n)
+	}
 	d.alive = n
 	alarm := c.alarm()
 	for i := range d.nodes {
@@ -615,22 +622,35 @@ func (d *Detector) learned(p uint32, x ranks.Rank, now int64) {
 	}
 }
 
+// predAlive returns the first live rank before p on the ring (p if none).
 func (d *Detector) predAlive(p uint32) uint32 {
 	n := uint32(len(d.nodes))
-	k := (p + n - 1) % n
-	for k != p && !d.nodes[k].alive {
-		k = (k + n - 1) % n
-	}
-	return k
+	return d.aliveFrom(d.prevLink, (p+n-1)%n, p)
 }
 
+// succAlive returns the first live rank after p on the ring (p if none).
 func (d *Detector) succAlive(p uint32) uint32 {
-	n := uint32(len(d.nodes))
-	k := (p + 1) % n
-	for k != p && !d.nodes[k].alive {
-		k = (k + 1) % n
+	return d.aliveFrom(d.nextLink, (p+1)%uint32(len(d.nodes)), p)
+}
+
+// aliveFrom returns the first live rank from k on, in the direction of
+// link, stopping at p. link[r] of a dead rank r lies between r and the
+// first live rank after it in that direction, or is it: ranks never come
+// back, so the links jump over dead ranks only, and the walk compresses
+// them (each rank's link then names the live rank found), so that a burst
+// of k adjacent deaths does not cost k steps a question.
+func (d *Detector) aliveFrom(link []uint32, k, p uint32) uint32 {
+	if d.alive == 0 {
+		return p
 	}
-	return k
+	r := k
+	for r != p && !d.nodes[r].alive {
+		r = link[r]
+	}
+	for k != r && k != p {
+		k, link[k] = link[k], r
+	}
+	return r
 }
 
 func (d *Detector) recomputeOK(p uint32) {

@@ -40,6 +40,7 @@ type simOpts struct {
 	scaling bool
 	heavy   bool
 	fracs   string
+	bursts  string
 	recvO   time.Duration
 	stderr  io.Writer
 	stdout  io.Writer
@@ -101,6 +102,7 @@ func simMain(args []string) error {
 	fs.StringVar(&o.plans, "plans", "max-burst,random-1y", "stab: failure plans to run (max-burst, random-1y)")
 	fs.BoolVar(&o.heavy, "heavy", false, "hostcrash: also run Algorithm 1 with 4 hosts of 64 at n = 65,536 (256 broadcasts to 65,536 ranks a run: over 10 min each on 2 cores)")
 	fs.StringVar(&o.fracs, "fractions", "0.01,0.05,0.1,0.25", "burst: fractions of the ranks taken out at once")
+	fs.StringVar(&o.bursts, "bursts", strings.Join(burstKinds, ","), "burst: the bursts to run (random, hosts, majority: the larger side of a cut, minority: its smaller side)")
 	fs.DurationVar(&o.recvO, "recv-o", 5*time.Microsecond, "burst: LogP o, the cost of sending or receiving one message (L = 2 µs, g = o)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

@@ -223,7 +223,7 @@ func checkSimHostCrash(t *testing.T, dir string) {
 // TestSimBadInput: clear errors, no crash.
 func TestSimBadInput(t *testing.T) {
 	dir := t.TempDir()
-	for _, args := range [][]string{{}, {"nope"}, {"era", "-workers", "0"}, {"probe", "extra"}, {"-quick"}, {"bcast", "-algs", "NOPE"}, {"stab", "-plans", "x"}} {
+	for _, args := range [][]string{{}, {"nope"}, {"era", "-workers", "0"}, {"probe", "extra"}, {"-quick"}, {"bcast", "-algs", "NOPE"}, {"stab", "-plans", "x"}, {"burst", "-quick", "-bursts", "random,nope"}} {
 		if err := simMain(append(args, "-out", dir)); err == nil {
 			t.Errorf("sim %q: no error", args)
 		}

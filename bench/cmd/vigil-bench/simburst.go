@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,10 @@ func burstConfig(n int, o time.Duration, plan sim.FailurePlan) sim.DetectorConfi
 		Hosts: sim.HostCrash{HostSize: burstHostSize}.Placement(n), Horizon: int64(100 * delta),
 		Partition: detector.PartitionContinue} // the minority side of a cut studied as a crash of the rest
 }
+
+// burstKinds are the bursts of the study, as -bursts names them, in
+// sim.BurstPlans's order.
+var burstKinds = []string{"random", "hosts", "majority", "minority"}
 
 // burstLight is the most rank-broadcasts (broadcasts × ranks reached) a
 // row's run may cost without -heavy: about 4.5 million, each reaching a
@@ -67,6 +72,14 @@ func simBurst(o *simOpts) error {
 	if o.recvO <= 0 {
 		return fmt.Errorf("sim burst: -recv-o must be positive")
 	}
+	kinds := map[string]bool{}
+	for _, k := range strings.Split(o.bursts, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(burstKinds, k) {
+			return fmt.Errorf("sim burst: unknown burst %q in -bursts (want some of %s)", k, strings.Join(burstKinds, ", "))
+		}
+		kinds[k] = true
+	}
 	ns, runs := []int{1024, 4096, 16384, 65536}, o.runsOr(2)
 	if o.quick {
 		ns, runs = []int{256}, o.runsOr(2)
@@ -84,6 +97,9 @@ func simBurst(o *simOpts) error {
 	for _, n := range ns {
 		names, fs, plans := sim.BurstPlans(n, burstHostSize, fracs)
 		for i := range plans {
+			if !kinds[burstKinds[i%len(burstKinds)]] {
+				continue
+			}
 			r := row{n, names[i], fs[i], plans[i]}
 			if burstWeight(r.n, r.name, r.frac) > burstLight && !o.heavy {
 				heavy = append(heavy, fmt.Sprintf("n=%d %s %g%%", n, r.name, 100*r.frac))
