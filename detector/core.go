@@ -362,7 +362,7 @@ func (c *Core) apply(now Time, out hb.Output) {
 		}
 		dead := append([]ranks.Rank{d.Dead}, d.More...)
 		c.stats.BcastsStarted++
-		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
+		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter(), "frozen", d.Frozen)
 		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(now, msg, dead)
 	}

@@ -141,6 +141,10 @@ type mendState struct {
 	lastAnswer int64
 	origin     int64 // when the mending's first round began
 	lastCall   bool  // the round's last call was given (decideRound)
+	// life is the first life word seen in the round of each probed rank,
+	// lives the probed ranks whose word grew since (life.go).
+	life  map[ranks.Rank]uint64
+	lives ranks.Set
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank
@@ -180,7 +184,7 @@ func (r *Ring) crashed(now int64, det *Detection) Output {
 	if early.active && early.early && len(early.cands) > 0 && early.cands[0] == r.emitter {
 		r.mend.early = false
 		r.mend.reported = []ranks.Rank{det.Dead}
-		if early.answered.Has(r.emitter) {
+		if early.alive(r.emitter) {
 			r.mend.active = false // c1 is alive: Algorithm 1's reconnection
 		}
 		return out
@@ -191,11 +195,11 @@ func (r *Ring) crashed(now int64, det *Detection) Output {
 	if early.early && early.round != 0 && len(early.cands) > 0 && early.cands[0] == r.emitter {
 		// The early round ran out before the suspicion: what it heard is
 		// still evidence of life (health.go), and its late answers count.
-		r.mend.answered = early.answered
+		r.mend.answered, r.mend.life, r.mend.lives = early.answered, early.life, early.lives
 		r.mend.first = early.first
 		r.mend.control = early.control
 		r.mend.origin = early.origin
-		if r.mend.answered.Has(r.emitter) {
+		if r.mend.alive(r.emitter) {
 			r.mend.active = false
 		}
 	}
@@ -296,7 +300,7 @@ func (r *Ring) widen(now int64, out *Output) {
 		cands = append(cands, r.candidates(beyond, old.window)...)
 	}
 	r.mend = mendState{active: true, round: old.round + 1, first: old.first, origin: old.origin, window: 2 * old.window,
-		cands: cands, answered: old.answered, reported: old.reported, sendCost: old.sendCost, start: now}
+		cands: cands, answered: old.answered, life: old.life, lives: old.lives, reported: old.reported, sendCost: old.sendCost, start: now}
 	r.setCanaries(&r.mend)
 	r.mend.deadline = now + r.roundTimeout(now) + r.mend.sendTime()
 	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
@@ -361,6 +365,18 @@ func (m *mendState) untailed() int { return len(m.canaries) + len(m.cands) }
 // candidateAnswered reports whether a candidate (not a canary) answered.
 func (m *mendState) candidateAnswered() bool {
 	return slices.ContainsFunc(m.cands, m.answered.Has)
+}
+
+// frozen counts the ranks of dead whose life words were read in the round
+// (and did not grow: they were not alive).
+func (m *mendState) frozen(dead []ranks.Rank) int {
+	k := 0
+	for _, c := range dead {
+		if _, ok := m.life[c]; ok {
+			k++
+		}
+	}
+	return k
 }
 
 // probes reports whether the round probes j.
@@ -437,7 +453,7 @@ func (r *Ring) resolve(now int64) Output {
 	if len(m.cands) == 0 || m.cands[0] != r.emitter {
 		return Output{} // the ring moved on (LEAVE)
 	}
-	if m.answered.Has(r.emitter) {
+	if m.alive(r.emitter) {
 		// The emitter is alive. If its heartbeats have not come yet, it may
 		// not have had NEWOBSERVER: it goes again, with δ more to start.
 		if r.lastSeq != 0 {
@@ -449,7 +465,7 @@ func (r *Ring) resolve(now int64) Output {
 	var dead []ranks.Rank
 	next := -1
 	for i, c := range m.cands {
-		if m.answered.Has(c) && !r.D.Has(c) {
+		if m.alive(c) && !r.D.Has(c) {
 			next = i
 			break
 		}
@@ -473,7 +489,7 @@ func (r *Ring) resolve(now int64) Output {
 		// as alive, and the overlay may have missed a survivor for it.
 		more := slices.Concat(dead[1:], r.mend.reported)
 		r.mend.reported = append(r.mend.reported, dead...)
-		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now}
+		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now, Frozen: m.frozen(dead)}
 	}
 	return out
 }
