@@ -33,47 +33,50 @@ type lifeKey struct {
 
 // WantLife returns the ranks whose life words the ring wants at now, nil
 // for none: every rank the open probe round probes; with no round open,
-// the emitter while its first heartbeat has not come, and the ranks a
-// round would probe if the emitter failed now, so that the driver maps
-// their memory ahead of need: once for each emitter and dead set, and
-// again δ later while some of their words could not be read (being
-// mapped, or on another host).
+// the ranks a round would probe if the emitter failed now, so that the
+// driver maps their memory ahead of need (once for each emitter and dead
+// set, and again δ later while some of their words could not be read:
+// being mapped, or on another host); and the emitter while its first
+// heartbeat has not come.
 func (r *Ring) WantLife(now int64) []ranks.Rank {
-	if r.mend.active {
-		return r.mend.probed()
-	}
 	if !r.started || r.left || r.Alone() {
 		return nil
 	}
+	var rs []ranks.Rank
 	key := lifeKey{true, r.emitter, r.D.Len()}
-	if r.cfg.Probe == 0 || r.lifeWarm == key && (r.lifeRetry == 0 || now < r.lifeRetry) {
-		if r.lastSeq == 0 {
-			return []ranks.Rank{r.emitter}
-		}
-		return nil
+	switch {
+	case r.mend.active:
+		rs = r.mend.probed()
+	case r.cfg.Probe > 0 && (r.lifeWarm != key || r.lifeRetry != 0 && now >= r.lifeRetry):
+		r.lifeWarm, r.lifeRetry = key, 0
+		m := mendState{cands: r.candidates(r.emitter, r.cfg.Probe)} // the emitter first
+		r.setCanaries(&m)
+		rs = m.probed()
 	}
-	r.lifeWarm, r.lifeRetry = key, 0
-	m := mendState{cands: r.candidates(r.emitter, r.cfg.Probe)} // the emitter first
-	r.setCanaries(&m)
-	return m.probed()
+	if r.lastSeq == 0 && !slices.Contains(rs, r.emitter) {
+		rs = append(rs, r.emitter)
+	}
+	return rs
 }
 
 // Life takes the life words of ranks rs at now (words[i] is rs[i]'s; 0
 // for a word the driver could not read). The first word of a probed rank
 // in a round is where its growth counts from; a word above it shows the
-// rank alive. Ranks the open round does not probe are ignored.
+// rank alive. So for the emitter while its first heartbeat has not come.
+// Other ranks are ignored.
 func (r *Ring) Life(now int64, rs []ranks.Rank, words []uint64) {
+	rs = rs[:min(len(rs), len(words))]
+	if i := slices.Index(rs, r.emitter); i >= 0 && words[i] != 0 && r.lastSeq == 0 {
+		r.emitterLife(now, words[i])
+	}
 	m := &r.mend
 	if !m.active {
 		if slices.Contains(words, 0) && r.lifeRetry == 0 {
 			r.lifeRetry = now + r.cfg.Delta // ask again for the words not read
 		}
-		if i := slices.Index(rs, r.emitter); i >= 0 && i < len(words) && words[i] != 0 && r.lastSeq == 0 {
-			r.emitterLife(now, words[i])
-		}
 		return
 	}
-	for i, j := range rs[:min(len(rs), len(words))] {
+	for i, j := range rs {
 		w := words[i]
 		if w == 0 || !m.probes(j) {
 			continue

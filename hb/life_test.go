@@ -146,3 +146,30 @@ func TestRingLifeWordWithholdsT3(t *testing.T) {
 		t.Fatalf("δ after the word stood still: %+v", out)
 	}
 }
+
+// So while an early round probes the emitter's predecessors: the emitter
+// is asked for too, and its growing word withholds T3.
+func TestRingLifeWordWithholdsT3DuringEarlyRound(t *testing.T) {
+	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4, ProbeAfter: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, 100) // emitter 14, no heartbeat yet
+	if out := check(r, 45, 0); out.Probe == nil {
+		t.Fatalf("no early round at 45: %+v", out)
+	}
+	rs := r.WantLife(45)
+	if !slices.Contains(rs, 14) || !slices.Contains(rs, 13) {
+		t.Fatalf("want life of %v, want the emitter 14 and the round's 13", rs)
+	}
+	words := make([]uint64, len(rs))
+	for i := range words {
+		words[i] = 5
+	}
+	r.Life(45, rs, words)
+	words[slices.Index(rs, 14)] = 6
+	r.Life(95, rs, words)
+	if out := check(r, 100, 0); out.Detected != nil || out.NewObserverTo != 14 {
+		t.Fatalf("T3 with the emitter's word growing: %+v", out)
+	}
+}
