@@ -489,7 +489,7 @@ func (r *Ring) resolve(now int64) Output {
 		// as alive, and the overlay may have missed a survivor for it.
 		more := slices.Concat(dead[1:], r.mend.reported)
 		r.mend.reported = append(r.mend.reported, dead...)
-		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now, Frozen: m.frozen(dead)}
+		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now, Frozen: m.frozen(dead), LifeRead: len(m.life)}
 	}
 	return out
 }

@@ -75,8 +75,9 @@ type Detection struct {
 	At int64
 	// Frozen counts the ranks found dead whose life words the prober read
 	// and saw standing still through the round: their heartbeat threads
-	// stopped too (life.go).
-	Frozen int
+	// stopped too (life.go); LifeRead how many of the ranks the round
+	// probed had life words it read.
+	Frozen, LifeRead int
 }
 
 // Output is what one input asks the driver to do. At most one of each.

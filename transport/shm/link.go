@@ -264,11 +264,11 @@ func (t *Transport) attach(r ranks.Rank) {
 	if err != nil {
 		t.backoff[r] = min(max(2*t.backoff[r], minRetry), maxRetry)
 		t.retryAt[r] = time.Now().Add(t.backoff[r])
-		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", r, "err", err)
+		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
 		return
 	}
 	t.maps[r].Store(s)
-	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", r)
+	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", t.p.Rank, "peer", r)
 }
 
 // Attach maps the region of rank r of the job p describes: it connects to
