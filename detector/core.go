@@ -266,7 +266,7 @@ func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
 		if m.Rank == from {
 			c.departed[from] = true
 		} else if !c.departed[from] {
-			c.bad("LEAVE names another rank than its sender, which has not departed", "from", from, "rank", m.Rank)
+			c.bad("LEAVE names another rank than its sender, which has not departed", "from", from, "named", m.Rank)
 			return
 		}
 		out, err := c.ring.Departed(now.Mono, m.Rank, m.Emitter)
@@ -362,7 +362,8 @@ func (c *Core) apply(now Time, out hb.Output) {
 		}
 		dead := append([]ranks.Rank{d.Dead}, d.More...)
 		c.stats.BcastsStarted++
-		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter())
+		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter(), "frozen", d.Frozen,
+			"life_read", d.LifeRead, "refuted", c.ring.Stats().Refuted, "lives_seen", c.ring.Stats().LivesSeen)
 		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(now, msg, dead)
 	}
@@ -423,6 +424,7 @@ func (c *Core) propagated(now Time, from ranks.Rank, in *wire.Bcast) {
 // observer (or pause it).
 func (c *Core) retarget() {
 	c.rd.Retarget, c.rd.Observer, c.rd.Alone = true, c.ring.Observer(), c.ring.Alone()
+	c.log(slog.LevelDebug, "heartbeats to a new observer", "observer", c.rd.Observer)
 }
 
 // deliver records the ranks of fresh (new to this rank) as gone at now,

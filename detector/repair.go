@@ -183,7 +183,7 @@ func (c *Core) onSync(now Time, from ranks.Rank, m *wire.Sync) {
 		if rec.Rank == c.cfg.Self || rec.Rank == from {
 			// A live rank cannot be gone. (A rank the job holds dead is
 			// told so by EVICTED, not by a record.)
-			c.bad("dropping SYNC record of a live rank", "from", from, "rank", rec.Rank)
+			c.bad("dropping SYNC record of a live rank", "from", from, "named", rec.Rank)
 			continue
 		}
 		fresh, observerChanged := c.ring.Learn(now.Mono, []ranks.Rank{rec.Rank}) // as T5
@@ -191,7 +191,7 @@ func (c *Core) onSync(now Time, from ranks.Rank, m *wire.Sync) {
 			c.retarget()
 		}
 		if len(fresh) > 0 {
-			c.log(slog.LevelInfo, "learned a dead rank from SYNC", "from", from, "rank", rec.Rank, "kind", rec.Kind)
+			c.log(slog.LevelInfo, "learned a dead rank from SYNC", "from", from, "dead", rec.Rank, "kind", rec.Kind)
 		}
 		c.deliver(now, bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
 	}

@@ -71,7 +71,7 @@ func (c *Core) onEvicted(from ranks.Rank, m *wire.Evicted) {
 	D := c.ring.Dead()
 	live := uint32(c.cfg.Size - D.Len())
 	if m.Rank != c.cfg.Self || (D.Has(from) && m.Live <= live) {
-		c.bad("dropping EVICTED", "from", from, "rank", m.Rank, "sender_live", m.Live, "live", live)
+		c.bad("dropping EVICTED", "from", from, "named", m.Rank, "sender_live", m.Live, "live", live)
 		return
 	}
 	c.evicted = true

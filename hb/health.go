@@ -137,6 +137,9 @@ type RingStats struct {
 	// time-out because every candidate was silent while the rank beyond
 	// them answered (decideRound).
 	BlocksWaited uint64
+	// LivesSeen counts probed ranks whose life word showed them alive
+	// (life.go).
+	LivesSeen uint64
 	// Refuted counts suspicions of the emitter withheld because it sent
 	// messages within δ (Heard).
 	Refuted uint64
@@ -186,6 +189,9 @@ func (r *Ring) decideRound(now int64) (out Output, ok bool) {
 	m := &r.mend
 	if now < m.deadline || r.stalled(now) {
 		return Output{}, false
+	}
+	if len(m.cands) > 0 && m.lives.Has(m.cands[0]) {
+		return Output{}, true // the emitter runs: the round reports no one
 	}
 	if m.hasTail && !m.answered.Has(m.tail) && !r.D.Has(m.tail) && !m.candidateAnswered() && now < m.start+TailWait*r.roundTimeout(now) {
 		// The tail's probe went last: until it answers, some probes may

@@ -142,6 +142,10 @@ type mendState struct {
 	lastAnswer int64
 	origin     int64 // when the mending's first round began
 	lastCall   bool  // the round's last call was given (decideRound)
+	// life is the first life word seen in the round of each probed rank,
+	// lives the probed ranks whose word grew since (life.go).
+	life  map[ranks.Rank]uint64
+	lives ranks.Set
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
 	reported []ranks.Rank
@@ -181,7 +185,7 @@ func (r *Ring) crashed(now int64, det *Detection) Output {
 	if early.active && early.early && len(early.cands) > 0 && early.cands[0] == r.emitter {
 		r.mend.early = false
 		r.mend.reported = []ranks.Rank{det.Dead}
-		if early.answered.Has(r.emitter) {
+		if early.alive(r.emitter) {
 			r.mend.active = false // c1 is alive: Algorithm 1's reconnection
 		}
 		return out
@@ -192,11 +196,11 @@ func (r *Ring) crashed(now int64, det *Detection) Output {
 	if early.early && early.round != 0 && len(early.cands) > 0 && early.cands[0] == r.emitter {
 		// The early round ran out before the suspicion: what it heard is
 		// still evidence of life (health.go), and its late answers count.
-		r.mend.answered = early.answered
+		r.mend.answered, r.mend.life, r.mend.lives = early.answered, early.life, early.lives
 		r.mend.first = early.first
 		r.mend.control = early.control
 		r.mend.origin = early.origin
-		if r.mend.answered.Has(r.emitter) {
+		if r.mend.alive(r.emitter) {
 			r.mend.active = false
 		}
 	}
@@ -297,7 +301,7 @@ func (r *Ring) widen(now int64, out *Output) {
 		cands = append(cands, r.candidates(beyond, old.window)...)
 	}
 	r.mend = mendState{active: true, round: old.round + 1, first: old.first, origin: old.origin, window: 2 * old.window,
-		cands: cands, answered: old.answered, reported: old.reported, sendCost: old.sendCost, start: now}
+		cands: cands, answered: old.answered, life: old.life, lives: old.lives, reported: old.reported, sendCost: old.sendCost, start: now}
 	r.setCanaries(&r.mend)
 	r.mend.deadline = now + r.roundTimeout(now) + r.mend.sendTime()
 	out.Probe, out.ProbeRound = r.mend.probed(), r.mend.round
@@ -367,6 +371,18 @@ func (m *mendState) candidateAnswered() bool {
 // smallRound is the most candidates a round looks through one by one
 // (probes); a larger round keeps them sorted too.
 const smallRound = 64
+
+// frozen counts the ranks of dead whose life words were read in the round
+// (and did not grow: they were not alive).
+func (m *mendState) frozen(dead []ranks.Rank) int {
+	k := 0
+	for _, c := range dead {
+		if _, ok := m.life[c]; ok {
+			k++
+		}
+	}
+	return k
+}
 
 // probes reports whether the round probes j.
 func (m *mendState) probes(j ranks.Rank) bool {
@@ -448,7 +464,7 @@ func (r *Ring) resolve(now int64) Output {
 	if len(m.cands) == 0 || m.cands[0] != r.emitter {
 		return Output{} // the ring moved on (LEAVE)
 	}
-	if m.answered.Has(r.emitter) {
+	if m.alive(r.emitter) {
 		// The emitter is alive. If its heartbeats have not come yet, it may
 		// not have had NEWOBSERVER: it goes again, with δ more to start.
 		if r.lastSeq != 0 {
@@ -457,7 +473,7 @@ func (r *Ring) resolve(now int64) Output {
 		r.deadline = max(r.deadline, now+r.cfg.Delta)
 		return Output{NewObserverTo: r.emitter, SendNewObserver: true}
 	}
-	next := slices.IndexFunc(m.cands, func(c ranks.Rank) bool { return m.answered.Has(c) && !r.D.Has(c) })
+	next := slices.IndexFunc(m.cands, func(c ranks.Rank) bool { return m.alive(c) && !r.D.Has(c) })
 	silent := m.cands
 	if next >= 0 {
 		silent = m.cands[:next]
@@ -465,6 +481,7 @@ func (r *Ring) resolve(now int64) Output {
 	// The silent candidates not already known dead by a broadcast (those
 	// are not ours to report), in one merge.
 	dead := r.D.AddRanks(silent)
+	frozen, read := m.frozen(dead), len(m.life) // before a new round replaces m
 	var out Output
 	if next >= 0 {
 		r.emitter = m.cands[next]
@@ -481,7 +498,7 @@ func (r *Ring) resolve(now int64) Output {
 		// as alive, and the overlay may have missed a survivor for it.
 		more := slices.Concat(dead[1:], r.mend.reported)
 		r.mend.reported = append(r.mend.reported, dead...)
-		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now}
+		out.Detected = &Detection{Dead: dead[0], More: more, D: r.D.Clone(), At: now, Frozen: frozen, LifeRead: read}
 	}
 	return out
 }

@@ -74,6 +74,11 @@ type Detection struct {
 	D ranks.Set
 	// At is when the ring core decided, as passed in now.
 	At int64
+	// Frozen counts the ranks found dead whose life words the prober read
+	// and saw standing still through the round: their heartbeat threads
+	// stopped too (life.go); LifeRead how many of the ranks the round
+	// probed had life words it read.
+	Frozen, LifeRead int
 }
 
 // Output is what one input asks the driver to do. At most one of each.
@@ -127,10 +132,19 @@ type Ring struct {
 	// the emitter.
 	health       health
 	emitterHeard int64
-	stats        RingStats
+	// emitterWord is the emitter's life word as last seen while its first
+	// heartbeat had not come (life.go), 0 for none since it became the
+	// emitter.
+	emitterWord uint64
+	stats       RingStats
 	// probedEarly: this silence of the emitter was probed early
 	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
 	probedEarly bool
+	// lifeWarm is the view whose would-be candidates WantLife last
+	// returned, lifeRetry when to return them again (0: not before the
+	// view changes) (life.go).
+	lifeWarm  lifeKey
+	lifeRetry int64
 }
 
 // NewRing returns the initial state of task Initialization:
@@ -265,7 +279,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	out := Output{Detected: det}
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
-	r.emitterHeard = 0
+	r.emitterHeard, r.emitterWord = 0, 0
 	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {

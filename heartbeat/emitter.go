@@ -80,6 +80,13 @@ type EmitterConfig struct {
 	// inversion that made heartbeats 160 ms late under CPU burners. It costs
 	// one P for the emitter's lifetime (the node raises GOMAXPROCS by one).
 	HoldP bool
+	// Life, if set, is this rank's life word: the thread stores the number
+	// of periods it ran into it at every period, with or without an
+	// observer. It lets a rank that maps this rank's memory (its slot
+	// array: transport.Slots.Word of its own rank) see that the heartbeat
+	// thread runs, without a message (hb.Ring.Life). It must not be Go
+	// memory: the native thread stores into it.
+	Life *uint64
 }
 
 // EmitterStats counts what the emitter thread did.
@@ -124,6 +131,7 @@ type Emitter struct {
 	stop   atomic.Bool
 	done   chan struct{}
 	seq    uint64      // emitter thread only
+	lives  uint64      // emitter thread only: periods run (Life)
 	park   *time.Timer // the parked thread's timer (h ≥ ParkAbove)
 
 	// Counters, written by the thread only.
@@ -356,8 +364,13 @@ func (e *Emitter) check() {
 	e.cfg.Watch.Check(mono.Now())
 }
 
-// beat sends the next sequence number to the current target.
+// beat raises the life word and sends the next sequence number to the
+// current target.
 func (e *Emitter) beat() {
+	if e.cfg.Life != nil {
+		e.lives++
+		atomic.StoreUint64(e.cfg.Life, e.lives)
+	}
 	to := e.target.Load()
 	if to == noTarget {
 		return

@@ -120,10 +120,14 @@ static void adopt(vg_emitter *e) {
 	e->sink = s;
 }
 
-// beat sends the next sequence number to the current target: a store or a
-// pre-signed datagram by the sink Go resolved, otherwise through Go's
-// SendFunc (which resolves the sink for the next heartbeats).
+// beat raises the life word and sends the next sequence number to the
+// current target: a store or a pre-signed datagram by the sink Go
+// resolved, otherwise through Go's SendFunc (which resolves the sink for
+// the next heartbeats).
 static void beat(vg_emitter *e) {
+	if (e->life != NULL) {
+		STORE(e->life, ++e->lives); // with or without a target: this thread runs
+	}
 	adopt(e);
 	uint32_t to = e->cur_to;
 	if (to == VG_NO_TARGET) {

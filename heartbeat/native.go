@@ -101,6 +101,7 @@ func (e *Emitter) startNative() error {
 		c.priority = C.int(max(1, e.cfg.Priority))
 	}
 	c.check_every = C.int(e.cfg.CheckEvery)
+	c.life = (*C.uint64_t)(unsafe.Pointer(e.cfg.Life))
 	if e.cfg.Watch != nil {
 		c.watch = e.cfg.Watch.c
 	}

@@ -111,6 +111,7 @@ typedef struct vg_emitter {
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uint32_t sweep_pending; // set by the thread, cleared by the drainer once it swept sweep_fd
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
+	uint64_t *life;   // the thread's life word (EmitterConfig.Life), or NULL
 
 	// The target and its sink, published by Go: pub_ver is odd while Go
 	// writes them; the thread adopts a new version at its next heartbeat.
@@ -136,8 +137,9 @@ typedef struct vg_emitter {
 	int64_t max_late;
 	uint32_t pinned, rt;
 
-	// The thread's own (seq is read by Go's refills too).
-	uint64_t seq, seen_ver;
+	// The thread's own (seq is read by Go's refills too; lives counts the
+	// periods, stored into *life).
+	uint64_t seq, seen_ver, lives;
 	uint32_t cur_to;
 	vg_sink sink;
 	// The watched word as the last check left it (mark_emitter's; none:

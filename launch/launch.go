@@ -45,7 +45,8 @@ const (
 type Line struct {
 	// V is the schema version (SchemaVersion) on every line.
 	V int `json:"v" ev:"*"`
-	// Ev is "ready", "dead", "evicted", "stats", "failed" or "bye".
+	// Ev is "ready", "dead", "evicted", "stats", "failed" or "bye". An agent
+	// that leaves or is evicted prints "stats" first.
 	Ev string `json:"ev" ev:"*"`
 	// Rank is the reporting agent.
 	Rank uint32 `json:"rank" ev:"*"`

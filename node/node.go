@@ -93,6 +93,9 @@ type Node struct {
 	// drain collects heartbeats waiting in tr's socket before each check
 	// (transport.Drainer; nil when they land in the slots directly).
 	drain func()
+	// lives reads other ranks' life words (transport.LifeWords; nil when
+	// tr maps no other rank's memory).
+	lives transport.LifeWords
 	watch *heartbeat.Watch // the observer's checks, run on the emitter thread
 	heldP bool             // the emitter holds a P: GOMAXPROCS raised by one
 	em    *heartbeat.Emitter
@@ -200,6 +203,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if d, ok := n.tr.(transport.Drainer); ok {
 		n.drain = d.DrainHeartbeats
 	}
+	if l, ok := n.tr.(transport.LifeWords); ok {
+		n.lives = l
+	}
 	if l, ok := n.tr.(transport.LaneDrops); ok {
 		n.lane.drops = l.HeartbeatLaneDrops
 	}
@@ -226,6 +232,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		Watch:      n.watch,
 		Drain:      n.drain,
 		CheckEvery: cfg.checkEvery(),
+		Life:       n.slots.Word(cfg.Rank), // this rank's own slot: its life word
 	}
 	if sink, sign, verify := nativeSinks(n.tr); sink != nil && !cfg.GoEmitter {
 		ecfg.Sink, ecfg.Sign, ecfg.HoldP = sink, sign, false // the thread runs in C
@@ -298,6 +305,7 @@ func (n *Node) loop() {
 		wake := time.Hour // evicted: nothing to look at any more
 		if !n.core.Evicted() {
 			t := detector.Time{Mono: now, Wall: time.Now().UnixNano()}
+			n.feedLife(t) // a probe round about to close sees the latest words
 			n.core.Tick(t)
 			n.receivePending() // answers already here count before a probe round closes
 			rec := n.watch.Record()
@@ -375,11 +383,28 @@ func verifier(tr transport.Transport) transport.HeartbeatVerifier {
 	return nil
 }
 
-// flush hands the detector the heartbeat words it wants (its zombie
-// check) and carries out what it asked for (detector.Ready): point the
+// feedLife hands the detector the life words it wants (detector/life.go),
+// as far as the transport maps them.
+func (n *Node) feedLife(now detector.Time) {
+	rs := n.core.WantLife(now)
+	if rs == nil || n.lives == nil {
+		return
+	}
+	words := make([]uint64, len(rs))
+	for i, r := range rs {
+		if p := n.lives.LifeWord(r); p != nil {
+			words[i] = atomic.LoadUint64(p)
+		}
+	}
+	n.core.Life(now, rs, words)
+}
+
+// flush hands the detector the life words and the heartbeat words it
+// wants (its zombie check) and carries out what it asked for (detector.Ready): point the
 // heartbeat thread and the checks, send, publish events and decisions,
 // log.
 func (n *Node) flush() {
+	n.feedLife(detector.Time{Mono: mono(), Wall: time.Now().UnixNano()})
 	if rs := n.core.WantWords(); rs != nil {
 		words := make([]uint64, len(rs))
 		for i, r := range rs {

@@ -75,6 +75,17 @@ type Worder interface {
 	HeartbeatWord(to ranks.Rank) *uint64
 }
 
+// LifeWords is implemented by transports that map other ranks' slot
+// arrays (shared memory): LifeWord returns rank r's life word, the word
+// of r's own rank in r's slot array, which r's heartbeat thread raises at
+// every period (heartbeat.EmitterConfig.Life), or nil while r's array is
+// not mapped (it may then start mapping it in the background). A word
+// that grows shows that r's heartbeat thread runs, whatever r's event
+// loop does (hb.Ring.Life).
+type LifeWords interface {
+	LifeWord(r ranks.Rank) *uint64
+}
+
 // Datagrams is implemented by transports whose heartbeat is one datagram
 // on one socket (UDP): a heartbeat thread outside the Go runtime then sends
 // it itself, with frames signed in advance (heartbeat.EmitterConfig.Sink

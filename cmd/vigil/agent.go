@@ -175,6 +175,7 @@ func agentMain(args []string) error {
 					drained = true
 				}
 			}
+			stats() // how late its own heartbeat thread ran, among others
 			if nd.Minority() {
 				emit(launch.Line{Ev: "evicted", Reason: launch.ReasonMinority})
 				nd.Close()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ func envInt(name string, def int) int {
 // same set: all k for a kill; for a stop, the ranks whose own silence an
 // observer saw (a stopped rank whose observer was stopped with it may
 // resume unnoticed, and lives on). VIGIL_BURST_N, _K and _RUNS size it;
-// VIGIL_BURST_LOG names a file for the agents' protocol logs (JSON).
+// VIGIL_BURST_ARGS adds agent flags; VIGIL_BURST_LOG names a file for the
+// agents' protocol logs (JSON).
 func TestE2EBurst(t *testing.T) {
 	n, k, runs := envInt("VIGIL_BURST_N", 128), envInt("VIGIL_BURST_K", 16), envInt("VIGIL_BURST_RUNS", 1)
 	for _, c := range []struct {
@@ -53,6 +55,7 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 	const perHost = 8
 	delta := 50 * time.Millisecond
 	argv := []string{vigilBin, "agent", "-h", "10ms", "-delta", delta.String()}
+	argv = append(argv, strings.Fields(os.Getenv("VIGIL_BURST_ARGS"))...)
 	opts := launch.Options{Stderr: testWriter{t}}
 	if hosts {
 		opts.ExtraEnv = []string{bootstrap.EnvRanksPerHost + "=" + strconv.Itoa(perHost)}
@@ -127,7 +130,7 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 						t.Logf("burst %v: resumed rank %d reported live rank %d before its eviction", members(hit), r, d)
 						continue
 					}
-					t.Fatalf("burst %v: rank %d reported live rank %d dead", members(hit), r, d)
+					t.Fatalf("burst %v: rank %d reported live rank %d dead (its heartbeat thread: %s)", members(hit), r, d, j.emitterStats(d))
 				}
 				continue
 			}
@@ -166,4 +169,21 @@ func members(s map[uint32]bool) []uint32 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// emitterStats returns what rank r's heartbeat thread said of its own
+// lateness when r exited (its stats line), waiting up to 2 s for it.
+func (j *e2eJob) emitterStats(r uint32) string {
+	for range 20 {
+		j.mu.Lock()
+		for _, l := range j.lines {
+			if l.Ev == "stats" && l.Rank == r {
+				j.mu.Unlock()
+				return fmt.Sprintf("%d periods missed, worst wake-up %.1f ms late", l.Missed, float64(l.MaxLateNs)/1e6)
+			}
+		}
+		j.mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "no stats line"
 }

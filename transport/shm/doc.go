@@ -17,9 +17,11 @@
 // transport while a background attach to the observer is tried (once per
 // observer, then again after a back-off). The transport of each link is
 // thus chosen automatically: shared memory on the host, the network (UDP or
-// verbs) to other hosts.
+// verbs) to other hosts. LifeWord maps a rank's region the same way to
+// read its life word, the word of its own rank, which its heartbeat thread
+// raises every period: a prober's evidence that the rank runs.
 //
 // Trust: every process of the job's user on the host can map a region and
 // write any word of it, as it could ptrace the observer anyway. The region
-// holds heartbeat words only.
+// holds heartbeat words and its owner's life word only.
 package shm

@@ -107,6 +107,22 @@ func (t *Transport) HeartbeatWord(to ranks.Rank) *uint64 {
 	return nil
 }
 
+// LifeWord implements transport.LifeWords: r's own word in r's region
+// once it is mapped; until then it starts an attach in the background when
+// one is due, as HeartbeatWord does.
+func (t *Transport) LifeWord(r ranks.Rank) *uint64 {
+	if int64(r) >= int64(len(t.maps)) {
+		return nil
+	}
+	if s := t.maps[r].Load(); s != nil {
+		return s.Word(r)
+	}
+	t.mu.Lock() // not the emitter thread: it may wait for the lock
+	t.attachLocked(r)
+	t.mu.Unlock()
+	return nil
+}
+
 // HeartbeatDest implements transport.Datagrams for an inner transport
 // that does: the path to a rank whose region is not mapped.
 func (t *Transport) HeartbeatDest(to ranks.Rank) (fd int, addr []byte, ok bool) {
@@ -226,6 +242,11 @@ func (t *Transport) maybeAttach(r ranks.Rank) {
 		return
 	}
 	defer t.mu.Unlock()
+	t.attachLocked(r)
+}
+
+// attachLocked is maybeAttach with t.mu held.
+func (t *Transport) attachLocked(r ranks.Rank) {
 	if t.closed || t.pending[r] || time.Now().Before(t.retryAt[r]) {
 		return
 	}
@@ -243,11 +264,11 @@ func (t *Transport) attach(r ranks.Rank) {
 	if err != nil {
 		t.backoff[r] = min(max(2*t.backoff[r], minRetry), maxRetry)
 		t.retryAt[r] = time.Now().Add(t.backoff[r])
-		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", r, "err", err)
+		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
 		return
 	}
 	t.maps[r].Store(s)
-	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", r)
+	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", t.p.Rank, "peer", r)
 }
 
 // Attach maps the region of rank r of the job p describes: it connects to
@@ -336,4 +357,5 @@ func checkHello(p wire.Params, r ranks.Rank, b []byte) (int, error) {
 var (
 	_ transport.Transport = (*Transport)(nil)
 	_ transport.Drainer   = (*Transport)(nil)
+	_ transport.LifeWords = (*Transport)(nil)
 )

@@ -2,9 +2,11 @@ package shm
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -181,5 +183,58 @@ func BenchmarkHeartbeat(b *testing.B) {
 	for b.Loop() {
 		seq++
 		_ = tr.SendHeartbeat(1, seq)
+	}
+}
+
+// TestLifeWordShowsTheHeartbeatThread: a rank's heartbeat thread raises
+// its life word, its own word in its region, at every period, with no
+// observer; another rank of the host reads it through LifeWord once the
+// region is mapped, and it stops when the thread stops.
+func TestLifeWordShowsTheHeartbeatThread(t *testing.T) {
+	job := testJob()
+	r1, err := NewRegion(params(job, 1, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	for _, native := range []bool{false, true} {
+		cfg := heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
+			Send: func(ranks.Rank, uint64) error { return nil }, Life: r1.Slots().Word(1)}
+		if native {
+			cfg.Sink = func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false }
+		}
+		e, err := heartbeat.NewEmitter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tr := Wrap(mem.NewNetwork(2).Endpoint(0, transport.NewSlots(2), func(ranks.Rank, []byte) {}), params(job, 0, 2), nil)
+		deadline := time.Now().Add(10 * time.Second)
+		var w *uint64
+		for w = tr.LifeWord(1); w == nil; w = tr.LifeWord(1) {
+			if time.Now().After(deadline) {
+				t.Fatal("rank 1's region never mapped")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		first := atomic.LoadUint64(w)
+		for atomic.LoadUint64(w) <= first {
+			if time.Now().After(deadline) {
+				t.Fatalf("native %v: the life word stayed at %d", native, first)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		e.Close()
+		stopped := atomic.LoadUint64(w)
+		time.Sleep(20 * time.Millisecond)
+		if got := atomic.LoadUint64(w); got != stopped {
+			t.Fatalf("native %v: the life word grew from %d to %d after Close", native, stopped, got)
+		}
+		if tr.LifeWord(5) != nil {
+			t.Fatal("a life word for a rank outside the job")
+		}
+		tr.Close()
 	}
 }

@@ -1,0 +1,29 @@
+package detector
+
+import "github.com/vigil-hpc/vigil/ranks"
+
+// Life words (hb/life.go): a probe round also takes, as its candidates'
+// answers, the life words their heartbeat threads raise at every period,
+// where the driver can read them (ranks of one host, over shared memory).
+// The driver loads the words WantLife asks for and hands them to Life at
+// once, at every turn of its loop: before Tick, so that a round about to
+// close sees the latest words, and before Ready, so that a round just
+// opened has its first ones.
+
+// WantLife returns the ranks whose life words the Core wants at now, nil
+// for none (hb.Ring.WantLife).
+func (c *Core) WantLife(now Time) []ranks.Rank {
+	if c.evicted {
+		return nil
+	}
+	return c.ring.WantLife(now.Mono)
+}
+
+// Life hands the Core the life words of ranks rs, loaded at now (words[i] is rs[i]'s, 0
+// for a word the driver could not read), as WantLife asked.
+func (c *Core) Life(now Time, rs []ranks.Rank, words []uint64) {
+	if c.evicted {
+		return
+	}
+	c.ring.Life(now.Mono, rs, words)
+}

@@ -1,0 +1,175 @@
+package hb_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
+)
+
+// life hands r the life words of its open round: base for every probed
+// rank, plus grow for those in up.
+func life(r *hb.Ring, base uint64, up ...ranks.Rank) {
+	rs := r.WantLife(0)
+	words := make([]uint64, len(rs))
+	for i, j := range rs {
+		words[i] = base
+		if slices.Contains(up, j) {
+			words[i] = base + 3
+		}
+	}
+	r.Life(0, rs, words)
+}
+
+// resolveRound checks r from 120 on until its round reports or 600.
+func resolveRound(r *hb.Ring) hb.Output {
+	var out hb.Output
+	for now := int64(120); out.Detected == nil && now < 600; now += 10 {
+		out = check(r, now, 0)
+	}
+	return out
+}
+
+// Candidates whose event loops are late (no answer) while their heartbeat
+// threads run (their life words grow) are not reported: the first of them
+// is the next emitter, and only the silent rank before it is reported.
+func TestRingLifeWordKeepsSlowCandidates(t *testing.T) {
+	r := stormRing(t) // candidates 13 … 10, canaries 9 and 0, tail 1
+	life(r, 5)
+	r.Heard(111, 9)
+	r.Heard(112, 1)
+	life(r, 5, 12, 11) // 13 and 10 frozen
+	out := resolveRound(r)
+	if out.Detected == nil || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), []ranks.Rank{13, 14}) ||
+		out.Detected.Frozen != 1 {
+		t.Fatalf("resolution %+v", out.Detected)
+	}
+	if r.Emitter() != 12 || r.Stats().LivesSeen != 2 {
+		t.Fatalf("emitter %d, lives seen %d; want 12 and 2", r.Emitter(), r.Stats().LivesSeen)
+	}
+}
+
+// The same round without growing words reports the whole silent window,
+// as without life words: a frozen or unreadable (0) word is no evidence.
+func TestRingLifeWordFrozenIsNoEvidence(t *testing.T) {
+	r := stormRing(t)
+	life(r, 5)
+	r.Heard(111, 9)
+	r.Heard(112, 1)
+	life(r, 5)
+	r.Life(0, []ranks.Rank{12, 11}, []uint64{0, 0})
+	out := resolveRound(r)
+	if out.Detected == nil || !slices.Equal(append([]ranks.Rank{out.Detected.Dead}, out.Detected.More...), []ranks.Rank{13, 12, 11, 10, 14}) {
+		t.Fatalf("resolution %+v", out.Detected)
+	}
+}
+
+// A round whose first candidate, the emitter, shows life resolves at its
+// deadline without waiting for the controls, and reports no one.
+func TestRingLifeWordEmitterRuns(t *testing.T) {
+	r := stormRing(t)
+	life(r, 5)
+	life(r, 5, 13)
+	if out := check(r, 209, 0); out.Detected != nil || !r.Probing() {
+		t.Fatalf("before the deadline: %+v, probing %v", out, r.Probing())
+	}
+	out := check(r, 210, 0)
+	if out.Detected != nil || r.Probing() || r.Emitter() != 13 {
+		t.Fatalf("at the deadline: %+v, probing %v, emitter %d", out, r.Probing(), r.Emitter())
+	}
+}
+
+// WantLife asks for the probed ranks while a round is open; with none, for
+// the ranks a round would probe, once per view of the ring.
+func TestRingWantLife(t *testing.T) {
+	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.WantLife(0); got != nil {
+		t.Fatalf("before Start: %v", got)
+	}
+	r.Start(0, 100)
+	check(r, 10, 1)
+	check(r, 200, 2)
+	want := []ranks.Rank{10, 0, 14, 13, 12, 11, 1} // canaries, candidates, tail
+	if got := r.WantLife(10); !slices.Equal(got, want) {
+		t.Fatalf("warm-up %v, want %v", got, want)
+	}
+	if got := r.WantLife(11); got != nil {
+		t.Fatalf("the same view again: %v", got)
+	}
+	words := []uint64{4, 4, 4, 0, 4, 4, 4} // 13 not read yet
+	r.Life(12, want, words)
+	if got := r.WantLife(111); got != nil {
+		t.Fatalf("a word not read, before δ: %v", got)
+	}
+	if got := r.WantLife(112); !slices.Equal(got, want) {
+		t.Fatalf("a word not read, δ later: %v, want %v", got, want)
+	}
+	r.Life(112, want, []uint64{4, 4, 4, 4, 4, 4, 4})
+	if got := r.WantLife(300); got != nil {
+		t.Fatalf("every word read: %v", got)
+	}
+	out := check(r, 310, 1) // 14 suspected: a round
+	if got := r.WantLife(310); !slices.Equal(got, out.Probe) {
+		t.Fatalf("in a round %v, want its probes %v", got, out.Probe)
+	}
+}
+
+// A new emitter whose heartbeats have not started (its event loop has not
+// handled NEWOBSERVER yet) but whose life word grows is not suspected:
+// NEWOBSERVER goes again, with δ more from the growth; once the word
+// stands still, T3 reports it.
+func TestRingLifeWordWithholdsT3(t *testing.T) {
+	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100}) // Algorithm 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, 100)
+	check(r, 10, 1)
+	if out := check(r, 110, 1); out.Detected == nil || out.Detected.Dead != 14 || r.Emitter() != 13 {
+		t.Fatalf("T3 on 14: %+v", out)
+	}
+	if got := r.WantLife(120); !slices.Equal(got, []ranks.Rank{13}) {
+		t.Fatalf("want life of %v, want the new emitter 13", got)
+	}
+	r.Life(120, []ranks.Rank{13}, []uint64{5})
+	r.Life(300, []ranks.Rank{13}, []uint64{7})
+	out := check(r, 310, 0)
+	if out.Detected != nil || out.NewObserverTo != 13 || !out.SendNewObserver {
+		t.Fatalf("at 2δ with a growing life word: %+v", out)
+	}
+	r.Life(390, []ranks.Rank{13}, []uint64{7})
+	if out := check(r, 410, 0); out.Detected == nil || out.Detected.Dead != 13 {
+		t.Fatalf("δ after the word stood still: %+v", out)
+	}
+}
+
+// So while an early round probes the emitter's predecessors: the emitter
+// is asked for too, and its growing word withholds T3.
+func TestRingLifeWordWithholdsT3DuringEarlyRound(t *testing.T) {
+	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4, ProbeAfter: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, 100) // emitter 14, no heartbeat yet
+	if out := check(r, 45, 0); out.Probe == nil {
+		t.Fatalf("no early round at 45: %+v", out)
+	}
+	rs := r.WantLife(45)
+	if !slices.Contains(rs, 14) || !slices.Contains(rs, 13) {
+		t.Fatalf("want life of %v, want the emitter 14 and the round's 13", rs)
+	}
+	words := make([]uint64, len(rs))
+	for i := range words {
+		words[i] = 5
+	}
+	r.Life(45, rs, words)
+	words[slices.Index(rs, 14)] = 6
+	r.Life(95, rs, words)
+	if out := check(r, 100, 0); out.Detected != nil || out.NewObserverTo != 14 {
+		t.Fatalf("T3 with the emitter's word growing: %+v", out)
+	}
+}
