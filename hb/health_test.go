@@ -13,17 +13,24 @@ import (
 // the canaries.
 func stormRing(t *testing.T) *hb.Ring {
 	t.Helper()
-	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4})
+	r, out := suspected(t, hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4})
+	if out.Detected == nil || out.Detected.Dead != 14 || !probesFirst(out.Probe, []ranks.Rank{13, 12, 11, 10}) {
+		t.Fatalf("T3: %+v", out)
+	}
+	return r
+}
+
+// suspected returns a ring of cfg (Delta 100) started at 0 whose emitter
+// heartbeated once at 10, and what T3 made of its silence at 110.
+func suspected(t *testing.T, cfg hb.RingConfig) (*hb.Ring, hb.Output) {
+	t.Helper()
+	r, err := hb.NewRing(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Start(0, 100)
 	check(r, 10, 1)
-	out := check(r, 110, 1)
-	if out.Detected == nil || out.Detected.Dead != 14 || !probesFirst(out.Probe, []ranks.Rank{13, 12, 11, 10}) {
-		t.Fatalf("T3: %+v", out)
-	}
-	return r
+	return r, check(r, 110, 1)
 }
 
 // Under a storm every live candidate answers, but later than the probe
@@ -225,13 +232,7 @@ func TestRingSendTimeCounted(t *testing.T) {
 // from a rank it did not probe) and reports exactly the silent candidates
 // before the one that answered.
 func TestRingLargeRoundAnswer(t *testing.T) {
-	r, err := hb.NewRing(hb.RingConfig{Self: 1023, N: 1024, Delta: 100, Probe: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Start(0, 100)
-	check(r, 10, 1)
-	out := check(r, 110, 1)
+	r, out := suspected(t, hb.RingConfig{Self: 1023, N: 1024, Delta: 100, Probe: 100})
 	if out.Detected == nil || out.Detected.Dead != 1022 || len(out.Probe) < 100 {
 		t.Fatalf("T3: %+v", out)
 	}

@@ -19,6 +19,17 @@ func params(job uint64, rank uint32, n int) wire.Params {
 	return wire.Params{JobID: job, Key: testKey, Rank: rank, N: n, Incarnation: 1}
 }
 
+// region returns the region p describes, closed when the test ends.
+func region(tb testing.TB, p wire.Params) *Region {
+	tb.Helper()
+	r, err := NewRegion(p, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
+}
+
 // testJob returns a job id no other test run uses.
 func testJob() uint64 { return uint64(time.Now().UnixNano()) }
 
@@ -26,11 +37,7 @@ func testJob() uint64 { return uint64(time.Now().UnixNano()) }
 // of the region's slot word, and the region counts the emitter it served.
 func TestAttachSharesTheWords(t *testing.T) {
 	job := testJob()
-	r, err := NewRegion(params(job, 1, 4), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := region(t, params(job, 1, 4))
 	s, err := Attach(params(job, 3, 4), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +55,7 @@ func TestAttachSharesTheWords(t *testing.T) {
 // rank with no region on this host are refused with a clear error.
 func TestAttachRefuses(t *testing.T) {
 	job := testJob()
-	r, err := NewRegion(params(job, 1, 4), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	region(t, params(job, 1, 4))
 	wrongKey := params(job, 3, 4)
 	wrongKey.Key = []byte("another key, not the job's")
 	cases := []struct {
@@ -79,11 +82,7 @@ func TestAttachRefuses(t *testing.T) {
 func TestWrapMovesHeartbeatsToSharedMemory(t *testing.T) {
 	job := testJob()
 	net := mem.NewNetwork(2)
-	r1, err := NewRegion(params(job, 1, 2), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r1.Close()
+	r1 := region(t, params(job, 1, 2))
 	got := make(chan []byte, 1)
 	in0 := net.Endpoint(0, transport.NewSlots(2), func(ranks.Rank, []byte) {})
 	in1 := net.Endpoint(1, r1.Slots(), func(_ ranks.Rank, p []byte) { got <- p })
@@ -135,11 +134,7 @@ func TestWrapMovesHeartbeatsToSharedMemory(t *testing.T) {
 // rank 1 mapped (no inner transport).
 func mapped(tb testing.TB) *Transport {
 	job := testJob()
-	r1, err := NewRegion(params(job, 1, 2), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { r1.Close() })
+	region(tb, params(job, 1, 2))
 	s, err := Attach(params(job, 0, 2), 1)
 	if err != nil {
 		tb.Fatal(err)
@@ -192,11 +187,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 // region is mapped, and it stops when the thread stops.
 func TestLifeWordShowsTheHeartbeatThread(t *testing.T) {
 	job := testJob()
-	r1, err := NewRegion(params(job, 1, 2), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r1.Close()
+	r1 := region(t, params(job, 1, 2))
 	for _, native := range []bool{false, true} {
 		cfg := heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1,
 			Send: func(ranks.Rank, uint64) error { return nil }, Life: r1.Slots().Word(1)}
