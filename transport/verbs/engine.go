@@ -20,7 +20,7 @@ import (
 // run with t.mu held, on the engine's goroutine or on a Send that took
 // the lock. The engine is the usual holder; Send and the emitter's UD
 // heartbeats never wait for it: when t.mu is free (TryLock: the engine
-// yields, spins or sleeps) they post themselves, and otherwise they leave
+// yields or sleeps) they post themselves, and otherwise they leave
 // the work in cmds for the next holder, which runs cmds before its own
 // work (drainCmds); link requests and the link worker's results always go
 // that way. Only the engine polls the receive ring, sleeps and calls the
@@ -28,9 +28,7 @@ import (
 //
 // After traffic (a message sent or received; heartbeat datagrams do not
 // count) the engine busy-polls its receive ring and cmds until pollUntil,
-// yielding to the other goroutines between polls (with
-// Config.LockThread: on its own locked OS thread, spinning in C); then it
-// arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
+// yielding to the other goroutines between polls; then it arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
 // poll(2) on their completion channels, the device's asynchronous event
 // descriptor and an eventfd that a sender writes only when the engine
 // sleeps. The sleep has a timeout
@@ -42,9 +40,8 @@ type engine struct {
 	efd      int         // eventfd: wakes the sleeping engine
 	sleeping atomic.Bool // the engine is (about to be) in poll(2)
 	// queued is set by nudge when work was queued for the engine (cmds,
-	// the link worker's results, Close): it ends the engine's busy-poll in
-	// C (ibv.RecvRing.PollSpin), which does not see cmds, and stops it from
-	// going to sleep over that work.
+	// the link worker's results, Close): it stops the engine from going
+	// to sleep over that work.
 	queued  atomic.Uint32
 	wakeups atomic.Uint64
 	one     [8]byte        // the eventfd increment (1, little-endian)
@@ -52,8 +49,6 @@ type engine struct {
 	// traffic is set (under t.mu) when a message was sent or received:
 	// the engine then polls on for PollFor.
 	traffic bool
-	// delivered is set (under t.mu) when a message went to the handler.
-	delivered bool
 	// pollUntil is when the engine stops busy-polling (ns), under t.mu:
 	// PollFor after traffic, and after a Send that posted itself (for
 	// the reply).
@@ -121,8 +116,8 @@ func (e *engine) submit(c cmd) bool {
 	return true
 }
 
-// nudge tells the engine that work was queued for it: it ends a busy-poll
-// in C and wakes the engine if it sleeps. Pairs with sleep, which sets
+// nudge tells the engine that work was queued for it: it wakes the
+// engine if it sleeps. Pairs with sleep, which sets
 // sleeping before it looks at queued: either that look finds queued set,
 // or nudge's load sees sleeping and wakes it.
 func (e *engine) nudge() {
@@ -170,14 +165,9 @@ func (t *Transport) pollFor(tn int64) {
 }
 
 // run is the engine's loop (see engine). It holds t.mu while it works on
-// the state and releases it while it yields, spins or sleeps, when a Send
-// may take it to post at once.
+// the state and releases it while it yields or sleeps, when a Send may
+// take it to post at once.
 func (t *Transport) run() {
-	locked := t.cfg.LockThread
-	if locked {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
 	defer t.wg.Done()
 	rx := wire.NewCodec(t.datagramParams())
 	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
@@ -186,7 +176,7 @@ func (t *Transport) run() {
 	lastAsync := now()
 	for !t.closed.Load() {
 		t.mu.Lock()
-		n := t.progress(fn, &deadline)
+		t.progress(fn, &deadline)
 		tn := now()
 		if e.traffic {
 			e.traffic = false
@@ -197,52 +187,21 @@ func (t *Transport) run() {
 				t.drainAsync()
 				lastAsync = tn
 			}
-			links := t.ml != nil && len(t.ml.links) > 0
-			if locked && n == 0 && e.queued.Load() == 0 && !links {
-				// Spins in C, holding the state (a Send meanwhile queues
-				// its message and ends the spin through queued). Not
-				// with message links: the spin sees only the UD ring.
-				// Bounded by the acks owed and the next retransmission,
-				// which only progress sends.
-				end := min(e.pollUntil, tn+int64(asyncEvery))
-				if len(t.rel.owed) > 0 {
-					end = min(end, tn+ackDelay)
-				}
-				if deadline != 0 {
-					end = min(end, deadline)
-				}
-				spin := time.Duration(max(end-tn, 0))
-				if n, err := t.ring.PollSpin(fn, spin, &e.queued); err != nil {
-					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
-				} else if n > 0 {
-					t.drainCmds()
-					t.rel.flushAcks(now(), ackDelay)
-				}
-			}
-			delivered := e.delivered
-			e.delivered = false
-			links = t.ml != nil && len(t.ml.links) > 0 // the spin may have set one up
 			t.mu.Unlock()
-			if !locked || delivered || links {
-				// Unlocked (or locked but polling in Go, with message
-				// links): poll again once other goroutines had their
-				// turn. Locked: the goroutine the handler woke waits in
-				// this thread's run queue, which a locked thread spinning
-				// in C does not serve: give it the scheduler slot now.
-				runtime.Gosched()
-			}
+			// Poll again once other goroutines had their turn (a Send
+			// may take the state meanwhile).
+			runtime.Gosched()
 			continue
 		}
-		e.delivered = false
 		t.sleep(fn, deadline) // releases t.mu
 		lastAsync = now()
 	}
 }
 
 // progress runs the commands, polls the receive ring once, flushes the
-// acks owed for ackDelay and moves the retransmission deadline (engine, t.mu held). It
-// returns the number of completions polled.
-func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
+// acks owed for ackDelay and moves the retransmission deadline (engine,
+// t.mu held).
+func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) {
 	e := &t.eng
 	e.queued.Store(0)
 	t.drainCmds()
@@ -280,7 +239,6 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 	if t.unreaped >= reapEvery {
 		t.reap()
 	}
-	return n
 }
 
 // reapEvery is how many signalled UD sends the engine lets complete before

@@ -45,12 +45,6 @@ type Config struct {
 	// completion channel (0: DefaultPollFor; negative: never polls on).
 	// Heartbeat datagrams do not extend it: an idle detector sleeps.
 	PollFor time.Duration
-	// LockThread runs the progress engine on an OS thread of its own
-	// (runtime.LockOSThread), busy-polling in C; by default it is an
-	// ordinary goroutine that yields between polls, which hands a
-	// received message to the goroutine waiting for it without a thread
-	// switch (see verbs/RESULTS.md for both measured).
-	LockThread bool
 	// NoWindows keeps the slot array REMOTE_WRITE through its own rkey
 	// even on a device with type 2 memory windows (by default each
 	// emitter can write only its own word, through its own link).
@@ -530,7 +524,7 @@ func (t *Transport) peerRestarted(r ranks.Rank, old uint64) {
 // Send implements transport.Transport: the message goes out over the
 // reliable UD channel (fragmented above one datagram), at once as far as
 // the peer's window allows, queued otherwise. Send never waits: if the
-// progress engine's state is free (the engine yields, spins or sleeps) it
+// progress engine's state is free (the engine yields or sleeps) it
 // posts the datagrams itself, else it hands the message to the engine,
 // which is then awake and takes it next. A message the engine cannot take
 // (its queue or the peer's is full) is counted in MsgsDropped.
@@ -552,7 +546,7 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		return f.err
 	}
 	if t.mu.TryLock() {
-		// The engine is yielding, spinning or asleep: post at once, as it
+		// The engine is yielding or asleep: post at once, as it
 		// would (a hand-off would wait for its thread to be scheduled),
 		// after what is queued (a message queued by an earlier Send goes
 		// first: order per destination).
@@ -738,7 +732,6 @@ func (t *Transport) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
 // round.
 func (t *Transport) handOut() {
 	for len(t.ready) > 0 {
-		t.eng.delivered = true
 		// Not asleep (handOut in sleep is followed by its return): a
 		// Send meanwhile need not wake it.
 		t.eng.sleeping.Store(false)
