@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/internal/wire"
-	"github.com/vigil-hpc/vigil/ranks"
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
@@ -20,32 +19,29 @@ import (
 // run with t.mu held, on the engine's goroutine or on a Send that took
 // the lock. The engine is the usual holder; Send and the emitter's UD
 // heartbeats never wait for it: when t.mu is free (TryLock: the engine
-// yields or sleeps) they post themselves, and otherwise they leave
-// the work in cmds for the next holder, which runs cmds before its own
-// work (drainCmds); link requests and the link worker's results always go
-// that way. Only the engine polls the receive ring, sleeps and calls the
-// handler. docs/verbs-engine.md maps who touches what.
+// yields or sleeps) they post themselves, and otherwise they leave the
+// work on the lock's to-do list (todo.go) for the next holder, which
+// runs it before its own work (drainCmds); link requests and the link
+// worker's results always go that way. Only the engine polls the receive
+// ring, sleeps and calls the handler. docs/verbs-engine.md maps who
+// touches what.
 //
 // After traffic (a message sent or received; heartbeat datagrams do not
-// count) the engine busy-polls its receive ring and cmds until pollUntil,
-// yielding to the other goroutines between polls; then it arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
-// poll(2) on their completion channels, the device's asynchronous event
-// descriptor and an eventfd that a sender writes only when the engine
-// sleeps. The sleep has a timeout
-// only while a retransmission is pending: an idle engine never wakes up.
-// Received messages go to the handler from the engine itself, with t.mu
-// released (handOut): a reply the handler sends is posted by its Send.
+// count) the engine busy-polls its receive ring and the to-do list until
+// pollUntil, yielding to the other goroutines between polls; then it
+// arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps
+// in poll(2) on their completion channels, the device's asynchronous
+// event descriptor and an eventfd that a sender writes only when the
+// engine sleeps. The sleep has a timeout only while a retransmission is
+// pending: an idle engine never wakes up. Received messages go to the
+// handler from the engine itself, with t.mu released (handOut): a reply
+// the handler sends is posted by its Send.
 type engine struct {
-	cmds     chan cmd
 	efd      int         // eventfd: wakes the sleeping engine
 	sleeping atomic.Bool // the engine is (about to be) in poll(2)
-	// queued is set by nudge when work was queued for the engine (cmds,
-	// the link worker's results, Close): it stops the engine from going
-	// to sleep over that work.
-	queued  atomic.Uint32
-	wakeups atomic.Uint64
-	one     [8]byte        // the eventfd increment (1, little-endian)
-	fds     [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
+	wakeups  atomic.Uint64
+	one      [8]byte        // the eventfd increment (1, little-endian)
+	fds      [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
 	// traffic is set (under t.mu) when a message was sent or received:
 	// the engine then polls on for PollFor.
 	traffic bool
@@ -58,34 +54,7 @@ type engine struct {
 	armed int64
 }
 
-// engineQueue is the capacity of the engine's command queue. A Send that
-// finds it full fails (counted in MsgsDropped), as one to a full peer
-// queue does.
-const engineQueue = 4096
-
-// cmdOp is what a command asks of the engine.
-type cmdOp uint8
-
-const (
-	opSend      cmdOp = iota // send msg to rank to over the reliable channel
-	opHeartbeat              // send heartbeat seq to rank to as a datagram
-	opConnect                // start an RC heartbeat link to observer to
-	opDo                     // run fn on the engine
-)
-
-// cmd is one piece of work handed to the engine.
-type cmd struct {
-	op  cmdOp
-	to  ranks.Rank
-	seq uint64
-	msg []byte // opSend: the engine's own copy
-	fn  func() // opDo
-	// drop, if set, runs instead of fn when the engine has stopped
-	// (Close), to free what fn would have kept.
-	drop func()
-}
-
-// initEngine creates the engine's eventfd and queue (Open).
+// initEngine creates the engine's eventfd (Open).
 func (t *Transport) initEngine() error {
 	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
@@ -93,7 +62,6 @@ func (t *Transport) initEngine() error {
 	}
 	e := &t.eng
 	e.efd = fd
-	e.cmds = make(chan cmd, engineQueue)
 	e.one[0] = 1
 	e.fds = [4]unix.PollFd{
 		{Fd: int32(t.recvQ.ChannelFD()), Events: unix.POLLIN},
@@ -104,24 +72,22 @@ func (t *Transport) initEngine() error {
 	return nil
 }
 
-// submit hands c to the engine without waiting, waking it if it sleeps.
-// It returns false if the queue is full.
-func (e *engine) submit(c cmd) bool {
-	select {
-	case e.cmds <- c:
-	default:
+// submit leaves c on the to-do list for the next holder of t.mu without
+// waiting, waking the engine if it sleeps. It returns false if the list
+// is full.
+func (t *Transport) submit(c cmd) bool {
+	if !t.todo.put(c, true) {
 		return false
 	}
-	e.nudge()
+	t.eng.nudge()
 	return true
 }
 
-// nudge tells the engine that work was queued for it: it wakes the
-// engine if it sleeps. Pairs with sleep, which sets
-// sleeping before it looks at queued: either that look finds queued set,
-// or nudge's load sees sleeping and wakes it.
+// nudge wakes the engine if it sleeps, after work was put on the to-do
+// list. Pairs with sleep, which sets sleeping before it looks at the
+// list's length: either that look finds the work, or nudge's load sees
+// sleeping and wakes it.
 func (e *engine) nudge() {
-	e.queued.Store(1)
 	if e.sleeping.Load() {
 		e.wake()
 	}
@@ -145,7 +111,7 @@ func (t *Transport) do(fn func()) bool {
 		return false
 	}
 	done := make(chan struct{})
-	for !t.eng.submit(cmd{op: opDo, fn: func() { fn(); close(done) }}) {
+	for !t.submit(cmd{op: opDo, fn: func() { fn(); close(done) }}) {
 		time.Sleep(time.Millisecond)
 	}
 	select {
@@ -203,7 +169,6 @@ func (t *Transport) run() {
 // t.mu held).
 func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) {
 	e := &t.eng
-	e.queued.Store(0)
 	t.drainCmds()
 	rc := 0
 	if t.ml != nil { // before the datagrams: see msgLinks on ordering
@@ -246,19 +211,21 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) {
 // runs out of send buffers).
 const reapEvery = 16
 
-// drainCmds executes the link worker's results and every queued
-// command.
+// drainCmds runs the to-do list, and what is put on it meanwhile, until
+// it is empty (t.mu held).
 func (t *Transport) drainCmds() {
-	for _, c := range t.takeResults() {
-		t.exec(c)
-	}
 	for {
-		select {
-		case c := <-t.eng.cmds:
-			t.exec(c)
-		default:
+		cs := t.todo.take(t.cmdBuf)
+		t.cmdBuf = nil // a command that releases t.mu may let another holder drain
+		if len(cs) == 0 {
+			t.cmdBuf = cs
 			return
 		}
+		for i := range cs {
+			t.exec(cs[i])
+			cs[i] = cmd{}
+		}
+		t.cmdBuf = cs[:0]
 	}
 }
 
@@ -287,7 +254,7 @@ func (t *Transport) exec(c cmd) {
 func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 	e := &t.eng
 	e.sleeping.Store(true)
-	if e.queued.Load() != 0 { // a command or a worker's result came after progress: see nudge
+	if t.todo.len() != 0 { // work was put on the list after progress: see nudge
 		e.sleeping.Store(false)
 		t.drainCmds()
 		t.mu.Unlock()

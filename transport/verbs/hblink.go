@@ -208,11 +208,11 @@ func (t *Transport) requestLink(to ranks.Rank) {
 		if s := t.connectSince[to].Load(); now()-s < int64(linkTimeout) || !t.connectSince[to].CompareAndSwap(s, now()) {
 			return
 		}
-		t.eng.submit(cmd{op: opConnect, to: to}) // connect abandons the stale attempt
+		t.submit(cmd{op: opConnect, to: to}) // connect abandons the stale attempt
 		return
 	}
 	t.connectSince[to].Store(now())
-	if !t.eng.submit(cmd{op: opConnect, to: to}) {
+	if !t.submit(cmd{op: opConnect, to: to}) {
 		t.connecting[to].Store(false)
 	}
 }
@@ -227,7 +227,7 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 		t.hbDropped.Add(1)
 		return errors.New("verbs transport: heartbeat before Start")
 	}
-	if len(t.eng.cmds) == 0 && t.mu.TryLock() {
+	if t.todo.len() == 0 && t.mu.TryLock() {
 		if t.closed.Load() {
 			t.mu.Unlock()
 			t.hbDropped.Add(1)
@@ -241,7 +241,7 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 		}
 		t.mu.Unlock()
 	}
-	if !t.eng.submit(cmd{op: opHeartbeat, to: to, seq: seq}) {
+	if !t.submit(cmd{op: opHeartbeat, to: to, seq: seq}) {
 		t.hbDropped.Add(1)
 		return errEngineFull
 	}

@@ -2,8 +2,6 @@ package verbs
 
 import (
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -21,14 +19,11 @@ import (
 // message links' pool) and the control messages; it hands the object work
 // to the linker (offload),
 // which runs jobs one at a time, in order, and hands the results back to
-// the engine (toEngine) through a list without bound, so that the worker
-// never waits for the engine while the engine may wait for the worker's
-// queue.
+// the engine (toEngine) on the lock's to-do list, where they do not count
+// against its bound, so that the worker never waits for the engine while
+// the engine may wait for the worker's queue.
 type linker struct {
 	jobs chan func()
-	mu   sync.Mutex
-	done []cmd       // results for the engine, in order
-	any  atomic.Bool // done is not empty
 	// slowSetup, set by tests before Start, delays every job that sets up
 	// a link (heartbeat or message), as a slow bind or address resolution
 	// would.
@@ -93,29 +88,13 @@ func (t *Transport) freePending(p *pendingLink) {
 	})
 }
 
-// toEngine hands fn, which uses the engine's state, back to the engine
-// without waiting, waking it if it sleeps. If Close finds fn still
-// queued, drop runs instead, to free what fn would have kept.
+// toEngine hands fn, which uses the engine's state, back to the next
+// holder of t.mu without waiting, waking the engine if it sleeps. If
+// Close finds fn still queued, drop runs instead, to free what fn would
+// have kept.
 func (t *Transport) toEngine(fn, drop func()) {
-	t.lk.mu.Lock()
-	t.lk.done = append(t.lk.done, cmd{op: opDo, fn: fn, drop: drop})
-	t.lk.any.Store(true)
-	t.lk.mu.Unlock()
+	t.todo.put(cmd{op: opDo, fn: fn, drop: drop}, false)
 	t.eng.nudge()
-}
-
-// takeResults takes the link worker's results (engine, or Close once the
-// engine stopped).
-func (t *Transport) takeResults() []cmd {
-	if !t.lk.any.Load() {
-		return nil
-	}
-	t.lk.mu.Lock()
-	rs := t.lk.done
-	t.lk.done = nil
-	t.lk.any.Store(false)
-	t.lk.mu.Unlock()
-	return rs
 }
 
 // setupDelay waits for linker.slowSetup (tests).
@@ -139,22 +118,12 @@ func (t *Transport) drainLinker() {
 	}
 }
 
-// dropCmds empties the engine's queue and the link worker's results once
-// the engine has stopped (Close), running each command's drop.
+// dropCmds empties the to-do list once the engine has stopped (Close),
+// running each command's drop.
 func (t *Transport) dropCmds() {
-	for _, c := range t.takeResults() {
+	for _, c := range t.todo.take(nil) {
 		if c.drop != nil {
 			c.drop()
-		}
-	}
-	for {
-		select {
-		case c := <-t.eng.cmds:
-			if c.drop != nil {
-				c.drop()
-			}
-		default:
-			return
 		}
 	}
 }

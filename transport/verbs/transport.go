@@ -107,6 +107,8 @@ type Transport struct {
 	// while it works, and a Send that finds it free (TryLock) posts
 	// itself; one that does not queues its work for the next holder.
 	mu       sync.Mutex
+	todo     todo  // work for the next holder of mu (todo.go)
+	cmdBuf   []cmd // the to-do list's other storage, while drainCmds runs it
 	eng      engine
 	sendMR   *ibv.MR
 	free     []int
@@ -449,7 +451,7 @@ func (t *Transport) SetPeers(addrs []string) error {
 		return fmt.Errorf("verbs transport: SetPeers: %w", err)
 	}
 	set[t.cfg.Self] = false
-	if !t.eng.submit(cmd{op: opDo, fn: func() { t.setPeers(peers, set) }}) {
+	if !t.submit(cmd{op: opDo, fn: func() { t.setPeers(peers, set) }}) {
 		return errEngineFull
 	}
 	return nil
@@ -570,7 +572,7 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 			t.msgsDropped.Add(1)
 			return err
 		}
-	} else if !t.eng.submit(cmd{op: opSend, to: to, msg: append([]byte(nil), payload...)}) {
+	} else if !t.submit(cmd{op: opSend, to: to, msg: append([]byte(nil), payload...)}) {
 		t.msgsDropped.Add(1)
 		return errEngineFull
 	} else if t.closed.Load() {
@@ -581,7 +583,7 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	return nil
 }
 
-// errEngineFull is returned when the progress engine's queue is full.
+// errEngineFull is returned when the to-do list of t.mu is full (todoMax).
 var errEngineFull = errors.New("verbs transport: progress engine queue full")
 
 // frame returns the authenticated Msg frame carrying packet pkt to rank
@@ -993,8 +995,7 @@ func (t *Transport) Close() error {
 	}
 	close(t.quit)
 	if t.started {
-		t.eng.queued.Store(1)
-		t.eng.wake()
+		t.eng.wake() // the eventfd stays readable: a sleep after this returns at once
 	}
 	t.wg.Wait()
 	// A Send that took t.mu before the engine stopped finishes first; one
