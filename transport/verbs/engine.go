@@ -15,9 +15,9 @@ import (
 // engine is the transport's progress engine. The state it runs (the UD
 // QP, its CQs, the receive ring, the send buffers, the address handles,
 // the reliability layer with its timers, the message links and the RC
-// handshakes) belongs to whoever holds t.mu: functions marked "(engine)"
-// run with t.mu held, on the engine's goroutine or on a Send that took
-// the lock. The engine is the usual holder; Send and the emitter's UD
+// handshakes) is t.mu's (state.go): the methods of *state run with t.mu
+// held, on the engine's goroutine or on a Send that took the lock. The
+// engine is the usual holder; Send and the emitter's UD
 // heartbeats never wait for it: when t.mu is free (TryLock: the engine
 // yields or sleeps) they post themselves, and otherwise they leave the
 // work on the lock's to-do list (todo.go) for the next holder, which
@@ -42,16 +42,6 @@ type engine struct {
 	wakeups  atomic.Uint64
 	one      [8]byte        // the eventfd increment (1, little-endian)
 	fds      [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
-	// traffic is set (under t.mu) when a message was sent or received:
-	// the engine then polls on for PollFor.
-	traffic bool
-	// pollUntil is when the engine stops busy-polling (ns), under t.mu:
-	// PollFor after traffic, and after a Send that posted itself (for
-	// the reply).
-	pollUntil int64
-	// armed is the retransmission deadline the sleeping engine will wake
-	// up for (ns; 0: none), under t.mu.
-	armed int64
 }
 
 // initEngine creates the engine's eventfd (Open).
@@ -103,15 +93,15 @@ func (e *engine) wake() {
 // retransmission timeouts. An idle transport does not wake up.
 func (t *Transport) Wakeups() uint64 { return t.eng.wakeups.Load() }
 
-// do runs fn on the engine and waits for it: for code that must see or
-// change the engine's state (tests). It returns false, without running
-// fn, if the transport is closed or not started.
-func (t *Transport) do(fn func()) bool {
+// do runs fn with t.mu held, by the next holder, and waits for it: for
+// code that must see or change the engine's state (tests). It returns
+// false, without running fn, if the transport is closed or not started.
+func (t *Transport) do(fn func(*state)) bool {
 	if !t.started || t.closed.Load() {
 		return false
 	}
 	done := make(chan struct{})
-	for !t.submit(cmd{op: opDo, fn: func() { fn(); close(done) }}) {
+	for !t.submit(cmd{op: opDo, fn: func(st *state) { fn(st); close(done) }}) {
 		time.Sleep(time.Millisecond)
 	}
 	select {
@@ -122,11 +112,10 @@ func (t *Transport) do(fn func()) bool {
 	}
 }
 
-// pollFor keeps the engine busy-polling for Config.PollFor from tn (t.mu
-// held).
-func (t *Transport) pollFor(tn int64) {
-	if t.cfg.PollFor > 0 {
-		t.eng.pollUntil = max(t.eng.pollUntil, tn+int64(t.cfg.PollFor))
+// pollFor keeps the engine busy-polling for Config.PollFor from tn.
+func (st *state) pollFor(tn int64) {
+	if st.cfg.PollFor > 0 {
+		st.pollUntil = max(st.pollUntil, tn+int64(st.cfg.PollFor))
 	}
 }
 
@@ -136,73 +125,71 @@ func (t *Transport) pollFor(tn int64) {
 func (t *Transport) run() {
 	defer t.wg.Done()
 	rx := wire.NewCodec(t.datagramParams())
-	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
-	e := &t.eng
+	fn := func(wc *ibv.WC, msg []byte) { t.locked.onDatagram(rx, wc, msg) } // called by ring.Poll, t.mu held
 	var deadline int64
 	lastAsync := now()
 	for !t.closed.Load() {
-		t.mu.Lock()
-		t.progress(fn, &deadline)
+		st := t.acquire()
+		st.progress(fn, &deadline)
 		tn := now()
-		if e.traffic {
-			e.traffic = false
-			t.pollFor(tn)
+		if st.traffic {
+			st.traffic = false
+			st.pollFor(tn)
 		}
-		if tn < e.pollUntil {
+		if tn < st.pollUntil {
 			if tn-lastAsync >= int64(asyncEvery) {
-				t.drainAsync()
+				st.drainAsync()
 				lastAsync = tn
 			}
-			t.mu.Unlock()
+			st.release()
 			// Poll again once other goroutines had their turn (a Send
 			// may take the state meanwhile).
 			runtime.Gosched()
 			continue
 		}
-		t.sleep(fn, deadline) // releases t.mu
+		t.sleep(st, fn, deadline) // releases t.mu
 		lastAsync = now()
 	}
 }
 
-// progress runs the commands, polls the receive ring once, flushes the
-// acks owed for ackDelay and moves the retransmission deadline (engine,
-// t.mu held).
-func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) {
-	e := &t.eng
-	t.drainCmds()
+// progress polls the message links' CQ and the receive ring once, hands
+// out what they completed, runs the commands the replies put on the
+// to-do list, flushes the acks owed for ackDelay and moves the
+// retransmission deadline (the engine, after acquire ran the to-do list).
+func (st *state) progress(fn func(*ibv.WC, []byte), deadline *int64) {
 	rc := 0
-	if t.ml != nil { // before the datagrams: see msgLinks on ordering
-		if rc = t.pollRC(); rc > 0 {
-			t.handOut()
+	if st.ml != nil { // before the datagrams: see msgLinks on ordering
+		if rc = st.pollRC(); rc > 0 {
+			st.handOut()
 		}
 	}
-	n, err := t.ring.Poll(fn)
+	n, err := st.ring.Poll(fn)
 	if err != nil {
-		t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
+		st.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 		n = 0
 	}
 	n += rc
-	if len(t.ready) > 0 { // polled by a Send that evicted a link
-		t.handOut()
+	if len(st.ready) > 0 { // polled by a Send that evicted a link
+		st.handOut()
 	}
-	if t.ml != nil && t.ml.held {
-		t.pumpHeld()
+	if st.ml != nil && st.ml.held {
+		st.pumpHeld()
 	}
 	if n > 0 {
-		t.drainCmds() // replies the handler sent carry the acks
+		st.drainCmds() // replies the handler sent carry the acks
 	}
 	tn := now()
-	if len(t.rel.owed) > 0 {
-		t.rel.flushAcks(tn, ackDelay)
+	if len(st.rel.owed) > 0 {
+		st.rel.flushAcks(tn, ackDelay)
 	}
 	// Traffic (here or a Send's) may have sent or acked packets: the next
 	// retransmission deadline moves.
-	if e.traffic || t.rel.sent || (*deadline != 0 && tn >= *deadline) {
-		t.rel.sent = false
-		*deadline = t.rel.tick(tn)
+	if st.traffic || st.rel.sent || (*deadline != 0 && tn >= *deadline) {
+		st.rel.sent = false
+		*deadline = st.rel.tick(tn)
 	}
-	if t.unreaped >= reapEvery {
-		t.reap()
+	if st.unreaped >= reapEvery {
+		st.reap()
 	}
 }
 
@@ -212,86 +199,86 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) {
 const reapEvery = 16
 
 // drainCmds runs the to-do list, and what is put on it meanwhile, until
-// it is empty (t.mu held).
-func (t *Transport) drainCmds() {
+// it is empty.
+func (st *state) drainCmds() {
 	for {
-		cs := t.todo.take(t.cmdBuf)
-		t.cmdBuf = nil // a command that releases t.mu may let another holder drain
+		cs := st.todo.take(st.cmdBuf)
+		st.cmdBuf = nil // a command that releases st.mu may let another holder drain
 		if len(cs) == 0 {
-			t.cmdBuf = cs
+			st.cmdBuf = cs
 			return
 		}
 		for i := range cs {
-			t.exec(cs[i])
+			st.exec(cs[i])
 			cs[i] = cmd{}
 		}
-		t.cmdBuf = cs[:0]
+		st.cmdBuf = cs[:0]
 	}
 }
 
-// exec executes one command (engine).
-func (t *Transport) exec(c cmd) {
+// exec executes one command.
+func (st *state) exec(c cmd) {
 	switch c.op {
 	case opSend:
-		t.eng.traffic = true
-		if err := t.sendMsg(c.to, c.msg, true, now()); err != nil {
-			t.msgsDropped.Add(1)
-			t.logLimited("send", slog.LevelWarn, "message dropped", "to", c.to, "err", err)
+		st.traffic = true
+		if err := st.sendMsg(c.to, c.msg, true, now()); err != nil {
+			st.msgsDropped.Add(1)
+			st.logLimited("send", slog.LevelWarn, "message dropped", "to", c.to, "err", err)
 		}
 	case opHeartbeat:
-		t.sendHeartbeatDatagram(c.to, c.seq)
+		st.sendHeartbeatDatagram(c.to, c.seq)
 	case opConnect:
-		t.connect(c.to)
+		st.connect(c.to)
 	case opDo:
-		c.fn()
+		c.fn(st)
 	}
 }
 
 // sleep arms the receive CQ and waits in poll(2) until a completion
 // event, an asynchronous event, a sender's wake-up or the next
-// retransmission deadline (none: no timeout). Called with t.mu held; it
-// releases it.
-func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
+// retransmission deadline (none: no timeout). Called by the engine with
+// t.mu held (st); it releases it.
+func (t *Transport) sleep(st *state, fn func(*ibv.WC, []byte), deadline int64) {
 	e := &t.eng
 	e.sleeping.Store(true)
 	if t.todo.len() != 0 { // work was put on the list after progress: see nudge
 		e.sleeping.Store(false)
-		t.drainCmds()
-		t.mu.Unlock()
+		st.drainCmds()
+		st.release()
 		return
 	}
-	t.rel.flushAcks(0, 0) // nothing owed waits while the engine sleeps
-	t.reap()
-	t.drainAsync()
+	st.rel.flushAcks(0, 0) // nothing owed waits while the engine sleeps
+	st.reap()
+	st.drainAsync()
 	if err := t.recvQ.Arm(false); err != nil {
 		e.sleeping.Store(false)
-		t.mu.Unlock()
+		st.release()
 		t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
 		time.Sleep(10 * time.Millisecond)
 		return
 	}
 	rc := 0
-	if t.ml != nil {
-		if err := t.ml.cq.Arm(false); err != nil {
+	if st.ml != nil {
+		if err := st.ml.cq.Arm(false); err != nil {
 			t.logLimited("arm", slog.LevelError, "arming the message CQ", "err", err)
 		}
-		if rc = t.pollRC(); rc > 0 {
-			t.handOut()
+		if rc = st.pollRC(); rc > 0 {
+			st.handOut()
 		}
 	}
 	if n, _ := t.ring.Poll(fn); n+rc > 0 { // arrived before the CQs were armed
 		e.sleeping.Store(false)
-		t.drainCmds()
-		t.rel.flushAcks(now(), ackDelay)
-		t.mu.Unlock()
+		st.drainCmds()
+		st.rel.flushAcks(now(), ackDelay)
+		st.release()
 		return
 	}
-	e.armed = deadline
+	st.armed = deadline
 	ms := -1
 	if deadline != 0 {
 		ms = max(0, int((deadline-now()+int64(time.Millisecond)-1)/int64(time.Millisecond)))
 	}
-	t.mu.Unlock()
+	st.release()
 	for i := range e.fds {
 		e.fds[i].Revents = 0
 	}
@@ -307,20 +294,20 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		t.ackEvents(t.recvQ)
 	}
 	if e.fds[3].Revents != 0 {
-		t.mu.Lock()
-		if t.ml != nil {
-			t.ackEvents(t.ml.cq)
+		st := t.acquire()
+		if st.ml != nil {
+			t.ackEvents(st.ml.cq)
 		}
-		t.mu.Unlock()
+		st.release()
 	}
 	if e.fds[2].Revents != 0 {
 		var b [8]byte
 		unix.Read(e.efd, b[:])
 	}
 	if e.fds[1].Revents != 0 {
-		t.mu.Lock()
-		t.drainAsync()
-		t.mu.Unlock()
+		st := t.acquire()
+		st.drainAsync()
+		st.release()
 	}
 }
 

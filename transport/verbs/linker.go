@@ -64,7 +64,7 @@ func (t *Transport) offload(job func()) {
 }
 
 // freePassive closes observer ends on the link worker, logging what fails
-// (engine: they are already out of t.passive).
+// (they are already out of the state's passive list).
 func (t *Transport) freePassive(ps ...*passiveQP) {
 	if len(ps) == 0 {
 		return
@@ -79,7 +79,7 @@ func (t *Transport) freePassive(ps ...*passiveQP) {
 }
 
 // freePending closes an abandoned link attempt's QP and CQ on the link
-// worker, logging what fails (engine: p is already out of t.pending).
+// worker, logging what fails (p is already out of the state's pending map).
 func (t *Transport) freePending(p *pendingLink) {
 	t.offload(func() {
 		if err := p.close(); err != nil {
@@ -92,7 +92,7 @@ func (t *Transport) freePending(p *pendingLink) {
 // holder of t.mu without waiting, waking the engine if it sleeps. If
 // Close finds fn still queued, drop runs instead, to free what fn would
 // have kept.
-func (t *Transport) toEngine(fn, drop func()) {
+func (t *Transport) toEngine(fn func(*state), drop func()) {
 	t.todo.put(cmd{op: opDo, fn: fn, drop: drop}, false)
 	t.eng.nudge()
 }

@@ -195,7 +195,7 @@ func TestEmitterNeverWaitsForEngine(t *testing.T) {
 	ts, _ := cluster(t, 2)
 	e, o := ts[0], ts[1]
 	held := make(chan struct{})
-	go e.do(func() { close(held); time.Sleep(engineHold) })
+	go e.do(func(st *state) { close(held); time.Sleep(engineHold) })
 	<-held
 	t0 := time.Now()
 	if err := e.SendHeartbeat(1, 7); err != nil {

@@ -48,8 +48,8 @@ type cmd struct {
 	op  cmdOp
 	to  ranks.Rank
 	seq uint64
-	msg []byte // opSend: the list's own copy
-	fn  func() // opDo
+	msg []byte       // opSend: the list's own copy
+	fn  func(*state) // opDo: run with t.mu held
 	// drop, if set, runs instead of fn when the engine has stopped
 	// (Close), to free what fn would have kept.
 	drop func()
