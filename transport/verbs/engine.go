@@ -34,8 +34,8 @@ import (
 // event descriptor and an eventfd that a sender writes only when the
 // engine sleeps. The sleep has a timeout only while a retransmission is
 // pending: an idle engine never wakes up. Received messages go to the
-// handler from the engine itself, with t.mu released (handOut): a reply
-// the handler sends is posted by its Send.
+// handler from the engine's loop, between polls, with t.mu released
+// (handOut): a reply the handler sends is posted by its Send.
 type engine struct {
 	efd      int         // eventfd: wakes the sleeping engine
 	sleeping atomic.Bool // the engine is (about to be) in poll(2)
@@ -120,8 +120,8 @@ func (st *state) pollFor(tn int64) {
 }
 
 // run is the engine's loop (see engine). It holds t.mu while it works on
-// the state and releases it while it yields or sleeps, when a Send may
-// take it to post at once.
+// the state and releases it while it yields, sleeps or runs the handler,
+// when a Send may take it to post at once.
 func (t *Transport) run() {
 	defer t.wg.Done()
 	rx := wire.NewCodec(t.datagramParams())
@@ -130,7 +130,11 @@ func (t *Transport) run() {
 	lastAsync := now()
 	for !t.closed.Load() {
 		st := t.acquire()
-		st.progress(fn, &deadline)
+		n := st.poll(fn)
+		if len(st.ready) > 0 {
+			st = t.handOut(st)
+		}
+		st.progress(n, &deadline)
 		tn := now()
 		if st.traffic {
 			st.traffic = false
@@ -152,26 +156,52 @@ func (t *Transport) run() {
 	}
 }
 
-// progress polls the message links' CQ and the receive ring once, hands
-// out what they completed, runs the commands the replies put on the
-// to-do list, flushes the acks owed for ackDelay and moves the
-// retransmission deadline (the engine, after acquire ran the to-do list).
-func (st *state) progress(fn func(*ibv.WC, []byte), deadline *int64) {
+// poll polls the message links' CQ, then the receive ring, once: the
+// messages they complete go to ready. It returns the number of
+// completions.
+func (st *state) poll(fn func(*ibv.WC, []byte)) int {
 	rc := 0
 	if st.ml != nil { // before the datagrams: see msgLinks on ordering
-		if rc = st.pollRC(); rc > 0 {
-			st.handOut()
-		}
+		rc = st.pollRC()
 	}
 	n, err := st.ring.Poll(fn)
 	if err != nil {
 		st.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 		n = 0
 	}
-	n += rc
-	if len(st.ready) > 0 { // polled by a Send that evicted a link
-		st.handOut()
+	return n + rc
+}
+
+// handOut runs the handler on the messages ready, in order, one at a
+// time, with t.mu released: a reply the handler sends is posted at once
+// by its Send (as any Send that finds t.mu free), and a handler that
+// blocks does not hold up other senders. Only the engine's loop calls it,
+// between polls, with st; it returns st again once it has taken the lock
+// back (acquire: what the handler left on the to-do list runs then) and
+// nothing more is ready (messages made ready meanwhile, by a Send that
+// evicted a link, follow in a next round).
+func (t *Transport) handOut(st *state) *state {
+	for len(st.ready) > 0 {
+		batch := st.ready
+		st.ready = st.spare[:0]
+		st.release()
+		for i, d := range batch {
+			t.msgsRecv.Add(1)
+			t.bytesRecv.Add(uint64(len(d.msg)))
+			t.handler(d.from, d.msg)
+			batch[i] = delivery{}
+		}
+		st = t.acquire()
+		st.spare = batch[:0]
 	}
+	return st
+}
+
+// progress follows a poll that found n completions and the hand-out of
+// its messages: it posts what the message links held, runs the commands
+// the replies put on the to-do list, flushes the acks owed for ackDelay
+// and moves the retransmission deadline.
+func (st *state) progress(n int, deadline *int64) {
 	if st.ml != nil && st.ml.held {
 		st.pumpHeld()
 	}
@@ -257,16 +287,14 @@ func (t *Transport) sleep(st *state, fn func(*ibv.WC, []byte), deadline int64) {
 		time.Sleep(10 * time.Millisecond)
 		return
 	}
-	rc := 0
 	if st.ml != nil {
 		if err := st.ml.cq.Arm(false); err != nil {
 			t.logLimited("arm", slog.LevelError, "arming the message CQ", "err", err)
 		}
-		if rc = st.pollRC(); rc > 0 {
-			st.handOut()
-		}
 	}
-	if n, _ := t.ring.Poll(fn); n+rc > 0 { // arrived before the CQs were armed
+	// Arrived before the CQs were armed, or made ready by a command since
+	// the hand-out: handed out at the loop's top instead.
+	if st.poll(fn) > 0 || len(st.ready) > 0 {
 		e.sleeping.Store(false)
 		st.drainCmds()
 		st.rel.flushAcks(now(), ackDelay)

@@ -663,12 +663,12 @@ func (st *state) reap() {
 }
 
 // onPacket handles one received DATA or ACK packet (frag is only
-// valid during the call: the layer copies what it keeps) and hands the
-// messages it completes to the handler.
+// valid during the call: the layer copies what it keeps); the messages
+// it completes go to ready, for the engine's handOut.
 func (st *state) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
 	if st.ml != nil {
 		// A message confirmed over RC is in the message CQ before any
-		// datagram sent after it: deliver it first (see msgLinks).
+		// datagram sent after it: it goes to ready first (see msgLinks).
 		st.pollRC()
 	}
 	n := now()
@@ -677,34 +677,6 @@ func (st *state) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
 		st.rel.onAck(from, h.seq, n)
 	} else {
 		st.rel.onData(from, h, frag, n)
-	}
-	st.handOut()
-}
-
-// handOut runs the handler on the messages ready .
-// It releases t.mu while the handler runs, so that a reply the handler
-// sends is posted at once by its Send (as any Send that finds t.mu free)
-// instead of queued for the engine, and a handler that blocks does not
-// hold up other senders. Only the engine calls handOut, so the handler
-// still sees one message at a time, in order; messages made ready
-// meanwhile (a Send that evicted a link polled them) follow in a next
-// round.
-func (st *state) handOut() {
-	for len(st.ready) > 0 {
-		// Not asleep (handOut in sleep is followed by its return): a
-		// Send meanwhile need not wake it.
-		st.eng.sleeping.Store(false)
-		batch := st.ready
-		st.ready = st.spare[:0]
-		st.mu.Unlock()
-		for i, d := range batch {
-			st.msgsRecv.Add(1)
-			st.bytesRecv.Add(uint64(len(d.msg)))
-			st.handler(d.from, d.msg)
-			batch[i] = delivery{}
-		}
-		st.mu.Lock()
-		st.spare = batch[:0]
 	}
 }
 
