@@ -198,10 +198,14 @@ func (t *Transport) handOut(st *state) *state {
 }
 
 // progress follows a poll that found n completions and the hand-out of
-// its messages: it posts what the message links held, runs the commands
+// its messages: it gives the link worker the jobs deferred for want of
+// room (offload), posts what the message links held, runs the commands
 // the replies put on the to-do list, flushes the acks owed for ackDelay
 // and moves the retransmission deadline.
 func (st *state) progress(n int, deadline *int64) {
+	if len(st.deferred) > 0 {
+		st.flushDeferred()
+	}
 	if st.ml != nil && st.ml.held {
 		st.pumpHeld()
 	}
@@ -305,6 +309,9 @@ func (t *Transport) sleep(st *state, fn func(*ibv.WC, []byte), deadline int64) {
 	ms := -1
 	if deadline != 0 {
 		ms = max(0, int((deadline-now()+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+	}
+	if len(st.deferred) > 0 && (ms < 0 || ms > 1) {
+		ms = 1 // the link worker's queue was full: try again soon
 	}
 	st.release()
 	for i := range e.fds {

@@ -288,7 +288,7 @@ func (st *state) connect(to ranks.Rank) {
 	p := &pendingLink{count: &st.rcQPs}
 	st.pending[to] = p // qp nil until the link worker has created it
 	t := st.Transport  // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		qp, cq, err := t.createActive()
 		t.toEngine(func(st *state) { st.sendConnReq(to, p, qp, cq, err) }, func() {
 			p.qp, p.cq = qp, cq
@@ -405,7 +405,7 @@ func (st *state) accept(from ranks.Rank, ep ibv.Endpoint) {
 	}
 	st.accepting[from] = ep.QPN
 	t := st.Transport // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		pq, err := t.createPassive(from, ep)
 		t.toEngine(func(st *state) { st.installPassive(from, ep.QPN, pq, err) }, func() {
 			if pq != nil {
@@ -519,7 +519,7 @@ func (st *state) established(from ranks.Rank, c control) {
 	}
 	inc := st.peers[from].Inc
 	t := st.Transport // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		l, err := t.connectLink(from, p, c.ep, remote)
 		if err != nil {
 			p.close()

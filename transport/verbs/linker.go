@@ -15,13 +15,12 @@ import (
 // (an emitter whose observer died connects to a new one), message links
 // during ordinary traffic (a frequent partner asks for one).
 //
-// The engine keeps the handshakes' state (pending, passive, accepting, the
-// message links' pool) and the control messages; it hands the object work
-// to the linker (offload),
-// which runs jobs one at a time, in order, and hands the results back to
-// the engine (toEngine) on the lock's to-do list, where they do not count
-// against its bound, so that the worker never waits for the engine while
-// the engine may wait for the worker's queue.
+// The state (t.mu's) keeps the handshakes (pending, passive, accepting,
+// the message links' pool) and the control messages; its holder hands the
+// object work to the linker (offload, which defers a job the full queue
+// cannot take), which runs jobs one at a time, in order, and hands the
+// results back (toEngine) on the lock's to-do list, where they do not
+// count against its bound: neither ever waits for the other.
 type linker struct {
 	jobs chan func()
 	// slowSetup, set by tests before Start, delays every job that sets up
@@ -47,29 +46,46 @@ func (t *Transport) runLinker() {
 	}
 }
 
-// offload runs job on the link worker. If its queue is full the caller
-// waits for room, so that a set-up never runs on the engine; once Close
-// has begun, a job that does not fit runs at once (it can only free
-// objects: set-ups see the transport closed).
-func (t *Transport) offload(job func()) {
-	select {
-	case t.lk.jobs <- job:
-	case <-t.quit:
+// offload hands job to the link worker without waiting: if the worker's
+// queue is full, the job waits in st.deferred, behind those already
+// there, until the engine moves it to the queue (flushDeferred: every
+// pass, and within a millisecond while it sleeps), and Close runs what is
+// left. So no holder of t.mu ever waits for the
+// worker, and a set-up never runs on the engine.
+func (st *state) offload(job func()) {
+	if len(st.deferred) == 0 {
 		select {
-		case t.lk.jobs <- job:
+		case st.lk.jobs <- job:
+			return
 		default:
-			job()
+		}
+	}
+	st.deferred = append(st.deferred, job)
+	st.deferredNew = true
+}
+
+// flushDeferred moves the deferred jobs to the link worker's queue, in
+// order, as far as it has room (the engine, every pass).
+func (st *state) flushDeferred() {
+	for len(st.deferred) > 0 {
+		select {
+		case st.lk.jobs <- st.deferred[0]:
+			st.deferred[0] = nil
+			st.deferred = st.deferred[1:]
+		default:
+			return
 		}
 	}
 }
 
 // freePassive closes observer ends on the link worker, logging what fails
 // (they are already out of the state's passive list).
-func (t *Transport) freePassive(ps ...*passiveQP) {
+func (st *state) freePassive(ps ...*passiveQP) {
 	if len(ps) == 0 {
 		return
 	}
-	t.offload(func() {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		for _, p := range ps {
 			if err := t.closePassive(p); err != nil {
 				t.logLimited("passive", slog.LevelWarn, "closing an observer end of a heartbeat link", "emitter", p.emitter, "err", err)
@@ -80,8 +96,9 @@ func (t *Transport) freePassive(ps ...*passiveQP) {
 
 // freePending closes an abandoned link attempt's QP and CQ on the link
 // worker, logging what fails (p is already out of the state's pending map).
-func (t *Transport) freePending(p *pendingLink) {
-	t.offload(func() {
+func (st *state) freePending(p *pendingLink) {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		if err := p.close(); err != nil {
 			t.logLimited("pending", slog.LevelWarn, "closing an abandoned heartbeat link attempt", "err", err)
 		}
@@ -104,15 +121,20 @@ func (t *Transport) setupDelay() {
 	}
 }
 
-// drainLinker runs the jobs left in the linker's queue once its goroutine
-// has stopped (Close): jobs that free objects must run; jobs that would
-// set a link up see the transport closed and do nothing.
-func (t *Transport) drainLinker() {
+// drainLinker runs the jobs left in the linker's queue, then the deferred
+// ones, once its goroutine has stopped (Close): jobs that free objects
+// must run; jobs that would set a link up see the transport closed and do
+// nothing.
+func (st *state) drainLinker() {
 	for {
 		select {
-		case job := <-t.lk.jobs:
+		case job := <-st.lk.jobs:
 			job()
 		default:
+			for _, job := range st.deferred {
+				job()
+			}
+			st.deferred = nil
 			return
 		}
 	}

@@ -153,7 +153,7 @@ func (st *state) startMsgLinks() bool {
 	}
 	st.mlMaking = true
 	t := st.Transport // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		if t.closed.Load() {
 			t.toEngine(func(st *state) { st.msgLinksMade(nil, transport.ErrClosed) }, func() {})
 			return
@@ -189,7 +189,7 @@ func (st *state) msgLinksMade(ml *msgLinks, err error) {
 		st.installMsgLinks(ml)
 	} else { // made on the engine meanwhile (initMsgLinks)
 		t := st.Transport // the link worker's job runs without t.mu
-		t.offload(func() {
+		st.offload(func() {
 			if err := t.closeMsgLinks(ml); err != nil {
 				t.logLimited("rcinit", slog.LevelWarn, "freeing a second message link pool", "err", err)
 			}
@@ -311,11 +311,12 @@ func (t *Transport) closeMsgQP(qp *ibv.QP) error {
 
 // freeMsgQP destroys a message QP on the link worker, logging what fails
 // (nothing refers to it any more).
-func (t *Transport) freeMsgQP(qp *ibv.QP) {
+func (st *state) freeMsgQP(qp *ibv.QP) {
 	if qp == nil {
 		return
 	}
-	t.offload(func() {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		if err := t.closeMsgQP(qp); err != nil {
 			t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "err", err)
 		}
@@ -688,7 +689,7 @@ func (st *state) dropLink(l *msgLink) {
 		return
 	}
 	t := st.Transport // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		if err := t.closeMsgQP(qp); err != nil {
 			t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "peer", l.peer, "err", err)
 		}
@@ -746,7 +747,7 @@ func (st *state) rcWant(to ranks.Rank, now int64, evict bool) {
 	l := st.newLink(to, false, 0)
 	l.room = !evict
 	t := st.Transport // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		qp, err := t.createMsgQP(ml, nil)
 		t.toEngine(func(st *state) { st.sendMsgReq(l, qp, err) }, func() { t.closeMsgQP(qp) })
 	})
@@ -884,7 +885,7 @@ func (st *state) onMsgReq(from ranks.Rank, ep ibv.Endpoint, room bool) {
 	// answers MSGACK.
 	l := st.newLink(from, true, ep.QPN)
 	t := st.Transport // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		qp, err := t.createMsgQP(ml, &ep)
 		t.toEngine(func(st *state) { st.msgAccepted(l, qp, err) }, func() { t.closeMsgQP(qp) })
 	})
@@ -945,7 +946,7 @@ func (st *state) onMsgAck(from ranks.Rank, c control) {
 	qp := l.qp
 	l.qp, l.remote = nil, c.ep.QPN // the worker's until connected
 	t := st.Transport              // the link worker's job runs without t.mu
-	t.offload(func() {
+	st.offload(func() {
 		err := t.connectMsgQP(qp, c.ep)
 		t.toEngine(func(st *state) { st.msgConnected(l, qp, err) }, func() { t.closeMsgQP(qp) })
 	})

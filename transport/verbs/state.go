@@ -31,8 +31,14 @@ type state struct {
 	// kick: the holder sent a message the sleeping engine must see
 	// (release wakes it: Send).
 	kick bool
+	// deferredNew: the holder deferred a job for the link worker
+	// (offload): release wakes the sleeping engine to move it.
+	deferredNew bool
 
-	cmdBuf   []cmd // the to-do list's other storage, while drainCmds runs it
+	cmdBuf []cmd // the to-do list's other storage, while drainCmds runs it
+	// deferred are the link worker's jobs that found its queue full, in
+	// order (offload).
+	deferred []func()
 	free     []int // free UD send buffers (of sendMR)
 	dests    []*ibv.UDDest
 	oldAHs   []*ibv.AH // address handles of restarted ranks' previous addresses (freed by Close)
@@ -97,14 +103,17 @@ func (t *Transport) tryAcquire() (*state, bool) {
 // the holder sent needs it (kick): to time its retransmission when the
 // engine would wake up later than the message's first timeout, to poll
 // for the reply, or to hand out messages that evicting a message link
-// polled (rcRoom).
+// polled (rcRoom); or if the holder deferred a job for the link worker
+// (deferredNew), which the engine moves to the worker's queue.
 func (st *state) release() {
 	e := &st.eng
-	wake := false
+	wake := st.deferredNew
+	st.deferredNew = false
 	if st.kick {
 		st.kick = false
-		wake = e.sleeping.Load() && (st.armed == 0 || st.armed > now()+st.rel.cfg.rto0 || len(st.ready) > 0)
+		wake = wake || st.armed == 0 || st.armed > now()+st.rel.cfg.rto0 || len(st.ready) > 0
 	}
+	wake = wake && e.sleeping.Load()
 	st.mu.Unlock()
 	if wake {
 		e.wake()

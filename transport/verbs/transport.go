@@ -931,7 +931,7 @@ func (t *Transport) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := &t.locked // not through acquire: the to-do list is dropped, not run
-	t.drainLinker()
+	st.drainLinker()
 	t.dropCmds()
 	var errs []error
 	add := func(err error) {
