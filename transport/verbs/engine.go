@@ -12,30 +12,34 @@ import (
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
-// engine is the transport's progress engine. The state it runs (the UD
-// QP, its CQs, the receive ring, the send buffers, the address handles,
-// the reliability layer with its timers, the message links and the RC
-// handshakes) is t.mu's (state.go): the methods of *state run with t.mu
-// held, on the engine's goroutine or on a Send that took the lock. The
-// engine is the usual holder; Send and the emitter's UD
-// heartbeats never wait for it: when t.mu is free (TryLock: the engine
-// yields or sleeps) they post themselves, and otherwise they leave the
-// work on the lock's to-do list (todo.go) for the next holder, which
-// runs it before its own work (drainCmds); link requests and the link
-// worker's results always go that way. Only the engine polls the receive
-// ring, sleeps and calls the handler. docs/verbs-engine.md maps who
-// touches what.
-//
-// After traffic (a message sent or received; heartbeat datagrams do not
-// count) the engine busy-polls its receive ring and the to-do list until
-// pollUntil, yielding to the other goroutines between polls; then it
-// arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps
-// in poll(2) on their completion channels, the device's asynchronous
-// event descriptor and an eventfd that a sender writes only when the
-// engine sleeps. The sleep has a timeout only while a retransmission is
-// pending: an idle engine never wakes up. Received messages go to the
-// handler from the engine's loop, between polls, with t.mu released
-// (handOut): a reply the handler sends is posted by its Send.
+// The model: one lock, t.mu, owns the state the transport runs (the UD
+// QP's posts and send buffers, the address handles, the reliability layer
+// and its timers, the message links, the RC handshakes), and a *state
+// (state.go) is had only by holding it, so every method of *state runs
+// under it. Nobody waits for the lock but its usual holder, the engine:
+// a Send or a UD heartbeat that finds it free posts itself (tryAcquire),
+// and otherwise its work, like every link request, SetPeers and the link
+// worker's results, goes on the lock's to-do list (todo.go), which each
+// holder runs before its own work. Only the engine polls the completion
+// queues, hands messages to the handler (with the lock released, from its
+// loop's top: handOut) and sleeps; it sets sleeping before it looks at
+// the to-do list's length, and whoever puts work there stores the length
+// before it reads sleeping and writes the eventfd if it is set, so no
+// work is left asleep. Off the lock, the link worker (linker.go) makes and
+// frees the links' verbs objects, handed to it without waiting (offload),
+// and the emitter writes RC heartbeats over links the engine publishes
+// through an atomic pointer (hblink.go). docs/verbs-engine.md has the map.
+
+// engine is the transport's progress engine, t.run. After traffic (a
+// message sent or received; heartbeat datagrams do not count) it
+// busy-polls its completion queues and the to-do list until pollUntil,
+// yielding to the other goroutines between polls; then it arms the
+// receive CQ (and the message links' CQ, rcmsg.go) and sleeps in poll(2)
+// on their completion channels, the device's asynchronous event
+// descriptor and an eventfd that a sender writes only when the engine
+// sleeps. The sleep has a timeout only while a retransmission is pending
+// (or a job waits for the link worker's queue): an idle engine never
+// wakes up.
 type engine struct {
 	efd      int         // eventfd: wakes the sleeping engine
 	sleeping atomic.Bool // the engine is (about to be) in poll(2)

@@ -9,9 +9,10 @@ import (
 // state is what t.mu guards: the UD QP's posts and send buffers, the
 // address handles, the reliability layer with its timers, the message
 // links, the RC handshakes and the engine's polling window. A *state is
-// had only from acquire or tryAcquire, so every method of *state runs
-// with t.mu held, on whichever goroutine holds it (the engine, a Send,
-// the emitter's UD heartbeat, or Close once the engine has stopped).
+// had only from acquire or tryAcquire (and by Open before any goroutine
+// runs, and Close, which locks t.mu itself to drop the to-do list), so
+// every method of *state runs with t.mu held, on whichever goroutine
+// holds it (the engine, a Send, the emitter's UD heartbeat, Close).
 // The Transport's own fields (the verbs objects made by Open, the
 // counters, the heartbeat links' hand-over) are reached through the
 // embedded pointer.
