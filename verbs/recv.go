@@ -10,8 +10,6 @@ import "C"
 
 import (
 	"fmt"
-	"sync/atomic"
-	"time"
 	"unsafe"
 )
 
@@ -93,19 +91,6 @@ func (r *RecvRing) Poll(fn func(wc *WC, msg []byte)) (int, error) {
 		return 0, ErrClosed
 	}
 	n, err := C.vv_ring_poll(r.st)
-	return r.deliver(fn, n, err)
-}
-
-// PollSpin is Poll that keeps polling, inside one C call, until a
-// completion comes, *stop becomes non-zero or spin has passed (then it
-// returns 0). While it spins in C the Go runtime counts the goroutine as
-// in a system call, and hands its scheduler slot (P) to goroutines that
-// need one.
-func (r *RecvRing) PollSpin(fn func(wc *WC, msg []byte), spin time.Duration, stop *atomic.Uint32) (int, error) {
-	if r.st == nil {
-		return 0, ErrClosed
-	}
-	n, err := C.vv_ring_poll_spin(r.st, C.uint64_t(max(spin, 0)), (*C.uint32_t)(unsafe.Pointer(stop)))
 	return r.deliver(fn, n, err)
 }
 

@@ -787,23 +787,3 @@ int vv_bind_mw(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mw *mw, struct i
 	}
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int vv_ring_poll_spin(struct vv_ring *r, uint64_t ns, const uint32_t *stop)
-{
-	uint64_t end = mono_ns() + ns;
-	for (unsigned i = 1;; i++) {
-		int n = vv_ring_poll(r);
-		if (n != 0)
-			return n;
-		if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE))
-			return 0;
-		if ((i & 7) == 0 && mono_ns() >= end)
-			return 0;
-	}
-}

@@ -208,9 +208,6 @@ void vv_ring_free(struct vv_ring *r);
 // one of them is an error that left it in the error state. Returns n >= 0,
 // VV_EPOLL, VV_ERECOVER, or VV_EREPOST-errno when reposting failed.
 int vv_ring_poll(struct vv_ring *r);
-// vv_ring_poll_spin calls vv_ring_poll until it returns non-zero, *stop
-// becomes non-zero or ns nanoseconds have passed (then it returns 0).
-int vv_ring_poll_spin(struct vv_ring *r, uint64_t ns, const uint32_t *stop);
 // vv_ring_recover moves the ring's UD QP to RESET, drops the completions
 // left on the ring's CQ, moves the QP back to RTS and posts every buffer
 // not awaiting its repost. Returns 0 or an errno (r->recover_op names the

@@ -16,18 +16,18 @@ import (
 const asyncEvery = 50 * time.Millisecond
 
 // drainAsync reads every pending asynchronous event of the device without
-// waiting and acts on it (engine).
-func (t *Transport) drainAsync() {
+// waiting and acts on it.
+func (st *state) drainAsync() {
 	for {
-		ev, ok, err := t.ctx.AsyncEvent(0)
+		ev, ok, err := st.ctx.AsyncEvent(0)
 		if err != nil {
-			t.logLimited("async", slog.LevelError, "reading asynchronous events", "err", err)
+			st.logLimited("async", slog.LevelError, "reading asynchronous events", "err", err)
 			return
 		}
 		if !ok {
 			return
 		}
-		t.handleAsync(ev)
+		st.handleAsync(ev)
 	}
 }
 
@@ -47,46 +47,46 @@ func (t *Transport) drainAsync() {
 //     port is down nothing arrives, so an observer here may suspect its
 //     emitter after δ (the detector's perfection assumes a working local
 //     network, as seed 000 does).
-func (t *Transport) handleAsync(ev ibv.AsyncEvent) {
-	t.asyncEvents.Add(1)
+func (st *state) handleAsync(ev ibv.AsyncEvent) {
+	st.asyncEvents.Add(1)
 	switch ev.Type {
 	case ibv.EventQPFatal, ibv.EventQPReqErr, ibv.EventQPAccessErr:
-		if ev.QPNum == t.ud.Num() {
-			t.failStop("the UD QP entered an error state: messages cannot be carried", "event", ev.String())
+		if ev.QPNum == st.ud.Num() {
+			st.failStop("the UD QP entered an error state: messages cannot be carried", "event", ev.String())
 			return
 		}
-		for i := range t.links {
-			l := t.links[i].Load()
+		for i := range st.links {
+			l := st.links[i].Load()
 			if l == nil || l.qpn != ev.QPNum {
 				continue
 			}
 			if !l.broken.Swap(true) {
-				t.rcErrors.Add(1)
-				t.log.Info("heartbeat link QP error: back to UD, reconnecting (evidence only, no suspicion)",
+				st.rcErrors.Add(1)
+				st.log.Info("heartbeat link QP error: back to UD, reconnecting (evidence only, no suspicion)",
 					"observer", l.peer, "event", ev.String())
 			}
 			return
 		}
-		for i, p := range t.passive {
+		for i, p := range st.passive {
 			if p.qp.Num() == ev.QPNum {
-				t.passive = append(t.passive[:i], t.passive[i+1:]...)
-				t.freePassive(p)
-				t.log.Info("observer end of a heartbeat link failed: freed", "emitter", p.emitter, "event", ev.String())
+				st.passive = append(st.passive[:i], st.passive[i+1:]...)
+				st.freePassive(p)
+				st.log.Info("observer end of a heartbeat link failed: freed", "emitter", p.emitter, "event", ev.String())
 				break
 			}
 		}
 	case ibv.EventPortErr:
-		t.portErrors.Add(1)
-		t.log.Warn("RDMA port down: no heartbeat or message can arrive or leave until it is back", "event", ev.String())
+		st.portErrors.Add(1)
+		st.log.Warn("RDMA port down: no heartbeat or message can arrive or leave until it is back", "event", ev.String())
 	case ibv.EventPortActive:
-		t.log.Info("RDMA port active again", "event", ev.String())
+		st.log.Info("RDMA port active again", "event", ev.String())
 	case ibv.EventCQErr, ibv.EventDeviceFatal:
 		// The event does not say which CQ; none of ours can overrun (each
 		// is at least twice its queues' depth), so a CQ error is the
 		// device's or a bug, and the UD CQs may be the ones lost.
-		t.failStop("RDMA device or CQ error: this transport cannot work any more", "event", ev.String())
+		st.failStop("RDMA device or CQ error: this transport cannot work any more", "event", ev.String())
 	default:
-		t.log.Info("RDMA asynchronous event", "event", ev.String())
+		st.log.Info("RDMA asynchronous event", "event", ev.String())
 	}
 }
 

@@ -21,7 +21,7 @@ func TestAsyncQPErrorBreaksLink(t *testing.T) {
 	ts, _ := cluster(t, 2)
 	seq := linkUp(t, ts[0], 1)
 	l := ts[0].links[1].Load()
-	ts[0].do(func() { ts[0].handleAsync(ibv.AsyncEvent{Type: ibv.EventQPFatal, QPNum: l.qp.Num()}) })
+	ts[0].do(func(st *state) { st.handleAsync(ibv.AsyncEvent{Type: ibv.EventQPFatal, QPNum: l.qp.Num()}) })
 	st := ts[0].VerbsStats()
 	if st.RCErrors != 1 || st.AsyncEvents != 1 {
 		t.Fatalf("after a QP fatal event: %+v, want 1 RC error and 1 async event", st)

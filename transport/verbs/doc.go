@@ -23,7 +23,9 @@
 //
 // Threads: the emitter thread calls SendHeartbeat; one progress engine
 // goroutine per transport (engine.go) runs the UD QP, the completion
-// queues, the reliability layer and the handshakes, busy-polls for
+// queues, the reliability layer and the handshakes, a state owned by one
+// lock whose other holders never wait for it (engine.go states the
+// model), busy-polls for
 // Config.PollFor after traffic and then sleeps on the completion channels;
 // a link worker goroutine (linker.go) creates and destroys the links' verbs
 // objects so that no message waits for a QP to be set up. The engine also

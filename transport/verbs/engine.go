@@ -9,88 +9,46 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/internal/wire"
-	"github.com/vigil-hpc/vigil/ranks"
 	ibv "github.com/vigil-hpc/vigil/verbs"
 )
 
-// engine is the transport's progress engine. The state it runs (the UD
-// QP, its CQs, the receive ring, the send buffers, the address handles,
-// the reliability layer with its timers, the message links and the RC
-// handshakes) belongs to whoever holds t.mu: functions marked "(engine)"
-// run with t.mu held, on the engine's goroutine or on a Send that took
-// the lock. The engine is the usual holder; Send and the emitter's UD
-// heartbeats never wait for it: when t.mu is free (TryLock: the engine
-// yields, spins or sleeps) they post themselves, and otherwise they leave
-// the work in cmds for the next holder, which runs cmds before its own
-// work (drainCmds); link requests and the link worker's results always go
-// that way. Only the engine polls the receive ring, sleeps and calls the
-// handler. docs/verbs-engine.md maps who touches what.
-//
-// After traffic (a message sent or received; heartbeat datagrams do not
-// count) the engine busy-polls its receive ring and cmds until pollUntil,
-// yielding to the other goroutines between polls (with
-// Config.LockThread: on its own locked OS thread, spinning in C); then it
-// arms the receive CQ (and the message links' CQ, rcmsg.go) and sleeps in
-// poll(2) on their completion channels, the device's asynchronous event
+// The model: one lock, t.mu, owns the state the transport runs (the UD
+// QP's posts and send buffers, the address handles, the reliability layer
+// and its timers, the message links, the RC handshakes), and a *state
+// (state.go) is had only by holding it, so every method of *state runs
+// under it. Nobody waits for the lock but its usual holder, the engine:
+// a Send or a UD heartbeat that finds it free posts itself (tryAcquire),
+// and otherwise its work, like every link request, SetPeers and the link
+// worker's results, goes on the lock's to-do list (todo.go), which each
+// holder runs before its own work. Only the engine polls the completion
+// queues, hands messages to the handler (with the lock released, from its
+// loop's top: handOut) and sleeps; it sets sleeping before it looks at
+// the to-do list's length, and whoever puts work there stores the length
+// before it reads sleeping and writes the eventfd if it is set, so no
+// work is left asleep. Off the lock, the link worker (linker.go) makes and
+// frees the links' verbs objects, handed to it without waiting (offload),
+// and the emitter writes RC heartbeats over links the engine publishes
+// through an atomic pointer (hblink.go). docs/verbs-engine.md has the map.
+
+// engine is the transport's progress engine, t.run. After traffic (a
+// message sent or received; heartbeat datagrams do not count) it
+// busy-polls its completion queues and the to-do list until pollUntil,
+// yielding to the other goroutines between polls; then it arms the
+// receive CQ (and the message links' CQ, rcmsg.go) and sleeps in poll(2)
+// on their completion channels, the device's asynchronous event
 // descriptor and an eventfd that a sender writes only when the engine
-// sleeps. The sleep has a timeout
-// only while a retransmission is pending: an idle engine never wakes up.
-// Received messages go to the handler from the engine itself, with t.mu
-// released (handOut): a reply the handler sends is posted by its Send.
+// sleeps. The sleep has a timeout only while a retransmission is pending
+// (or a job waits for the link worker's queue): an idle engine never
+// wakes up.
 type engine struct {
-	cmds     chan cmd
 	efd      int         // eventfd: wakes the sleeping engine
 	sleeping atomic.Bool // the engine is (about to be) in poll(2)
-	// queued is set by nudge when work was queued for the engine (cmds,
-	// the link worker's results, Close): it ends the engine's busy-poll in
-	// C (ibv.RecvRing.PollSpin), which does not see cmds, and stops it from
-	// going to sleep over that work.
-	queued  atomic.Uint32
-	wakeups atomic.Uint64
-	one     [8]byte        // the eventfd increment (1, little-endian)
-	fds     [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
-	// traffic is set (under t.mu) when a message was sent or received:
-	// the engine then polls on for PollFor.
-	traffic bool
-	// delivered is set (under t.mu) when a message went to the handler.
-	delivered bool
-	// pollUntil is when the engine stops busy-polling (ns), under t.mu:
-	// PollFor after traffic, and after a Send that posted itself (for
-	// the reply).
-	pollUntil int64
-	// armed is the retransmission deadline the sleeping engine will wake
-	// up for (ns; 0: none), under t.mu.
-	armed int64
+	wakeups  atomic.Uint64
+	one      [8]byte        // the eventfd increment (1, little-endian)
+	fds      [4]unix.PollFd // the UD receive CQ's channel, async events, efd, the message CQ's channel (-1: none yet)
 }
 
-// engineQueue is the capacity of the engine's command queue. A Send that
-// finds it full fails (counted in MsgsDropped), as one to a full peer
-// queue does.
-const engineQueue = 4096
-
-// cmdOp is what a command asks of the engine.
-type cmdOp uint8
-
-const (
-	opSend      cmdOp = iota // send msg to rank to over the reliable channel
-	opHeartbeat              // send heartbeat seq to rank to as a datagram
-	opConnect                // start an RC heartbeat link to observer to
-	opDo                     // run fn on the engine
-)
-
-// cmd is one piece of work handed to the engine.
-type cmd struct {
-	op  cmdOp
-	to  ranks.Rank
-	seq uint64
-	msg []byte // opSend: the engine's own copy
-	fn  func() // opDo
-	// drop, if set, runs instead of fn when the engine has stopped
-	// (Close), to free what fn would have kept.
-	drop func()
-}
-
-// initEngine creates the engine's eventfd and queue (Open).
+// initEngine creates the engine's eventfd (Open).
 func (t *Transport) initEngine() error {
 	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
@@ -98,7 +56,6 @@ func (t *Transport) initEngine() error {
 	}
 	e := &t.eng
 	e.efd = fd
-	e.cmds = make(chan cmd, engineQueue)
 	e.one[0] = 1
 	e.fds = [4]unix.PollFd{
 		{Fd: int32(t.recvQ.ChannelFD()), Events: unix.POLLIN},
@@ -109,24 +66,22 @@ func (t *Transport) initEngine() error {
 	return nil
 }
 
-// submit hands c to the engine without waiting, waking it if it sleeps.
-// It returns false if the queue is full.
-func (e *engine) submit(c cmd) bool {
-	select {
-	case e.cmds <- c:
-	default:
+// submit leaves c on the to-do list for the next holder of t.mu without
+// waiting, waking the engine if it sleeps. It returns false if the list
+// is full.
+func (t *Transport) submit(c cmd) bool {
+	if !t.todo.put(c, true) {
 		return false
 	}
-	e.nudge()
+	t.eng.nudge()
 	return true
 }
 
-// nudge tells the engine that work was queued for it: it ends a busy-poll
-// in C and wakes the engine if it sleeps. Pairs with sleep, which sets
-// sleeping before it looks at queued: either that look finds queued set,
-// or nudge's load sees sleeping and wakes it.
+// nudge wakes the engine if it sleeps, after work was put on the to-do
+// list. Pairs with sleep, which sets sleeping before it looks at the
+// list's length: either that look finds the work, or nudge's load sees
+// sleeping and wakes it.
 func (e *engine) nudge() {
-	e.queued.Store(1)
 	if e.sleeping.Load() {
 		e.wake()
 	}
@@ -142,15 +97,15 @@ func (e *engine) wake() {
 // retransmission timeouts. An idle transport does not wake up.
 func (t *Transport) Wakeups() uint64 { return t.eng.wakeups.Load() }
 
-// do runs fn on the engine and waits for it: for code that must see or
-// change the engine's state (tests). It returns false, without running
-// fn, if the transport is closed or not started.
-func (t *Transport) do(fn func()) bool {
+// do runs fn with t.mu held, by the next holder, and waits for it: for
+// code that must see or change the engine's state (tests). It returns
+// false, without running fn, if the transport is closed or not started.
+func (t *Transport) do(fn func(*state)) bool {
 	if !t.started || t.closed.Load() {
 		return false
 	}
 	done := make(chan struct{})
-	for !t.eng.submit(cmd{op: opDo, fn: func() { fn(); close(done) }}) {
+	for !t.submit(cmd{op: opDo, fn: func(st *state) { fn(st); close(done) }}) {
 		time.Sleep(time.Millisecond)
 	}
 	select {
@@ -161,126 +116,119 @@ func (t *Transport) do(fn func()) bool {
 	}
 }
 
-// pollFor keeps the engine busy-polling for Config.PollFor from tn (t.mu
-// held).
-func (t *Transport) pollFor(tn int64) {
-	if t.cfg.PollFor > 0 {
-		t.eng.pollUntil = max(t.eng.pollUntil, tn+int64(t.cfg.PollFor))
+// pollFor keeps the engine busy-polling for Config.PollFor from tn.
+func (st *state) pollFor(tn int64) {
+	if st.cfg.PollFor > 0 {
+		st.pollUntil = max(st.pollUntil, tn+int64(st.cfg.PollFor))
 	}
 }
 
 // run is the engine's loop (see engine). It holds t.mu while it works on
-// the state and releases it while it yields, spins or sleeps, when a Send
-// may take it to post at once.
+// the state and releases it while it yields, sleeps or runs the handler,
+// when a Send may take it to post at once.
 func (t *Transport) run() {
-	locked := t.cfg.LockThread
-	if locked {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
 	defer t.wg.Done()
 	rx := wire.NewCodec(t.datagramParams())
-	fn := func(wc *ibv.WC, msg []byte) { t.onDatagram(rx, wc, msg) }
-	e := &t.eng
+	fn := func(wc *ibv.WC, msg []byte) { t.locked.onDatagram(rx, wc, msg) } // called by ring.Poll, t.mu held
 	var deadline int64
 	lastAsync := now()
 	for !t.closed.Load() {
-		t.mu.Lock()
-		n := t.progress(fn, &deadline)
-		tn := now()
-		if e.traffic {
-			e.traffic = false
-			t.pollFor(tn)
+		st := t.acquire()
+		n := st.poll(fn)
+		if len(st.ready) > 0 {
+			st = t.handOut(st)
 		}
-		if tn < e.pollUntil {
+		st.progress(n, &deadline)
+		tn := now()
+		if st.traffic {
+			st.traffic = false
+			st.pollFor(tn)
+		}
+		if tn < st.pollUntil {
 			if tn-lastAsync >= int64(asyncEvery) {
-				t.drainAsync()
+				st.drainAsync()
 				lastAsync = tn
 			}
-			links := t.ml != nil && len(t.ml.links) > 0
-			if locked && n == 0 && e.queued.Load() == 0 && !links {
-				// Spins in C, holding the state (a Send meanwhile queues
-				// its message and ends the spin through queued). Not
-				// with message links: the spin sees only the UD ring.
-				// Bounded by the acks owed and the next retransmission,
-				// which only progress sends.
-				end := min(e.pollUntil, tn+int64(asyncEvery))
-				if len(t.rel.owed) > 0 {
-					end = min(end, tn+ackDelay)
-				}
-				if deadline != 0 {
-					end = min(end, deadline)
-				}
-				spin := time.Duration(max(end-tn, 0))
-				if n, err := t.ring.PollSpin(fn, spin, &e.queued); err != nil {
-					t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
-				} else if n > 0 {
-					t.drainCmds()
-					t.rel.flushAcks(now(), ackDelay)
-				}
-			}
-			delivered := e.delivered
-			e.delivered = false
-			links = t.ml != nil && len(t.ml.links) > 0 // the spin may have set one up
-			t.mu.Unlock()
-			if !locked || delivered || links {
-				// Unlocked (or locked but polling in Go, with message
-				// links): poll again once other goroutines had their
-				// turn. Locked: the goroutine the handler woke waits in
-				// this thread's run queue, which a locked thread spinning
-				// in C does not serve: give it the scheduler slot now.
-				runtime.Gosched()
-			}
+			st.release()
+			// Poll again once other goroutines had their turn (a Send
+			// may take the state meanwhile).
+			runtime.Gosched()
 			continue
 		}
-		e.delivered = false
-		t.sleep(fn, deadline) // releases t.mu
+		t.sleep(st, fn, deadline) // releases t.mu
 		lastAsync = now()
 	}
 }
 
-// progress runs the commands, polls the receive ring once, flushes the
-// acks owed for ackDelay and moves the retransmission deadline (engine, t.mu held). It
-// returns the number of completions polled.
-func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
-	e := &t.eng
-	e.queued.Store(0)
-	t.drainCmds()
+// poll polls the message links' CQ, then the receive ring, once: the
+// messages they complete go to ready. It returns the number of
+// completions.
+func (st *state) poll(fn func(*ibv.WC, []byte)) int {
 	rc := 0
-	if t.ml != nil { // before the datagrams: see msgLinks on ordering
-		if rc = t.pollRC(); rc > 0 {
-			t.handOut()
-		}
+	if st.ml != nil { // before the datagrams: see msgLinks on ordering
+		rc = st.pollRC()
 	}
-	n, err := t.ring.Poll(fn)
+	n, err := st.ring.Poll(fn)
 	if err != nil {
-		t.logLimited("recv", slog.LevelError, "receive ring", "err", err)
+		st.logLimited("recv", slog.LevelError, "receive ring", "err", err)
 		n = 0
 	}
-	n += rc
-	if len(t.ready) > 0 { // polled by a Send that evicted a link
-		t.handOut()
+	return n + rc
+}
+
+// handOut runs the handler on the messages ready, in order, one at a
+// time, with t.mu released: a reply the handler sends is posted at once
+// by its Send (as any Send that finds t.mu free), and a handler that
+// blocks does not hold up other senders. Only the engine's loop calls it,
+// between polls, with st; it returns st again once it has taken the lock
+// back (acquire: what the handler left on the to-do list runs then) and
+// nothing more is ready (messages made ready meanwhile, by a Send that
+// evicted a link, follow in a next round).
+func (t *Transport) handOut(st *state) *state {
+	for len(st.ready) > 0 {
+		batch := st.ready
+		st.ready = st.spare[:0]
+		st.release()
+		for i, d := range batch {
+			t.msgsRecv.Add(1)
+			t.bytesRecv.Add(uint64(len(d.msg)))
+			t.handler(d.from, d.msg)
+			batch[i] = delivery{}
+		}
+		st = t.acquire()
+		st.spare = batch[:0]
 	}
-	if t.ml != nil && t.ml.held {
-		t.pumpHeld()
+	return st
+}
+
+// progress follows a poll that found n completions and the hand-out of
+// its messages: it gives the link worker the jobs deferred for want of
+// room (offload), posts what the message links held, runs the commands
+// the replies put on the to-do list, flushes the acks owed for ackDelay
+// and moves the retransmission deadline.
+func (st *state) progress(n int, deadline *int64) {
+	if len(st.deferred) > 0 {
+		st.flushDeferred()
+	}
+	if st.ml != nil && st.ml.held {
+		st.pumpHeld()
 	}
 	if n > 0 {
-		t.drainCmds() // replies the handler sent carry the acks
+		st.drainCmds() // replies the handler sent carry the acks
 	}
 	tn := now()
-	if len(t.rel.owed) > 0 {
-		t.rel.flushAcks(tn, ackDelay)
+	if len(st.rel.owed) > 0 {
+		st.rel.flushAcks(tn, ackDelay)
 	}
 	// Traffic (here or a Send's) may have sent or acked packets: the next
 	// retransmission deadline moves.
-	if e.traffic || t.rel.sent || (*deadline != 0 && tn >= *deadline) {
-		t.rel.sent = false
-		*deadline = t.rel.tick(tn)
+	if st.traffic || st.rel.sent || (*deadline != 0 && tn >= *deadline) {
+		st.rel.sent = false
+		*deadline = st.rel.tick(tn)
 	}
-	if t.unreaped >= reapEvery {
-		t.reap()
+	if st.unreaped >= reapEvery {
+		st.reap()
 	}
-	return n
 }
 
 // reapEvery is how many signalled UD sends the engine lets complete before
@@ -288,85 +236,88 @@ func (t *Transport) progress(fn func(*ibv.WC, []byte), deadline *int64) int {
 // runs out of send buffers).
 const reapEvery = 16
 
-// drainCmds executes the link worker's results and every queued
-// command.
-func (t *Transport) drainCmds() {
-	for _, c := range t.takeResults() {
-		t.exec(c)
-	}
+// drainCmds runs the to-do list, and what is put on it meanwhile, until
+// it is empty.
+func (st *state) drainCmds() {
 	for {
-		select {
-		case c := <-t.eng.cmds:
-			t.exec(c)
-		default:
+		cs := st.todo.take(st.cmdBuf)
+		st.cmdBuf = nil // a command that releases st.mu may let another holder drain
+		if len(cs) == 0 {
+			st.cmdBuf = cs
 			return
 		}
+		for i := range cs {
+			st.exec(cs[i])
+			cs[i] = cmd{}
+		}
+		st.cmdBuf = cs[:0]
 	}
 }
 
-// exec executes one command (engine).
-func (t *Transport) exec(c cmd) {
+// exec executes one command.
+func (st *state) exec(c cmd) {
 	switch c.op {
 	case opSend:
-		t.eng.traffic = true
-		if err := t.sendMsg(c.to, c.msg, true, now()); err != nil {
-			t.msgsDropped.Add(1)
-			t.logLimited("send", slog.LevelWarn, "message dropped", "to", c.to, "err", err)
+		st.traffic = true
+		if err := st.sendMsg(c.to, c.msg, true, now()); err != nil {
+			st.msgsDropped.Add(1)
+			st.logLimited("send", slog.LevelWarn, "message dropped", "to", c.to, "err", err)
 		}
 	case opHeartbeat:
-		t.sendHeartbeatDatagram(c.to, c.seq)
+		st.sendHeartbeatDatagram(c.to, c.seq)
 	case opConnect:
-		t.connect(c.to)
+		st.connect(c.to)
 	case opDo:
-		c.fn()
+		c.fn(st)
 	}
 }
 
 // sleep arms the receive CQ and waits in poll(2) until a completion
 // event, an asynchronous event, a sender's wake-up or the next
-// retransmission deadline (none: no timeout). Called with t.mu held; it
-// releases it.
-func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
+// retransmission deadline (none: no timeout). Called by the engine with
+// t.mu held (st); it releases it.
+func (t *Transport) sleep(st *state, fn func(*ibv.WC, []byte), deadline int64) {
 	e := &t.eng
 	e.sleeping.Store(true)
-	if e.queued.Load() != 0 { // a command or a worker's result came after progress: see nudge
+	if t.todo.len() != 0 { // work was put on the list after progress: see nudge
 		e.sleeping.Store(false)
-		t.drainCmds()
-		t.mu.Unlock()
+		st.drainCmds()
+		st.release()
 		return
 	}
-	t.rel.flushAcks(0, 0) // nothing owed waits while the engine sleeps
-	t.reap()
-	t.drainAsync()
+	st.rel.flushAcks(0, 0) // nothing owed waits while the engine sleeps
+	st.reap()
+	st.drainAsync()
 	if err := t.recvQ.Arm(false); err != nil {
 		e.sleeping.Store(false)
-		t.mu.Unlock()
+		st.release()
 		t.logLimited("arm", slog.LevelError, "arming the receive CQ", "err", err)
 		time.Sleep(10 * time.Millisecond)
 		return
 	}
-	rc := 0
-	if t.ml != nil {
-		if err := t.ml.cq.Arm(false); err != nil {
+	if st.ml != nil {
+		if err := st.ml.cq.Arm(false); err != nil {
 			t.logLimited("arm", slog.LevelError, "arming the message CQ", "err", err)
 		}
-		if rc = t.pollRC(); rc > 0 {
-			t.handOut()
-		}
 	}
-	if n, _ := t.ring.Poll(fn); n+rc > 0 { // arrived before the CQs were armed
+	// Arrived before the CQs were armed, or made ready by a command since
+	// the hand-out: handed out at the loop's top instead.
+	if st.poll(fn) > 0 || len(st.ready) > 0 {
 		e.sleeping.Store(false)
-		t.drainCmds()
-		t.rel.flushAcks(now(), ackDelay)
-		t.mu.Unlock()
+		st.drainCmds()
+		st.rel.flushAcks(now(), ackDelay)
+		st.release()
 		return
 	}
-	e.armed = deadline
+	st.armed = deadline
 	ms := -1
 	if deadline != 0 {
 		ms = max(0, int((deadline-now()+int64(time.Millisecond)-1)/int64(time.Millisecond)))
 	}
-	t.mu.Unlock()
+	if len(st.deferred) > 0 && (ms < 0 || ms > 1) {
+		ms = 1 // the link worker's queue was full: try again soon
+	}
+	st.release()
 	for i := range e.fds {
 		e.fds[i].Revents = 0
 	}
@@ -382,20 +333,20 @@ func (t *Transport) sleep(fn func(*ibv.WC, []byte), deadline int64) {
 		t.ackEvents(t.recvQ)
 	}
 	if e.fds[3].Revents != 0 {
-		t.mu.Lock()
-		if t.ml != nil {
-			t.ackEvents(t.ml.cq)
+		st := t.acquire()
+		if st.ml != nil {
+			t.ackEvents(st.ml.cq)
 		}
-		t.mu.Unlock()
+		st.release()
 	}
 	if e.fds[2].Revents != 0 {
 		var b [8]byte
 		unix.Read(e.efd, b[:])
 	}
 	if e.fds[1].Revents != 0 {
-		t.mu.Lock()
-		t.drainAsync()
-		t.mu.Unlock()
+		st := t.acquire()
+		st.drainAsync()
+		st.release()
 	}
 }
 

@@ -85,7 +85,7 @@ func TestFatalAsyncEventsStopHeartbeats(t *testing.T) {
 			e := ts[0]
 			seq := linkUp(t, e, 1)
 			ev := c.ev(e)
-			e.do(func() { e.handleAsync(ev) })
+			e.do(func(st *state) { st.handleAsync(ev) })
 			seq++
 			if err := e.SendHeartbeat(1, seq); err == nil {
 				t.Fatal("SendHeartbeat after a fatal event: nil error, want the heartbeats stopped (fail-stop)")
@@ -230,11 +230,11 @@ func TestObserverEndDroppedNoGap(t *testing.T) {
 	base := w.maxGap(t0.Add(100*time.Millisecond), time.Now())
 
 	dropped := false
-	o.do(func() {
-		for i, p := range o.passive {
+	o.do(func(st *state) {
+		for i, p := range st.passive {
 			if p.emitter == 0 {
-				o.passive = append(o.passive[:i], o.passive[i+1:]...)
-				if err := o.closePassive(p); err != nil {
+				st.passive = append(st.passive[:i], st.passive[i+1:]...)
+				if err := st.closePassive(p); err != nil {
 					t.Errorf("closing the observer's end: %v", err)
 				}
 				dropped = true
@@ -310,8 +310,8 @@ func TestRCWriteErrorSeenNextHeartbeat(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var err error = errors.New("no observer end for emitter 0")
-	o.do(func() {
-		for _, p := range o.passive {
+	o.do(func(st *state) {
+		for _, p := range st.passive {
 			if p.emitter == 0 && p.mw != nil {
 				err = p.mw.Close()
 				p.mw = nil

@@ -208,40 +208,42 @@ func (t *Transport) requestLink(to ranks.Rank) {
 		if s := t.connectSince[to].Load(); now()-s < int64(linkTimeout) || !t.connectSince[to].CompareAndSwap(s, now()) {
 			return
 		}
-		t.eng.submit(cmd{op: opConnect, to: to}) // connect abandons the stale attempt
+		t.submit(cmd{op: opConnect, to: to}) // connect abandons the stale attempt
 		return
 	}
 	t.connectSince[to].Store(now())
-	if !t.eng.submit(cmd{op: opConnect, to: to}) {
+	if !t.submit(cmd{op: opConnect, to: to}) {
 		t.connecting[to].Store(false)
 	}
 }
 
 // udHeartbeat sends seq as an authenticated heartbeat datagram
 // (sendHeartbeatDatagram). The emitter never waits, spins or creates an
-// address handle: it posts the datagram itself if the engine's state is
-// free (TryLock), nothing is queued for it and the observer's address
-// handle exists, and otherwise hands it to the engine.
+// address handle: it posts the datagram itself if nothing is on the
+// to-do list, t.mu is free (tryAcquire) and the observer's address
+// handle exists, and otherwise leaves it on the list.
 func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 	if !t.started {
 		t.hbDropped.Add(1)
 		return errors.New("verbs transport: heartbeat before Start")
 	}
-	if len(t.eng.cmds) == 0 && t.mu.TryLock() {
-		if t.closed.Load() {
-			t.mu.Unlock()
+	if st, ok := t.tryAcquire(); ok {
+		switch {
+		case t.closed.Load():
+			st.release()
 			t.hbDropped.Add(1)
 			return transport.ErrClosed
-		}
-		if t.dests[to] != nil { // creating an address handle is the engine's
+		case t.todo.len() == 0 && st.dests[to] != nil:
+			// Nothing queued to go before it, and the address handle
+			// exists (creating one is the engine's).
 			t.udHeartbeats.Add(1)
-			t.sendHeartbeatDatagram(to, seq)
-			t.mu.Unlock()
+			st.sendHeartbeatDatagram(to, seq)
+			st.release()
 			return nil
 		}
-		t.mu.Unlock()
+		st.release()
 	}
-	if !t.eng.submit(cmd{op: opHeartbeat, to: to, seq: seq}) {
+	if !t.submit(cmd{op: opHeartbeat, to: to, seq: seq}) {
 		t.hbDropped.Add(1)
 		return errEngineFull
 	}
@@ -250,44 +252,45 @@ func (t *Transport) udHeartbeat(to ranks.Rank, seq uint64) error {
 }
 
 // sendHeartbeatDatagram posts heartbeat seq to rank to inline, as a
-// HEARTBEAT packet bound to to's incarnation (t.mu held; no allocation). A
+// HEARTBEAT packet bound to to's incarnation (no allocation). A
 // heartbeat it cannot post moves from UDHeartbeats to HeartbeatsDropped.
-func (t *Transport) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
-	d, err := t.dest(to)
+func (st *state) sendHeartbeatDatagram(to ranks.Rank, seq uint64) {
+	d, err := st.dest(to)
 	var f []byte
 	if err == nil {
-		f, err = t.frame(to, appendHeartbeatPkt(t.hbPkt[:0], seq))
+		f, err = st.frame(to, appendHeartbeatPkt(st.hbPkt[:0], seq))
 	}
 	if err == nil {
-		err = t.postInline(d, f)
+		err = st.postInline(d, f)
 	}
 	if err != nil {
-		t.udHeartbeats.Add(^uint64(0))
-		t.hbDropped.Add(1)
-		t.logLimited("udhb", slog.LevelWarn, "UD heartbeat not sent", "to", to, "err", err)
+		st.udHeartbeats.Add(^uint64(0))
+		st.hbDropped.Add(1)
+		st.logLimited("udhb", slog.LevelWarn, "UD heartbeat not sent", "to", to, "err", err)
 	}
 }
 
-// connect starts the RC handshake towards observer to (engine): the link
+// connect starts the RC handshake towards observer to: the link
 // worker creates the QP, then the engine sends CONNREQ with its endpoint.
 // requestLink asks again only once an attempt is linkTimeout old (the
 // observer could not make its end and said nothing): an attempt still
 // pending then is abandoned for a new one.
-func (t *Transport) connect(to ranks.Rank) {
-	if l := t.links[to].Load(); l != nil && !l.broken.Load() {
-		t.connecting[to].Store(false)
+func (st *state) connect(to ranks.Rank) {
+	if l := st.links[to].Load(); l != nil && !l.broken.Load() {
+		st.connecting[to].Store(false)
 		return
 	}
-	if p := t.pending[to]; p != nil {
-		t.logLimited("rcstale", slog.LevelWarn, "heartbeat link not answered: trying again", "observer", to)
-		delete(t.pending, to)
-		t.freePending(p)
+	if p := st.pending[to]; p != nil {
+		st.logLimited("rcstale", slog.LevelWarn, "heartbeat link not answered: trying again", "observer", to)
+		delete(st.pending, to)
+		st.freePending(p)
 	}
-	p := &pendingLink{count: &t.rcQPs}
-	t.pending[to] = p // qp nil until the link worker has created it
-	t.offload(func() {
+	p := &pendingLink{count: &st.rcQPs}
+	st.pending[to] = p // qp nil until the link worker has created it
+	t := st.Transport  // the link worker's job runs without t.mu
+	st.offload(func() {
 		qp, cq, err := t.createActive()
-		t.toEngine(func() { t.sendConnReq(to, p, qp, cq, err) }, func() {
+		t.toEngine(func(st *state) { st.sendConnReq(to, p, qp, cq, err) }, func() {
 			p.qp, p.cq = qp, cq
 			p.close()
 		})
@@ -319,21 +322,21 @@ func (t *Transport) createActive() (*ibv.QP, *ibv.CQ, error) {
 }
 
 // sendConnReq takes the QP the link worker created into p and sends
-// CONNREQ (engine).
-func (t *Transport) sendConnReq(to ranks.Rank, p *pendingLink, qp *ibv.QP, cq *ibv.CQ, err error) {
+// CONNREQ.
+func (st *state) sendConnReq(to ranks.Rank, p *pendingLink, qp *ibv.QP, cq *ibv.CQ, err error) {
 	p.qp, p.cq = qp, cq
-	if t.pending[to] != p { // abandoned meanwhile (gaveUp, a restart, a time-out)
-		t.freePending(p)
+	if st.pending[to] != p { // abandoned meanwhile (gaveUp, a restart, a time-out)
+		st.freePending(p)
 		return
 	}
 	if err == nil {
-		err = t.rel.send(to, true, control{op: ctlConnReq, ep: p.qp.Endpoint()}.append(nil), now())
+		err = st.rel.send(to, true, control{op: ctlConnReq, ep: p.qp.Endpoint()}.append(nil), now())
 	}
 	if err != nil {
-		t.logLimited("rcqp", slog.LevelWarn, "cannot start heartbeat link", "observer", to, "err", err)
-		delete(t.pending, to)
-		t.freePending(p)
-		t.connecting[to].Store(false)
+		st.logLimited("rcqp", slog.LevelWarn, "cannot start heartbeat link", "observer", to, "err", err)
+		delete(st.pending, to)
+		st.freePending(p)
+		st.connecting[to].Store(false)
 	}
 }
 
@@ -363,47 +366,48 @@ func (p *pendingLink) close() error {
 // onControl handles a CONNREQ (this rank is the observer) or a CONNACK
 // (this rank is the emitter), and the message links' control messages
 // (rcmsg.go).
-func (t *Transport) onControl(from ranks.Rank, m []byte) {
+func (st *state) onControl(from ranks.Rank, m []byte) {
 	c, err := decodeControl(m)
 	if err != nil {
-		t.reject("bad_control", err)
+		st.reject("bad_control", err)
 		return
 	}
 	switch c.op {
 	case ctlConnReq:
-		t.accept(from, c.ep)
+		st.accept(from, c.ep)
 	case ctlConnAck:
-		t.established(from, c)
+		st.established(from, c)
 	case ctlMsgReq, ctlMsgReqRoom:
-		t.onMsgReq(from, c.ep, c.op == ctlMsgReqRoom)
+		st.onMsgReq(from, c.ep, c.op == ctlMsgReqRoom)
 	case ctlMsgAck:
-		t.onMsgAck(from, c)
+		st.onMsgAck(from, c)
 	case ctlMsgUp:
-		t.onMsgUp(from, c)
+		st.onMsgUp(from, c)
 	case ctlMsgClose:
-		t.onMsgClose(from, c.echo)
+		st.onMsgClose(from, c.echo)
 	case ctlMsgResend:
-		t.onResend(from, c.seq, c.data)
+		st.onResend(from, c.seq, c.data)
 	}
 }
 
-// accept answers emitter from's CONNREQ (engine): a repeated request gets
+// accept answers emitter from's CONNREQ: a repeated request gets
 // the same CONNACK; a new one has the link worker create, connect and bind
 // the observer's end (createPassive), then installPassive answers.
-func (t *Transport) accept(from ranks.Rank, ep ibv.Endpoint) {
-	for _, p := range t.passive {
+func (st *state) accept(from ranks.Rank, ep ibv.Endpoint) {
+	for _, p := range st.passive {
 		if p.emitter == from && p.remote == ep.QPN { // a repeated request
-			t.ack(from, p.qp, ep.QPN, p.rkey)
+			st.ack(from, p.qp, ep.QPN, p.rkey)
 			return
 		}
 	}
-	if q, ok := t.accepting[from]; ok && q == ep.QPN {
+	if q, ok := st.accepting[from]; ok && q == ep.QPN {
 		return // being set up
 	}
-	t.accepting[from] = ep.QPN
-	t.offload(func() {
+	st.accepting[from] = ep.QPN
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		pq, err := t.createPassive(from, ep)
-		t.toEngine(func() { t.installPassive(from, ep.QPN, pq, err) }, func() {
+		t.toEngine(func(st *state) { st.installPassive(from, ep.QPN, pq, err) }, func() {
 			if pq != nil {
 				t.closePassive(pq)
 			}
@@ -447,38 +451,38 @@ func (t *Transport) createPassive(from ranks.Rank, ep ibv.Endpoint) (*passiveQP,
 
 // installPassive keeps the observer's end the link worker made for
 // emitter from's QP remote, retiring the emitter's previous one and the
-// oldest beyond maxPassive, and answers CONNACK (engine).
-func (t *Transport) installPassive(from ranks.Rank, remote uint32, pq *passiveQP, err error) {
-	if q, ok := t.accepting[from]; !ok || q != remote {
+// oldest beyond maxPassive, and answers CONNACK.
+func (st *state) installPassive(from ranks.Rank, remote uint32, pq *passiveQP, err error) {
+	if q, ok := st.accepting[from]; !ok || q != remote {
 		// The emitter restarted or asked again meanwhile: this end
 		// answers nobody.
 		if pq != nil {
-			t.freePassive(pq)
+			st.freePassive(pq)
 		}
 		return
 	}
-	delete(t.accepting, from)
+	delete(st.accepting, from)
 	if err != nil {
-		t.logLimited("accept", slog.LevelWarn, "cannot accept heartbeat link", "emitter", from, "err", err)
+		st.logLimited("accept", slog.LevelWarn, "cannot accept heartbeat link", "emitter", from, "err", err)
 		return
 	}
 	var old []*passiveQP
-	keep := t.passive[:0]
-	for _, p := range t.passive {
+	keep := st.passive[:0]
+	for _, p := range st.passive {
 		if p.emitter == from {
 			old = append(old, p) // the emitter's previous link
 		} else {
 			keep = append(keep, p)
 		}
 	}
-	t.passive = keep
-	if len(t.passive) >= maxPassive {
-		old = append(old, t.passive[0])
-		t.passive = t.passive[1:]
+	st.passive = keep
+	if len(st.passive) >= maxPassive {
+		old = append(old, st.passive[0])
+		st.passive = st.passive[1:]
 	}
-	t.passive = append(t.passive, pq)
-	t.ack(from, pq.qp, pq.remote, pq.rkey)
-	t.freePassive(old...)
+	st.passive = append(st.passive, pq)
+	st.ack(from, pq.qp, pq.remote, pq.rkey)
+	st.freePassive(old...)
 }
 
 func (t *Transport) closePassive(p *passiveQP) error {
@@ -493,28 +497,29 @@ func (t *Transport) closePassive(p *passiveQP) error {
 	return errors.Join(append(errs, p.qp.Close())...)
 }
 
-func (t *Transport) ack(to ranks.Rank, qp *ibv.QP, echo, rkey uint32) {
+func (st *state) ack(to ranks.Rank, qp *ibv.QP, echo, rkey uint32) {
 	m := control{op: ctlConnAck, ep: qp.Endpoint(), echo: echo, rkey: rkey}.append(nil)
-	if err := t.rel.send(to, true, m, now()); err != nil {
-		t.logLimited("ack", slog.LevelWarn, "cannot answer heartbeat link request", "emitter", to, "err", err)
+	if err := st.rel.send(to, true, m, now()); err != nil {
+		st.logLimited("ack", slog.LevelWarn, "cannot answer heartbeat link request", "emitter", to, "err", err)
 	}
 }
 
-// established completes the emitter's end on CONNACK (engine): the link
+// established completes the emitter's end on CONNACK: the link
 // worker connects it, and the engine publishes it if the observer has not
 // restarted meanwhile.
-func (t *Transport) established(from ranks.Rank, c control) {
-	p := t.pending[from]
+func (st *state) established(from ranks.Rank, c control) {
+	p := st.pending[from]
 	if p == nil || p.qp == nil || p.qp.Num() != c.echo {
 		return // an answer to an attempt already abandoned
 	}
-	delete(t.pending, from)
-	remote := t.peers[from].Slots.Word(int(t.cfg.Self))
+	delete(st.pending, from)
+	remote := st.peers[from].Slots.Word(int(st.cfg.Self))
 	if c.rkey != 0 {
 		remote.RKey = c.rkey // the observer's window over our word
 	}
-	inc := t.peers[from].Inc
-	t.offload(func() {
+	inc := st.peers[from].Inc
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		l, err := t.connectLink(from, p, c.ep, remote)
 		if err != nil {
 			p.close()
@@ -522,13 +527,13 @@ func (t *Transport) established(from ranks.Rank, c control) {
 			t.logLimited("connect", slog.LevelWarn, "cannot connect heartbeat link", "observer", from, "err", err)
 			return
 		}
-		t.toEngine(func() {
-			defer t.connecting[from].Store(false)
-			if t.peers[from].Inc != inc { // restarted: this link leads nowhere
-				t.retire(l)
+		t.toEngine(func(st *state) {
+			defer st.connecting[from].Store(false)
+			if st.peers[from].Inc != inc { // restarted: this link leads nowhere
+				st.retire(l)
 				return
 			}
-			t.publishLink(l, c.ep.QPN)
+			st.publishLink(l, c.ep.QPN)
 		}, func() { l.free() })
 	})
 }
@@ -562,20 +567,20 @@ func (t *Transport) connectLink(from ranks.Rank, p *pendingLink, ep ibv.Endpoint
 	return &hbLink{peer: from, count: &t.rcQPs, total: &t.rcWrites, cq: p.cq, qp: qp, qpn: qp.Num(), w: w, remote: remote}, nil
 }
 
-// publishLink makes l the emitter's link, retiring every other (engine).
-func (t *Transport) publishLink(l *hbLink, remoteQPN uint32) {
+// publishLink makes l the emitter's link, retiring every other.
+func (st *state) publishLink(l *hbLink, remoteQPN uint32) {
 	from := l.peer
-	if old := t.links[from].Swap(l); old != nil {
-		t.retire(old)
+	if old := st.links[from].Swap(l); old != nil {
+		st.retire(old)
 	}
-	for r := range t.links {
+	for r := range st.links {
 		if ranks.Rank(r) == from {
 			continue
 		}
-		if old := t.links[r].Swap(nil); old != nil {
-			t.retire(old)
+		if old := st.links[r].Swap(nil); old != nil {
+			st.retire(old)
 		}
 	}
-	t.linksUp.Add(1)
-	t.log.Info("RDMA heartbeat link up", "observer", from, "qpn", l.qpn, "remote_qpn", remoteQPN)
+	st.linksUp.Add(1)
+	st.log.Info("RDMA heartbeat link up", "observer", from, "qpn", l.qpn, "remote_qpn", remoteQPN)
 }

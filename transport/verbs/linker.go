@@ -2,8 +2,6 @@ package verbs
 
 import (
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -17,18 +15,14 @@ import (
 // (an emitter whose observer died connects to a new one), message links
 // during ordinary traffic (a frequent partner asks for one).
 //
-// The engine keeps the handshakes' state (pending, passive, accepting, the
-// message links' pool) and the control messages; it hands the object work
-// to the linker (offload),
-// which runs jobs one at a time, in order, and hands the results back to
-// the engine (toEngine) through a list without bound, so that the worker
-// never waits for the engine while the engine may wait for the worker's
-// queue.
+// The state (t.mu's) keeps the handshakes (pending, passive, accepting,
+// the message links' pool) and the control messages; its holder hands the
+// object work to the linker (offload, which defers a job the full queue
+// cannot take), which runs jobs one at a time, in order, and hands the
+// results back (toEngine) on the lock's to-do list, where they do not
+// count against its bound: neither ever waits for the other.
 type linker struct {
 	jobs chan func()
-	mu   sync.Mutex
-	done []cmd       // results for the engine, in order
-	any  atomic.Bool // done is not empty
 	// slowSetup, set by tests before Start, delays every job that sets up
 	// a link (heartbeat or message), as a slow bind or address resolution
 	// would.
@@ -52,29 +46,46 @@ func (t *Transport) runLinker() {
 	}
 }
 
-// offload runs job on the link worker. If its queue is full the caller
-// waits for room, so that a set-up never runs on the engine; once Close
-// has begun, a job that does not fit runs at once (it can only free
-// objects: set-ups see the transport closed).
-func (t *Transport) offload(job func()) {
-	select {
-	case t.lk.jobs <- job:
-	case <-t.quit:
+// offload hands job to the link worker without waiting: if the worker's
+// queue is full, the job waits in st.deferred, behind those already
+// there, until the engine moves it to the queue (flushDeferred: every
+// pass, and within a millisecond while it sleeps), and Close runs what is
+// left. So no holder of t.mu ever waits for the
+// worker, and a set-up never runs on the engine.
+func (st *state) offload(job func()) {
+	if len(st.deferred) == 0 {
 		select {
-		case t.lk.jobs <- job:
+		case st.lk.jobs <- job:
+			return
 		default:
-			job()
+		}
+	}
+	st.deferred = append(st.deferred, job)
+	st.deferredNew = true
+}
+
+// flushDeferred moves the deferred jobs to the link worker's queue, in
+// order, as far as it has room (the engine, every pass).
+func (st *state) flushDeferred() {
+	for len(st.deferred) > 0 {
+		select {
+		case st.lk.jobs <- st.deferred[0]:
+			st.deferred[0] = nil
+			st.deferred = st.deferred[1:]
+		default:
+			return
 		}
 	}
 }
 
 // freePassive closes observer ends on the link worker, logging what fails
-// (engine: they are already out of t.passive).
-func (t *Transport) freePassive(ps ...*passiveQP) {
+// (they are already out of the state's passive list).
+func (st *state) freePassive(ps ...*passiveQP) {
 	if len(ps) == 0 {
 		return
 	}
-	t.offload(func() {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		for _, p := range ps {
 			if err := t.closePassive(p); err != nil {
 				t.logLimited("passive", slog.LevelWarn, "closing an observer end of a heartbeat link", "emitter", p.emitter, "err", err)
@@ -84,38 +95,23 @@ func (t *Transport) freePassive(ps ...*passiveQP) {
 }
 
 // freePending closes an abandoned link attempt's QP and CQ on the link
-// worker, logging what fails (engine: p is already out of t.pending).
-func (t *Transport) freePending(p *pendingLink) {
-	t.offload(func() {
+// worker, logging what fails (p is already out of the state's pending map).
+func (st *state) freePending(p *pendingLink) {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		if err := p.close(); err != nil {
 			t.logLimited("pending", slog.LevelWarn, "closing an abandoned heartbeat link attempt", "err", err)
 		}
 	})
 }
 
-// toEngine hands fn, which uses the engine's state, back to the engine
-// without waiting, waking it if it sleeps. If Close finds fn still
-// queued, drop runs instead, to free what fn would have kept.
-func (t *Transport) toEngine(fn, drop func()) {
-	t.lk.mu.Lock()
-	t.lk.done = append(t.lk.done, cmd{op: opDo, fn: fn, drop: drop})
-	t.lk.any.Store(true)
-	t.lk.mu.Unlock()
+// toEngine hands fn, which uses the engine's state, back to the next
+// holder of t.mu without waiting, waking the engine if it sleeps. If
+// Close finds fn still queued, drop runs instead, to free what fn would
+// have kept.
+func (t *Transport) toEngine(fn func(*state), drop func()) {
+	t.todo.put(cmd{op: opDo, fn: fn, drop: drop}, false)
 	t.eng.nudge()
-}
-
-// takeResults takes the link worker's results (engine, or Close once the
-// engine stopped).
-func (t *Transport) takeResults() []cmd {
-	if !t.lk.any.Load() {
-		return nil
-	}
-	t.lk.mu.Lock()
-	rs := t.lk.done
-	t.lk.done = nil
-	t.lk.any.Store(false)
-	t.lk.mu.Unlock()
-	return rs
 }
 
 // setupDelay waits for linker.slowSetup (tests).
@@ -125,36 +121,31 @@ func (t *Transport) setupDelay() {
 	}
 }
 
-// drainLinker runs the jobs left in the linker's queue once its goroutine
-// has stopped (Close): jobs that free objects must run; jobs that would
-// set a link up see the transport closed and do nothing.
-func (t *Transport) drainLinker() {
+// drainLinker runs the jobs left in the linker's queue, then the deferred
+// ones, once its goroutine has stopped (Close): jobs that free objects
+// must run; jobs that would set a link up see the transport closed and do
+// nothing.
+func (st *state) drainLinker() {
 	for {
 		select {
-		case job := <-t.lk.jobs:
+		case job := <-st.lk.jobs:
 			job()
 		default:
+			for _, job := range st.deferred {
+				job()
+			}
+			st.deferred = nil
 			return
 		}
 	}
 }
 
-// dropCmds empties the engine's queue and the link worker's results once
-// the engine has stopped (Close), running each command's drop.
+// dropCmds empties the to-do list once the engine has stopped (Close),
+// running each command's drop.
 func (t *Transport) dropCmds() {
-	for _, c := range t.takeResults() {
+	for _, c := range t.todo.take(nil) {
 		if c.drop != nil {
 			c.drop()
-		}
-	}
-	for {
-		select {
-		case c := <-t.eng.cmds:
-			if c.drop != nil {
-				c.drop()
-			}
-		default:
-			return
 		}
 	}
 }

@@ -195,7 +195,7 @@ func TestEmitterNeverWaitsForEngine(t *testing.T) {
 	ts, _ := cluster(t, 2)
 	e, o := ts[0], ts[1]
 	held := make(chan struct{})
-	go e.do(func() { close(held); time.Sleep(engineHold) })
+	go e.do(func(st *state) { close(held); time.Sleep(engineHold) })
 	<-held
 	t0 := time.Now()
 	if err := e.SendHeartbeat(1, 7); err != nil {
@@ -227,4 +227,37 @@ func stallStats(lat []stallSample) (time.Duration, stallSample) {
 	}
 	slices.Sort(took)
 	return took[len(took)/2], worst
+}
+
+// A holder of t.mu never waits for the link worker: jobs the full queue
+// cannot take wait in the state, behind each other, and reach the worker
+// in the order they were offloaded as it makes room; Close's drain runs
+// the queue, then what is still deferred. No device needed.
+func TestOffloadDefersWhenFull(t *testing.T) {
+	tr := &Transport{lk: linker{jobs: make(chan func(), 2)}}
+	st := &state{Transport: tr}
+	var ran []int
+	job := func(i int) func() { return func() { ran = append(ran, i) } }
+	for i := range 5 {
+		st.offload(job(i)) // never blocks
+	}
+	if len(tr.lk.jobs) != 2 || len(st.deferred) != 3 {
+		t.Fatalf("queue %d, deferred %d; want 2 and 3", len(tr.lk.jobs), len(st.deferred))
+	}
+	(<-tr.lk.jobs)() // the worker takes one
+	st.offload(job(5))
+	if len(st.deferred) != 4 {
+		t.Fatalf("a job went ahead of %d deferred ones", len(st.deferred)-1)
+	}
+	st.flushDeferred() // one place free
+	if len(tr.lk.jobs) != 2 || len(st.deferred) != 3 {
+		t.Fatalf("after the flush: queue %d, deferred %d; want 2 and 3", len(tr.lk.jobs), len(st.deferred))
+	}
+	st.drainLinker()
+	if want := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(ran, want) {
+		t.Fatalf("jobs ran in the order %v, want %v", ran, want)
+	}
+	if len(st.deferred) != 0 || len(tr.lk.jobs) != 0 {
+		t.Fatalf("left after the drain: queue %d, deferred %d", len(tr.lk.jobs), len(st.deferred))
+	}
 }

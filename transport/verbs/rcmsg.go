@@ -54,7 +54,7 @@ import (
 // Errors are counted (VerbsStats.RCMsgErrors) and the peer gets no new
 // link for rcRetryAfter.
 //
-// Everything here runs on the progress engine (t.mu held), except the
+// Everything here runs with t.mu held (methods of *state), except the
 // links' verbs objects: their QPs are created, connected and destroyed by
 // the link worker (linker.go), so that setting up a link (a frequent
 // partner asks for one during ordinary traffic) never stalls a message.
@@ -140,26 +140,27 @@ const (
 // (Config.udOnly turns the RC message path off).
 func (t *Transport) rcOn() bool { return !t.cfg.udOnly }
 
-// startMsgLinks says whether the pool exists (engine). If not, it has the
+// startMsgLinks says whether the pool exists. If not, it has the
 // link worker make it (the first link asked for or requested; a CQ, an
 // SRQ, 1 MiB of registered buffers: too long for the engine) unless that
 // is under way or failed less than rcRetryAfter ago.
-func (t *Transport) startMsgLinks() bool {
-	if t.ml != nil {
+func (st *state) startMsgLinks() bool {
+	if st.ml != nil {
 		return true
 	}
-	if t.mlMaking || now() < t.mlRetry {
+	if st.mlMaking || now() < st.mlRetry {
 		return false
 	}
-	t.mlMaking = true
-	t.offload(func() {
+	st.mlMaking = true
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		if t.closed.Load() {
-			t.toEngine(func() { t.msgLinksMade(nil, transport.ErrClosed) }, func() {})
+			t.toEngine(func(st *state) { st.msgLinksMade(nil, transport.ErrClosed) }, func() {})
 			return
 		}
 		t.setupDelay()
 		ml, err := t.newMsgLinks()
-		t.toEngine(func() { t.msgLinksMade(ml, err) }, func() {
+		t.toEngine(func(st *state) { st.msgLinksMade(ml, err) }, func() {
 			if ml != nil {
 				t.closeMsgLinks(ml)
 			}
@@ -169,35 +170,36 @@ func (t *Transport) startMsgLinks() bool {
 }
 
 // msgLinksMade installs the pool the link worker made, answers the
-// requests that waited for it and asks for the links wanted meanwhile
-// (engine); if making it failed, it refuses the requests and tries again
+// requests that waited for it and asks for the links wanted meanwhile;
+// if making it failed, it refuses the requests and tries again
 // after rcRetryAfter.
-func (t *Transport) msgLinksMade(ml *msgLinks, err error) {
-	t.mlMaking = false
-	waiting, wanted := t.mlWaiting, t.mlWanted
-	t.mlWaiting, t.mlWanted = nil, nil
+func (st *state) msgLinksMade(ml *msgLinks, err error) {
+	st.mlMaking = false
+	waiting, wanted := st.mlWaiting, st.mlWanted
+	st.mlWaiting, st.mlWanted = nil, nil
 	if err != nil {
-		t.mlRetry = now() + int64(rcRetryAfter)
-		t.logLimited("rcinit", slog.LevelWarn, "no RC message path", "err", err)
+		st.mlRetry = now() + int64(rcRetryAfter)
+		st.logLimited("rcinit", slog.LevelWarn, "no RC message path", "err", err)
 		for _, w := range waiting {
-			t.refuse(w.from, w.ep.QPN)
+			st.refuse(w.from, w.ep.QPN)
 		}
 		return
 	}
-	if t.ml == nil {
-		t.installMsgLinks(ml)
+	if st.ml == nil {
+		st.installMsgLinks(ml)
 	} else { // made on the engine meanwhile (initMsgLinks)
-		t.offload(func() {
+		t := st.Transport // the link worker's job runs without t.mu
+		st.offload(func() {
 			if err := t.closeMsgLinks(ml); err != nil {
 				t.logLimited("rcinit", slog.LevelWarn, "freeing a second message link pool", "err", err)
 			}
 		})
 	}
 	for _, w := range waiting {
-		t.onMsgReq(w.from, w.ep, w.room)
+		st.onMsgReq(w.from, w.ep, w.room)
 	}
 	for to, evict := range wanted {
-		t.rcWant(to, now(), evict)
+		st.rcWant(to, now(), evict)
 	}
 }
 
@@ -211,23 +213,23 @@ type msgReqWaiting struct {
 
 // initMsgLinks makes the pool on the engine itself if it does not exist
 // (a RESEND before any link, and tests).
-func (t *Transport) initMsgLinks() error {
-	if t.ml != nil {
+func (st *state) initMsgLinks() error {
+	if st.ml != nil {
 		return nil
 	}
-	ml, err := t.newMsgLinks()
+	ml, err := st.newMsgLinks()
 	if err != nil {
 		return err
 	}
-	t.installMsgLinks(ml)
+	st.installMsgLinks(ml)
 	return nil
 }
 
-// installMsgLinks makes ml the transport's pool (engine).
-func (t *Transport) installMsgLinks(ml *msgLinks) {
-	t.ml = ml
-	t.rcMsgBufs.Store(true)
-	t.eng.fds[3].Fd = int32(ml.cq.ChannelFD())
+// installMsgLinks makes ml the transport's pool.
+func (st *state) installMsgLinks(ml *msgLinks) {
+	st.ml = ml
+	st.rcMsgBufs.Store(true)
+	st.eng.fds[3].Fd = int32(ml.cq.ChannelFD())
 }
 
 // newMsgLinks creates the pool: the SRQ, its buffers, the send buffers and
@@ -308,12 +310,13 @@ func (t *Transport) closeMsgQP(qp *ibv.QP) error {
 }
 
 // freeMsgQP destroys a message QP on the link worker, logging what fails
-// (engine: nothing refers to it any more).
-func (t *Transport) freeMsgQP(qp *ibv.QP) {
+// (nothing refers to it any more).
+func (st *state) freeMsgQP(qp *ibv.QP) {
 	if qp == nil {
 		return
 	}
-	t.offload(func() {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		if err := t.closeMsgQP(qp); err != nil {
 			t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "err", err)
 		}
@@ -359,49 +362,49 @@ func (t *Transport) connectMsgQP(qp *ibv.QP, ep ibv.Endpoint) error {
 	return qp.Connect(ep, &t.cfg.RC)
 }
 
-// sendMsg sends an application message (engine, t.mu held): over the
+// sendMsg sends an application message : over the
 // peer's message link if the ordering rule allows it (see msgLinks), else
 // over the reliable UD channel, asking for a link if m is above one
 // datagram. own says m is the engine's own copy.
-func (t *Transport) sendMsg(to ranks.Rank, m []byte, own bool, now int64) error {
-	if t.ml != nil {
-		if l := t.ml.links[to]; l != nil && l.up {
-			if limit := t.rel.cfg.queueMax * t.rel.cfg.frag; l.bytes+len(m) > limit {
+func (st *state) sendMsg(to ranks.Rank, m []byte, own bool, now int64) error {
+	if st.ml != nil {
+		if l := st.ml.links[to]; l != nil && l.up {
+			if limit := st.rel.cfg.queueMax * st.rel.cfg.frag; l.bytes+len(m) > limit {
 				// As much as the UD channel holds for a peer.
 				return fmt.Errorf("verbs transport: message link to rank %d full (%d bytes unconfirmed; peer dead or slow)", to, l.bytes)
 			}
 			if !own {
 				m = append([]byte(nil), m...)
 			}
-			t.ml.out[to]++
-			l.queue = append(l.queue, &rcMsg{seq: t.ml.out[to], data: m})
+			st.ml.out[to]++
+			l.queue = append(l.queue, &rcMsg{seq: st.ml.out[to], data: m})
 			l.bytes += len(m)
-			t.ml.clock++
-			l.used = t.ml.clock
-			t.rcPump(l)
+			st.ml.clock++
+			l.used = st.ml.clock
+			st.rcPump(l)
 			return nil
 		}
 	}
-	if err := t.rel.send(to, false, m, now); err != nil {
+	if err := st.rel.send(to, false, m, now); err != nil {
 		return err
 	}
-	if t.rcOn() && to != t.cfg.Self {
-		if len(m) > t.rel.cfg.frag {
-			t.rcWant(to, now, true)
-		} else if t.hotPeer(to, now) {
-			t.rcWant(to, now, false)
+	if st.rcOn() && to != st.cfg.Self {
+		if len(m) > st.rel.cfg.frag {
+			st.rcWant(to, now, true)
+		} else if st.hotPeer(to, now) {
+			st.rcWant(to, now, false)
 		}
 	}
 	return nil
 }
 
 // hotPeer counts a small message to peer over UD and says whether peer
-// has become a frequent partner: rcHotMsgs messages within rcHotWindow
-// (engine). A frequent partner gets a message link if the pool has room,
+// has become a frequent partner: rcHotMsgs messages within rcHotWindow.
+// A frequent partner gets a message link if the pool has room,
 // as an RC SEND under soft-RoCE costs about half a UD one (a UD send
 // schedules its completion outside the posting system call).
-func (t *Transport) hotPeer(to ranks.Rank, now int64) bool {
-	h := &t.hot[to]
+func (st *state) hotPeer(to ranks.Rank, now int64) bool {
+	h := &st.hot[to]
 	if now-h.since > int64(rcHotWindow) {
 		h.since, h.n = now, 0
 	}
@@ -419,9 +422,9 @@ type hotCount struct {
 
 // rcPump posts what the send buffers allow of the link's queue, once
 // nothing sent to the peer over UD is unacknowledged.
-func (t *Transport) rcPump(l *msgLink) {
-	ml := t.ml
-	if t.rel.pending(l.peer) > 0 {
+func (st *state) rcPump(l *msgLink) {
+	ml := st.ml
+	if st.rel.pending(l.peer) > 0 {
 		ml.held = true
 		return
 	}
@@ -465,7 +468,7 @@ func (t *Transport) rcPump(l *msgLink) {
 				}
 			}
 			if err != nil {
-				t.rcBreak(l, "posting a message SEND", err)
+				st.rcBreak(l, "posting a message SEND", err)
 				return
 			}
 			ml.free = ml.free[:len(ml.free)-1]
@@ -477,25 +480,25 @@ func (t *Transport) rcPump(l *msgLink) {
 	}
 }
 
-// pollRC handles the message links' completions (engine): send
+// pollRC handles the message links' completions: send
 // completions free buffers and confirm messages, receives are
 // reassembled and delivered. It returns the number of completions.
-func (t *Transport) pollRC() int {
-	ml := t.ml
+func (st *state) pollRC() int {
+	ml := st.ml
 	total := 0
 	for {
 		n, err := ml.cq.Poll(ml.wcs)
 		if err != nil {
-			t.logLimited("rcpoll", slog.LevelError, "polling the message CQ", "err", err)
+			st.logLimited("rcpoll", slog.LevelError, "polling the message CQ", "err", err)
 			return total
 		}
 		total += n
 		for i := range ml.wcs[:n] {
 			wc := &ml.wcs[i]
 			if wc.WRID < uint64(srqDepth) { // sends carry a generation above bit 32
-				t.onRCRecv(wc)
+				st.onRCRecv(wc)
 			} else {
-				t.onRCSent(wc)
+				st.onRCSent(wc)
 			}
 		}
 		if n < len(ml.wcs) {
@@ -503,26 +506,26 @@ func (t *Transport) pollRC() int {
 		}
 	}
 	if total > 0 {
-		t.eng.traffic = true
+		st.traffic = true
 	}
 	return total
 }
 
 // pumpHeld posts the messages links held while the UD channel to their
-// peer was not drained (engine, after each batch of acks).
-func (t *Transport) pumpHeld() {
-	ml := t.ml
+// peer was not drained (after each batch of acks).
+func (st *state) pumpHeld() {
+	ml := st.ml
 	ml.held = false
 	for _, l := range ml.links {
 		if l.up && len(l.queue) > 0 {
-			t.rcPump(l)
+			st.rcPump(l)
 		}
 	}
 }
 
 // onRCSent handles one send completion.
-func (t *Transport) onRCSent(wc *ibv.WC) {
-	ml := t.ml
+func (st *state) onRCSent(wc *ibv.WC) {
+	ml := st.ml
 	slot := int(wc.WRID & 0xffffffff)
 	if slot >= srqDepth || ml.gen[slot] != uint32(wc.WRID>>32) || ml.owner[slot] == nil {
 		return // a buffer already reclaimed by rcBreak
@@ -532,7 +535,7 @@ func (t *Transport) onRCSent(wc *ibv.WC) {
 	ml.free = append(ml.free, slot)
 	l.posted--
 	if err := wc.Err(); err != nil {
-		t.rcBreak(l, "message SEND failed", err)
+		st.rcBreak(l, "message SEND failed", err)
 		return
 	}
 	if len(l.queue) > 0 {
@@ -545,23 +548,23 @@ func (t *Transport) onRCSent(wc *ibv.WC) {
 		}
 	}
 	if ml.links[l.peer] == l {
-		t.rcPump(l)
+		st.rcPump(l)
 	}
 }
 
 // onRCRecv handles one receive completion from the shared receive queue.
-func (t *Transport) onRCRecv(wc *ibv.WC) {
-	ml := t.ml
+func (st *state) onRCRecv(wc *ibv.WC) {
+	ml := st.ml
 	i := int(wc.WRID)
 	defer func() {
 		if err := ml.srq.PostRecv(uint64(i), ml.recvMR, i*rcBuf, rcBuf); err != nil {
-			t.logLimited("srq", slog.LevelError, "reposting a shared receive", "err", err)
+			st.logLimited("srq", slog.LevelError, "reposting a shared receive", "err", err)
 		}
 	}()
 	if err := wc.Err(); err != nil {
 		if wc.Status != ibv.WCWRFlushErr {
-			t.rcMsgErrors.Add(1)
-			t.reject("rc_recv_error", err)
+			st.rcMsgErrors.Add(1)
+			st.reject("rc_recv_error", err)
 		}
 		return
 	}
@@ -571,32 +574,32 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 		err = fmt.Errorf("%d bytes after a %d-byte frame", len(b)-n, n)
 	}
 	if err != nil {
-		t.reject(reasonOr(err, "bad_rc_frame"), err)
+		st.reject(reasonOr(err, "bad_rc_frame"), err)
 		return
 	}
 	if l := ml.byQPN[wc.QPNum]; l != nil && l.peer != f.Sender {
-		t.reject("wrong_rc_sender", fmt.Errorf("rank %d frame on the message link of rank %d", f.Sender, l.peer))
+		st.reject("wrong_rc_sender", fmt.Errorf("rank %d frame on the message link of rank %d", f.Sender, l.peer))
 		return
 	}
-	if inc := t.peers[f.Sender].Inc; f.Incarnation != inc {
+	if inc := st.peers[f.Sender].Inc; f.Incarnation != inc {
 		// A link is set up with one incarnation of its peer.
-		t.reject(wire.ReasonStale, fmt.Errorf("rank %d RC frame of incarnation %#x, the link's peer is %#x", f.Sender, f.Incarnation, inc))
+		st.reject(wire.ReasonStale, fmt.Errorf("rank %d RC frame of incarnation %#x, the link's peer is %#x", f.Sender, f.Incarnation, inc))
 		return
 	}
 	if f.Type != wire.Msg {
-		t.reject("unexpected_type", fmt.Errorf("%s frame over RC", f.Type))
+		st.reject("unexpected_type", fmt.Errorf("%s frame over RC", f.Type))
 		return
 	}
 	flags, seq, size, chunk, err := decodeChunk(f.Payload)
 	if err != nil {
-		t.reject("bad_rc_chunk", err)
+		st.reject("bad_rc_chunk", err)
 		return
 	}
 	p := &ml.part[f.Sender]
 	if flags&rcFirst != 0 {
 		if size > maxPayload {
 			p.seq = 0
-			t.reject("rc_too_large", fmt.Errorf("message of %d bytes from rank %d, above %d", size, f.Sender, maxPayload))
+			st.reject("rc_too_large", fmt.Errorf("message of %d bytes from rank %d, above %d", size, f.Sender, maxPayload))
 			return
 		}
 		p.seq, p.buf = seq, make([]byte, 0, size)
@@ -605,7 +608,7 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 	}
 	if len(p.buf)+len(chunk) > cap(p.buf) || (flags&rcLast != 0) != (len(p.buf)+len(chunk) == cap(p.buf)) {
 		p.seq = 0
-		t.reject("bad_rc_chunk", fmt.Errorf("rank %d: chunks of message %d do not add up to its %d bytes", f.Sender, seq, cap(p.buf)))
+		st.reject("bad_rc_chunk", fmt.Errorf("rank %d: chunks of message %d do not add up to its %d bytes", f.Sender, seq, cap(p.buf)))
 		return
 	}
 	p.buf = append(p.buf, chunk...)
@@ -614,16 +617,16 @@ func (t *Transport) onRCRecv(wc *ibv.WC) {
 	}
 	m := p.buf
 	p.seq, p.buf = 0, nil
-	t.deliverRC(f.Sender, seq, m)
+	st.deliverRC(f.Sender, seq, m)
 }
 
 // deliverRC hands message seq from peer to the handler once.
-func (t *Transport) deliverRC(from ranks.Rank, seq uint64, m []byte) {
-	if seq <= t.ml.in[from] {
+func (st *state) deliverRC(from ranks.Rank, seq uint64, m []byte) {
+	if seq <= st.ml.in[from] {
 		return // already delivered (a RESEND of a message that did arrive)
 	}
-	t.ml.in[from] = seq
-	t.ready = append(t.ready, delivery{from, m})
+	st.ml.in[from] = seq
+	st.ready = append(st.ready, delivery{from, m})
 }
 
 // decodeChunk splits an RC frame payload into chunk header (flags,
@@ -642,20 +645,20 @@ func decodeChunk(b []byte) (flags byte, seq uint64, size int, chunk []byte, err 
 // rcBreak takes a link out of service: every message it did not confirm
 // goes again over UD (RESEND, in order), its buffers come back, its QP
 // is destroyed and the peer gets no new link for rcRetryAfter.
-func (t *Transport) rcBreak(l *msgLink, why string, err error) {
-	ml := t.ml
+func (st *state) rcBreak(l *msgLink, why string, err error) {
+	ml := st.ml
 	if ml.links[l.peer] != l {
 		return
 	}
 	if err != nil {
-		t.rcMsgErrors.Add(1)
-		t.logLimited("rcmsg", slog.LevelWarn, "message link broken: unconfirmed messages go again over UD", "peer", l.peer, "why", why, "err", err,
+		st.rcMsgErrors.Add(1)
+		st.logLimited("rcmsg", slog.LevelWarn, "message link broken: unconfirmed messages go again over UD", "peer", l.peer, "why", why, "err", err,
 			"messages", len(l.queue))
 	}
-	t.dropLink(l)
+	st.dropLink(l)
 	ml.retry[l.peer] = now() + int64(rcRetryAfter)
 	for _, m := range l.queue {
-		t.rcResend(l.peer, m)
+		st.rcResend(l.peer, m)
 	}
 	l.queue, l.bytes = nil, 0
 }
@@ -666,8 +669,8 @@ func (t *Transport) rcBreak(l *msgLink, why string, err error) {
 // comes back), and the send buffers it had posted come back to the pool
 // once the QP is gone, not before: until then the device may still read
 // them.
-func (t *Transport) dropLink(l *msgLink) {
-	ml := t.ml
+func (st *state) dropLink(l *msgLink) {
+	ml := st.ml
 	delete(ml.links, l.peer)
 	if l.qpn != 0 && ml.byQPN[l.qpn] == l {
 		delete(ml.byQPN, l.qpn)
@@ -685,15 +688,16 @@ func (t *Transport) dropLink(l *msgLink) {
 	if qp == nil { // the worker has it (nothing posted): its job frees it
 		return
 	}
-	t.offload(func() {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		if err := t.closeMsgQP(qp); err != nil {
 			t.logLimited("rcclose", slog.LevelWarn, "destroying a message QP", "peer", l.peer, "err", err)
 		}
 		if len(held) > 0 {
-			t.toEngine(func() {
-				if t.ml == ml {
+			t.toEngine(func(st *state) {
+				if st.ml == ml {
 					ml.free = append(ml.free, held...)
-					t.pumpHeld() // links that waited for a buffer
+					st.pumpHeld() // links that waited for a buffer
 				}
 			}, func() {})
 		}
@@ -701,59 +705,59 @@ func (t *Transport) dropLink(l *msgLink) {
 }
 
 // rcResend sends message m again over the reliable UD channel.
-func (t *Transport) rcResend(to ranks.Rank, m *rcMsg) {
+func (st *state) rcResend(to ranks.Rank, m *rcMsg) {
 	c := control{op: ctlMsgResend, seq: m.seq}
 	b := c.append(make([]byte, 0, 1+8+len(m.data)))
 	b = append(b, m.data...)
-	if err := t.rel.send(to, true, b, now()); err != nil {
-		t.msgsDropped.Add(1)
-		t.logLimited("resend", slog.LevelWarn, "message dropped", "to", to, "err", err)
+	if err := st.rel.send(to, true, b, now()); err != nil {
+		st.msgsDropped.Add(1)
+		st.logLimited("resend", slog.LevelWarn, "message dropped", "to", to, "err", err)
 		return
 	}
-	t.rcResent.Add(1)
+	st.rcResent.Add(1)
 }
 
-// rcWant asks peer to for a message link (engine). If the pool is full it
+// rcWant asks peer to for a message link. If the pool is full it
 // evicts the least recently used idle link when evict is set (a message
 // above one datagram), and otherwise asks nothing (a frequent partner).
-func (t *Transport) rcWant(to ranks.Rank, now int64, evict bool) {
-	if !t.startMsgLinks() {
-		if t.mlMaking { // asked again once the pool exists
-			if t.mlWanted == nil {
-				t.mlWanted = map[ranks.Rank]bool{}
+func (st *state) rcWant(to ranks.Rank, now int64, evict bool) {
+	if !st.startMsgLinks() {
+		if st.mlMaking { // asked again once the pool exists
+			if st.mlWanted == nil {
+				st.mlWanted = map[ranks.Rank]bool{}
 			}
-			t.mlWanted[to] = t.mlWanted[to] || evict
+			st.mlWanted[to] = st.mlWanted[to] || evict
 		}
 		return
 	}
-	ml := t.ml
+	ml := st.ml
 	if l := ml.links[to]; l != nil {
 		if !l.stale(now) {
 			return
 		}
-		t.dropStale(l)
+		st.dropStale(l)
 	}
 	if now < ml.retry[to] {
 		return
 	}
-	if full := len(ml.links) >= rcPool; full && (!evict || !t.rcRoom(to)) {
+	if full := len(ml.links) >= rcPool; full && (!evict || !st.rcRoom(to)) {
 		return
 	}
 	// The link worker creates the QP, then the engine sends MSGREQ.
-	l := t.newLink(to, false, 0)
+	l := st.newLink(to, false, 0)
 	l.room = !evict
-	t.offload(func() {
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		qp, err := t.createMsgQP(ml, nil)
-		t.toEngine(func() { t.sendMsgReq(l, qp, err) }, func() { t.closeMsgQP(qp) })
+		t.toEngine(func(st *state) { st.sendMsgReq(l, qp, err) }, func() { t.closeMsgQP(qp) })
 	})
 }
 
-// sendMsgReq takes the QP the link worker created for l and sends MSGREQ
-// (engine).
-func (t *Transport) sendMsgReq(l *msgLink, qp *ibv.QP, err error) {
-	ml := t.ml
+// sendMsgReq takes the QP the link worker created for l and sends MSGREQ.
+func (st *state) sendMsgReq(l *msgLink, qp *ibv.QP, err error) {
+	ml := st.ml
 	if ml.links[l.peer] != l { // dropped meanwhile (a restart, the peer's request won)
-		t.freeMsgQP(qp)
+		st.freeMsgQP(qp)
 		return
 	}
 	if err == nil {
@@ -763,19 +767,19 @@ func (t *Transport) sendMsgReq(l *msgLink, qp *ibv.QP, err error) {
 		if l.room {
 			op = ctlMsgReqRoom
 		}
-		err = t.rel.send(l.peer, true, control{op: op, ep: qp.Endpoint()}.append(nil), now())
+		err = st.rel.send(l.peer, true, control{op: op, ep: qp.Endpoint()}.append(nil), now())
 	}
 	if err != nil {
-		t.dropLink(l)
+		st.dropLink(l)
 		ml.retry[l.peer] = now() + int64(rcRetryAfter)
-		t.logLimited("rcwant", slog.LevelWarn, "cannot start a message link", "peer", l.peer, "err", err)
+		st.logLimited("rcwant", slog.LevelWarn, "cannot start a message link", "peer", l.peer, "err", err)
 	}
 }
 
 // rcRoom makes room in the pool for a link to peer: false if it is full
 // of links that are busy (an unconfirmed message) or not yet up.
-func (t *Transport) rcRoom(peer ranks.Rank) bool {
-	ml := t.ml
+func (st *state) rcRoom(peer ranks.Rank) bool {
+	ml := st.ml
 	if len(ml.links) < rcPool {
 		return true
 	}
@@ -785,7 +789,7 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 		switch {
 		case l.peer == peer:
 		case l.stale(tn): // a handshake that did not finish goes first
-			t.dropStale(l)
+			st.dropStale(l)
 			return true
 		case l.up && len(l.queue) == 0 && (lru == nil || l.used < lru.used):
 			lru = l
@@ -794,23 +798,23 @@ func (t *Transport) rcRoom(peer ranks.Rank) bool {
 	if lru == nil {
 		return false
 	}
-	t.rcEvicted.Add(1)
-	t.pollRC() // what it brought is delivered before the peer resends
+	st.rcEvicted.Add(1)
+	st.pollRC() // what it brought is delivered before the peer resends
 	if ml.links[lru.peer] != lru {
 		return len(ml.links) < rcPool
 	}
-	if err := t.rel.send(lru.peer, true, control{op: ctlMsgClose, echo: lru.remote}.append(nil), now()); err != nil {
-		t.logLimited("rcevict", slog.LevelWarn, "cannot tell an evicted peer", "peer", lru.peer, "err", err)
+	if err := st.rel.send(lru.peer, true, control{op: ctlMsgClose, echo: lru.remote}.append(nil), now()); err != nil {
+		st.logLimited("rcevict", slog.LevelWarn, "cannot tell an evicted peer", "peer", lru.peer, "err", err)
 	}
-	t.dropLink(lru)
+	st.dropLink(lru)
 	return true
 }
 
 // newLink takes a place in the pool for a link to peer, whose QP the
 // link worker is to make (answer: for the peer's request from its QP
 // remote).
-func (t *Transport) newLink(peer ranks.Rank, answer bool, remote uint32) *msgLink {
-	ml := t.ml
+func (st *state) newLink(peer ranks.Rank, answer bool, remote uint32) *msgLink {
+	ml := st.ml
 	ml.clock++
 	l := &msgLink{peer: peer, answer: answer, remote: remote, used: ml.clock, since: now()}
 	ml.links[peer] = l
@@ -831,108 +835,109 @@ func (l *msgLink) stale(now int64) bool {
 
 // dropStale drops a link whose handshake did not finish, telling the
 // peer to drop its end if it has one.
-func (t *Transport) dropStale(l *msgLink) {
-	t.logLimited("rcstale", slog.LevelInfo, "message link handshake did not finish: dropped", "peer", l.peer)
+func (st *state) dropStale(l *msgLink) {
+	st.logLimited("rcstale", slog.LevelInfo, "message link handshake did not finish: dropped", "peer", l.peer)
 	if l.remote != 0 {
-		t.refuse(l.peer, l.remote)
+		st.refuse(l.peer, l.remote)
 	}
-	t.dropLink(l)
+	st.dropLink(l)
 }
 
-// onMsgReq answers a peer's MSGREQ (engine); a request with room set
+// onMsgReq answers a peer's MSGREQ; a request with room set
 // (MSGREQROOM, a frequent partner's) is refused rather than evict a link.
-func (t *Transport) onMsgReq(from ranks.Rank, ep ibv.Endpoint, room bool) {
-	if !t.rcOn() || from == t.cfg.Self {
-		t.refuse(from, ep.QPN)
+func (st *state) onMsgReq(from ranks.Rank, ep ibv.Endpoint, room bool) {
+	if !st.rcOn() || from == st.cfg.Self {
+		st.refuse(from, ep.QPN)
 		return
 	}
-	if !t.startMsgLinks() {
-		if !t.mlMaking { // making it failed lately
-			t.refuse(from, ep.QPN)
+	if !st.startMsgLinks() {
+		if !st.mlMaking { // making it failed lately
+			st.refuse(from, ep.QPN)
 			return
 		}
 		w := msgReqWaiting{from, ep, room}
-		if i := slices.IndexFunc(t.mlWaiting, func(w msgReqWaiting) bool { return w.from == from }); i >= 0 {
-			t.mlWaiting[i] = w // a newer request replaces the older
+		if i := slices.IndexFunc(st.mlWaiting, func(w msgReqWaiting) bool { return w.from == from }); i >= 0 {
+			st.mlWaiting[i] = w // a newer request replaces the older
 		} else {
-			t.mlWaiting = append(t.mlWaiting, w)
+			st.mlWaiting = append(st.mlWaiting, w)
 		}
 		return
 	}
-	ml := t.ml
+	ml := st.ml
 	if l := ml.links[from]; l != nil {
 		switch {
 		case l.answer && l.remote == ep.QPN: // a repeated request
 			if l.qp != nil {
-				t.msgAck(from, l, ep.QPN)
+				st.msgAck(from, l, ep.QPN)
 			} // else: being answered
 			return
-		case !l.answer && !l.up && l.qpn != 0 && t.cfg.Self < from && !l.stale(now()):
+		case !l.answer && !l.up && l.qpn != 0 && st.cfg.Self < from && !l.stale(now()):
 			return // both asked: ours (sent) wins, the peer answers it
 		default: // the peer dropped its end, or both asked and theirs wins
-			t.rcBreak(l, "replaced by the peer's request", nil)
+			st.rcBreak(l, "replaced by the peer's request", nil)
 		}
 	}
-	if full := len(ml.links) >= rcPool; full && (room || !t.rcRoom(from)) {
-		t.refuse(from, ep.QPN)
+	if full := len(ml.links) >= rcPool; full && (room || !st.rcRoom(from)) {
+		st.refuse(from, ep.QPN)
 		return
 	}
 	// The link worker creates the QP and connects it, then the engine
 	// answers MSGACK.
-	l := t.newLink(from, true, ep.QPN)
-	t.offload(func() {
+	l := st.newLink(from, true, ep.QPN)
+	t := st.Transport // the link worker's job runs without t.mu
+	st.offload(func() {
 		qp, err := t.createMsgQP(ml, &ep)
-		t.toEngine(func() { t.msgAccepted(l, qp, err) }, func() { t.closeMsgQP(qp) })
+		t.toEngine(func(st *state) { st.msgAccepted(l, qp, err) }, func() { t.closeMsgQP(qp) })
 	})
 }
 
 // msgAccepted takes the QP the link worker created and connected for the
-// peer's request and answers MSGACK (engine). The link is up on the
+// peer's request and answers MSGACK. The link is up on the
 // requester's MSGUP.
-func (t *Transport) msgAccepted(l *msgLink, qp *ibv.QP, err error) {
-	ml := t.ml
+func (st *state) msgAccepted(l *msgLink, qp *ibv.QP, err error) {
+	ml := st.ml
 	if ml.links[l.peer] != l { // dropped meanwhile (a restart, a new request)
-		t.freeMsgQP(qp)
+		st.freeMsgQP(qp)
 		return
 	}
 	if err != nil {
-		t.dropLink(l)
-		t.logLimited("rcaccept", slog.LevelWarn, "cannot accept a message link", "peer", l.peer, "err", err)
-		t.refuse(l.peer, l.remote)
+		st.dropLink(l)
+		st.logLimited("rcaccept", slog.LevelWarn, "cannot accept a message link", "peer", l.peer, "err", err)
+		st.refuse(l.peer, l.remote)
 		return
 	}
 	l.qp, l.qpn = qp, qp.Num()
 	ml.byQPN[l.qpn] = l
-	if t.msgAck(l.peer, l, l.remote) != nil {
-		t.dropLink(l) // no MSGUP will come for it
+	if st.msgAck(l.peer, l, l.remote) != nil {
+		st.dropLink(l) // no MSGUP will come for it
 	}
 }
 
 // msgAck answers the peer's request from QP echo with l's QP; an error is
 // logged and returned.
-func (t *Transport) msgAck(to ranks.Rank, l *msgLink, echo uint32) error {
-	err := t.rel.send(to, true, control{op: ctlMsgAck, ep: l.qp.Endpoint(), echo: echo}.append(nil), now())
+func (st *state) msgAck(to ranks.Rank, l *msgLink, echo uint32) error {
+	err := st.rel.send(to, true, control{op: ctlMsgAck, ep: l.qp.Endpoint(), echo: echo}.append(nil), now())
 	if err != nil {
-		t.logLimited("rcack", slog.LevelWarn, "cannot answer a message link request", "peer", to, "err", err)
+		st.logLimited("rcack", slog.LevelWarn, "cannot answer a message link request", "peer", to, "err", err)
 	}
 	return err
 }
 
 // refuse tells the peer to drop its end (QP number qpn).
-func (t *Transport) refuse(to ranks.Rank, qpn uint32) {
-	if err := t.rel.send(to, true, control{op: ctlMsgClose, echo: qpn}.append(nil), now()); err != nil {
-		t.logLimited("rcrefuse", slog.LevelWarn, "cannot refuse a message link", "peer", to, "err", err)
+func (st *state) refuse(to ranks.Rank, qpn uint32) {
+	if err := st.rel.send(to, true, control{op: ctlMsgClose, echo: qpn}.append(nil), now()); err != nil {
+		st.logLimited("rcrefuse", slog.LevelWarn, "cannot refuse a message link", "peer", to, "err", err)
 	}
 }
 
-// onMsgAck has the link worker connect the requester's end (engine).
-func (t *Transport) onMsgAck(from ranks.Rank, c control) {
+// onMsgAck has the link worker connect the requester's end.
+func (st *state) onMsgAck(from ranks.Rank, c control) {
 	var l *msgLink
-	if t.ml != nil {
-		l = t.ml.links[from]
+	if st.ml != nil {
+		l = st.ml.links[from]
 	}
 	if l == nil || l.answer || l.up || l.qpn != c.echo {
-		t.refuse(from, c.ep.QPN) // an answer to an attempt already dropped
+		st.refuse(from, c.ep.QPN) // an answer to an attempt already dropped
 		return
 	}
 	if l.qp == nil {
@@ -940,82 +945,83 @@ func (t *Transport) onMsgAck(from ranks.Rank, c control) {
 	}
 	qp := l.qp
 	l.qp, l.remote = nil, c.ep.QPN // the worker's until connected
-	t.offload(func() {
+	t := st.Transport              // the link worker's job runs without t.mu
+	st.offload(func() {
 		err := t.connectMsgQP(qp, c.ep)
-		t.toEngine(func() { t.msgConnected(l, qp, err) }, func() { t.closeMsgQP(qp) })
+		t.toEngine(func(st *state) { st.msgConnected(l, qp, err) }, func() { t.closeMsgQP(qp) })
 	})
 }
 
 // msgConnected takes back the requester's QP the link worker connected:
-// the link is up, and MSGUP tells the answerer (engine).
-func (t *Transport) msgConnected(l *msgLink, qp *ibv.QP, err error) {
-	if t.ml.links[l.peer] != l { // dropped meanwhile (a restart, MSGCLOSE)
-		t.freeMsgQP(qp)
+// the link is up, and MSGUP tells the answerer.
+func (st *state) msgConnected(l *msgLink, qp *ibv.QP, err error) {
+	if st.ml.links[l.peer] != l { // dropped meanwhile (a restart, MSGCLOSE)
+		st.freeMsgQP(qp)
 		return
 	}
 	l.qp = qp
 	if err == nil {
-		err = t.rel.send(l.peer, true, control{op: ctlMsgUp, ep: qp.Endpoint(), echo: l.remote}.append(nil), now())
+		err = st.rel.send(l.peer, true, control{op: ctlMsgUp, ep: qp.Endpoint(), echo: l.remote}.append(nil), now())
 	}
 	if err != nil {
-		t.rcBreak(l, "connecting a message link", err)
-		t.refuse(l.peer, l.remote)
+		st.rcBreak(l, "connecting a message link", err)
+		st.refuse(l.peer, l.remote)
 		return
 	}
 	l.up = true
-	t.rcLinksUp.Add(1)
+	st.rcLinksUp.Add(1)
 }
 
 // onMsgUp puts the answerer's end in service once the requester's is
-// connected (engine).
-func (t *Transport) onMsgUp(from ranks.Rank, c control) {
+// connected.
+func (st *state) onMsgUp(from ranks.Rank, c control) {
 	var l *msgLink
-	if t.ml != nil {
-		l = t.ml.links[from]
+	if st.ml != nil {
+		l = st.ml.links[from]
 	}
 	if l == nil || !l.answer || l.qp == nil || l.qpn != c.echo || l.remote != c.ep.QPN {
-		t.refuse(from, c.ep.QPN) // for an end already dropped
+		st.refuse(from, c.ep.QPN) // for an end already dropped
 		return
 	}
 	if !l.up {
 		l.up = true
-		t.rcLinksUp.Add(1)
+		st.rcLinksUp.Add(1)
 	}
 }
 
 // onMsgClose drops the link whose local QP number the peer names.
-func (t *Transport) onMsgClose(from ranks.Rank, qpn uint32) {
-	if t.ml == nil {
+func (st *state) onMsgClose(from ranks.Rank, qpn uint32) {
+	if st.ml == nil {
 		return
 	}
-	if l := t.ml.links[from]; l != nil && l.qpn != 0 && l.qpn == qpn {
-		t.pollRC()
-		if t.ml.links[from] == l {
-			t.rcBreak(l, "closed by the peer", nil)
+	if l := st.ml.links[from]; l != nil && l.qpn != 0 && l.qpn == qpn {
+		st.pollRC()
+		if st.ml.links[from] == l {
+			st.rcBreak(l, "closed by the peer", nil)
 		}
 	}
 }
 
 // onResend delivers a message the peer sent again over UD.
-func (t *Transport) onResend(from ranks.Rank, seq uint64, m []byte) {
-	if err := t.initMsgLinks(); err != nil {
-		t.reject("rc_resend", err)
+func (st *state) onResend(from ranks.Rank, seq uint64, m []byte) {
+	if err := st.initMsgLinks(); err != nil {
+		st.reject("rc_resend", err)
 		return
 	}
-	t.deliverRC(from, seq, m)
+	st.deliverRC(from, seq, m)
 }
 
 // msgPeerGone drops the link to a peer the reliable layer gave up on:
 // its unconfirmed messages are dropped and counted, as the UD ones are.
-func (t *Transport) msgPeerGone(to ranks.Rank) {
-	if t.ml == nil {
+func (st *state) msgPeerGone(to ranks.Rank) {
+	if st.ml == nil {
 		return
 	}
-	if l := t.ml.links[to]; l != nil {
-		t.msgsDropped.Add(uint64(len(l.queue)))
+	if l := st.ml.links[to]; l != nil {
+		st.msgsDropped.Add(uint64(len(l.queue)))
 		l.queue, l.bytes = nil, 0
-		t.dropLink(l)
-		t.ml.retry[to] = now() + int64(rcRetryAfter)
+		st.dropLink(l)
+		st.ml.retry[to] = now() + int64(rcRetryAfter)
 	}
 }
 
@@ -1023,23 +1029,23 @@ func (t *Transport) msgPeerGone(to ranks.Rank) {
 // previous incarnation (peerRestarted): its link is dropped with the
 // messages it still held (counted, as the UD ones are), and message
 // numbers both ways start again.
-func (t *Transport) msgPeerRestarted(r ranks.Rank) {
-	t.mlWaiting = slices.DeleteFunc(t.mlWaiting, func(w msgReqWaiting) bool { return w.from == r })
-	delete(t.mlWanted, r)
-	if t.ml == nil {
+func (st *state) msgPeerRestarted(r ranks.Rank) {
+	st.mlWaiting = slices.DeleteFunc(st.mlWaiting, func(w msgReqWaiting) bool { return w.from == r })
+	delete(st.mlWanted, r)
+	if st.ml == nil {
 		return
 	}
-	t.msgPeerGone(r)
-	ml := t.ml
+	st.msgPeerGone(r)
+	ml := st.ml
 	ml.out[r], ml.in[r], ml.part[r], ml.retry[r] = 0, 0, rcPartial{}, 0
 }
 
 // msgLinkPeers returns the peers with a message link, sorted (tests).
-func (t *Transport) msgLinkPeers() (up, pending []ranks.Rank) {
-	if t.ml == nil {
+func (st *state) msgLinkPeers() (up, pending []ranks.Rank) {
+	if st.ml == nil {
 		return nil, nil
 	}
-	for p, l := range t.ml.links {
+	for p, l := range st.ml.links {
 		if l.up {
 			up = append(up, p)
 		} else {

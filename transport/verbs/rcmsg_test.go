@@ -108,9 +108,9 @@ func seqCluster(t *testing.T, n int, job uint64) ([]*Transport, []*seqSink) {
 // rcSent is how many messages tr sent to peer over RC (a seq each).
 func rcSent(tr *Transport, peer ranks.Rank) uint64 {
 	var n uint64
-	tr.do(func() {
-		if tr.ml != nil {
-			n = tr.ml.out[peer]
+	tr.do(func(st *state) {
+		if st.ml != nil {
+			n = st.ml.out[peer]
 		}
 	})
 	return n
@@ -203,7 +203,7 @@ func TestRCMessageLinkEviction(t *testing.T) {
 		sinks[p].verify(t, 0, 2*rounds)
 	}
 	var up, pending []ranks.Rank
-	ts[0].do(func() { up, pending = ts[0].msgLinkPeers() })
+	ts[0].do(func(st *state) { up, pending = st.msgLinkPeers() })
 	vs := ts[0].VerbsStats()
 	t.Logf("rank 0: links up %v pending %v, %+v", up, pending, vs)
 	if len(up)+len(pending) > rcPool {
@@ -219,9 +219,9 @@ func TestRCMessageLinkEviction(t *testing.T) {
 	// A frequent partner without a link does not evict one: small
 	// messages to an evicted peer stay on UD while the pool is full.
 	var linked map[ranks.Rank]bool
-	ts[0].do(func() {
+	ts[0].do(func(st *state) {
 		linked = map[ranks.Rank]bool{}
-		for p := range ts[0].ml.links {
+		for p := range st.ml.links {
 			linked[p] = true
 		}
 	})
@@ -269,12 +269,12 @@ func TestRCMessageLinkEviction(t *testing.T) {
 // next large message asks again and the link comes up.
 func TestStaleMessageLinkIsReplaced(t *testing.T) {
 	ts, sinks := seqCluster(t, 2, 505)
-	ts[0].do(func() {
-		if err := ts[0].initMsgLinks(); err != nil {
+	ts[0].do(func(st *state) {
+		if err := st.initMsgLinks(); err != nil {
 			t.Error(err)
 			return
 		}
-		l := ts[0].newLink(1, false, 0) // never asked: as if the answer was lost
+		l := st.newLink(1, false, 0) // never asked: as if the answer was lost
 		l.since = now() - int64(rcSetupTimeout) - 1
 	})
 	i := 0
@@ -307,17 +307,17 @@ func TestLinkWaitingForBuffersIsPumped(t *testing.T) {
 		}
 	}
 	n1, n2 := sinks[1].count(0), sinks[2].count(0)
-	ts[0].do(func() {
+	ts[0].do(func(st *state) {
 		// 1 MiB to rank 1 takes every send buffer, then 4 KiB to rank 2
 		// waits for one.
-		if err := ts[0].sendMsg(1, seqMsg(n1, 1<<20), true, now()); err != nil {
+		if err := st.sendMsg(1, seqMsg(n1, 1<<20), true, now()); err != nil {
 			t.Error(err)
 		}
-		if err := ts[0].sendMsg(2, seqMsg(n2, 4<<10), true, now()); err != nil {
+		if err := st.sendMsg(2, seqMsg(n2, 4<<10), true, now()); err != nil {
 			t.Error(err)
 		}
-		if len(ts[0].ml.free) != 0 {
-			t.Errorf("%d send buffers free after 1 MiB: the test needs none", len(ts[0].ml.free))
+		if len(st.ml.free) != 0 {
+			t.Errorf("%d send buffers free after 1 MiB: the test needs none", len(st.ml.free))
 		}
 	})
 	waitFor(t, 30*time.Second, "the 4 KiB message to rank 2", func() bool { return sinks[2].count(0) >= n2+1 })
@@ -375,16 +375,16 @@ func TestRCMessageLinkErrorFallsBack(t *testing.T) {
 	}
 	// On the engine: queue a burst on the link, then break its QP.
 	burst := 0
-	ts[0].do(func() {
+	ts[0].do(func(st *state) {
 		for k := range 12 {
 			size := []int{64 << 10, 100, 16<<10 + 5}[k%3]
-			if err := ts[0].sendMsg(1, seqMsg(i, size), true, now()); err != nil {
+			if err := st.sendMsg(1, seqMsg(i, size), true, now()); err != nil {
 				t.Error(err)
 			}
 			i++
 			burst++
 		}
-		if l := ts[0].ml.links[1]; l == nil || !l.up {
+		if l := st.ml.links[1]; l == nil || !l.up {
 			t.Error("the link went down before the burst")
 		} else if err := l.qp.SetError(); err != nil {
 			t.Error(err)
@@ -412,7 +412,7 @@ func msgLinksPending(t *testing.T, tr *Transport, n int) {
 	t.Helper()
 	waitFor(t, 10*time.Second, fmt.Sprintf("%d message links being set up", n), func() bool {
 		var up, pending []ranks.Rank
-		tr.do(func() { up, pending = tr.msgLinkPeers() })
+		tr.do(func(st *state) { up, pending = st.msgLinkPeers() })
 		return len(up) == 0 && len(pending) == n
 	})
 }
@@ -436,7 +436,7 @@ func TestMessageLinkSetupPeerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var up, pending []ranks.Rank
-	o.do(func() { up, pending = o.msgLinkPeers() })
+	o.do(func(st *state) { up, pending = st.msgLinkPeers() })
 	if len(up)+len(pending) != 0 {
 		t.Fatalf("rank 0 still holds message links up %v, being set up %v, after rank 1 restarted", up, pending)
 	}

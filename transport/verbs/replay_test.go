@@ -170,7 +170,7 @@ func replayPair(t *testing.T, job uint64) ([]*Transport, []*received, []*capture
 	caps := []*capture{{}, {}}
 	addrs := addrsOf(ts)
 	for i, tr := range ts {
-		tr.capture = caps[i].hook
+		tr.locked.capture = caps[i].hook
 		if err := tr.Start(addrs, recs[i].handler); err != nil {
 			t.Fatal(err)
 		}
@@ -209,16 +209,16 @@ func restart(t *testing.T, old *Transport, peers []string) (*Transport, *receive
 func postRaw(t *testing.T, tr *Transport, to ranks.Rank, frame []byte) {
 	t.Helper()
 	var err error
-	if !tr.do(func() {
+	if !tr.do(func(st *state) {
 		var d *ibv.UDDest
-		if d, err = tr.dest(to); err != nil {
+		if d, err = st.dest(to); err != nil {
 			return
 		}
-		if len(frame) > tr.inline {
-			err = fmt.Errorf("frame of %d bytes above the inline limit %d", len(frame), tr.inline)
+		if len(frame) > st.inline {
+			err = fmt.Errorf("frame of %d bytes above the inline limit %d", len(frame), st.inline)
 			return
 		}
-		err = tr.postInline(d, frame)
+		err = st.postInline(d, frame)
 	}) {
 		t.Fatal("transport not running")
 	}
@@ -232,7 +232,7 @@ func quiesce(t *testing.T, tr *Transport, to ranks.Rank) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "every packet acknowledged", func() bool {
 		n := -1
-		tr.do(func() { n = tr.rel.pending(to) })
+		tr.do(func(st *state) { n = st.rel.pending(to) })
 		return n == 0
 	})
 }
@@ -334,7 +334,7 @@ func TestReplayToRestartedReceiver(t *testing.T) {
 	if err := setPeers(a, []string{"", b2.Addr()}); err != nil {
 		t.Fatalf("SetPeers with rank 1's new address: %v", err)
 	}
-	a.do(func() {})
+	a.do(func(st *state) {})
 	for _, f := range append(r.all(), r.hb...) {
 		postRaw(t, a, 1, f)
 	}
@@ -398,7 +398,7 @@ func TestRestartedRankRejoins(t *testing.T) {
 	if err := setPeers(a, []string{"", b2.Addr()}); err != nil {
 		t.Fatalf("SetPeers with rank 1's new address: %v", err)
 	}
-	a.do(func() {})
+	a.do(func(st *state) {})
 	// The new incarnation's heartbeats count from 1.
 	seq := uint64(0)
 	for seq < 3 {
@@ -502,7 +502,7 @@ func TestSetPeersErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got Address
-	a.do(func() { got = a.peers[1] })
+	a.do(func(st *state) { got = st.peers[1] })
 	if got.String() != ts[1].Addr() {
 		t.Errorf("an older incarnation's address replaced the known one: %s", got)
 	}

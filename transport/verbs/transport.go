@@ -45,12 +45,6 @@ type Config struct {
 	// completion channel (0: DefaultPollFor; negative: never polls on).
 	// Heartbeat datagrams do not extend it: an idle detector sleeps.
 	PollFor time.Duration
-	// LockThread runs the progress engine on an OS thread of its own
-	// (runtime.LockOSThread), busy-polling in C; by default it is an
-	// ordinary goroutine that yields between polls, which hands a
-	// received message to the goroutine waiting for it without a thread
-	// switch (see verbs/RESULTS.md for both measured).
-	LockThread bool
 	// NoWindows keeps the slot array REMOTE_WRITE through its own rkey
 	// even on a device with type 2 memory windows (by default each
 	// emitter can write only its own word, through its own link).
@@ -107,56 +101,20 @@ type Transport struct {
 	windows bool
 	mtu     int
 
-	// mu guards the state below (the UD QP's posts, the send buffers,
-	// the address handles, the reliability layer, the RC handshakes):
-	// the state is the holder's. The progress engine (engine.go) holds it
-	// while it works, and a Send that finds it free (TryLock) posts
-	// itself; one that does not queues its work for the next holder.
-	mu       sync.Mutex
-	eng      engine
-	sendMR   *ibv.MR
-	free     []int
-	dests    []*ibv.UDDest
-	oldAHs   []*ibv.AH // address handles of restarted ranks' previous addresses (freed by Close)
-	wcs      []ibv.WC
-	hbPkt    [hbSize]byte
-	inline   int // the UD QP's inline limit
-	unsig    int // inline datagrams posted unsignalled since the last signalled one
-	unreaped int // signalled UD sends not yet reaped
-	starved  int // datagrams not posted for want of a free send buffer (engine)
-
-	// peers are the ranks' addresses; peers[r].Inc is the newest
-	// incarnation known of rank r (engine).
-	peers   []Address
+	// mu guards locked, the state the progress engine runs: whoever holds
+	// mu owns it (state.go). The engine holds it while it works; a Send
+	// that finds it free posts itself, one that does not leaves its work
+	// on todo for the next holder.
+	mu     sync.Mutex
+	locked state // reached through acquire and tryAcquire
+	todo   todo  // work for the next holder of mu (todo.go)
+	eng    engine
+	sendMR *ibv.MR // the UD send buffers (which are free: state.free)
+	inline int     // the UD QP's inline limit
+	// handler gets the messages (set by Start; called by the engine
+	// with mu released).
 	handler transport.Handler
-
-	// The reliability layer and the RC handshake state (mu).
-	rel     *reliable
-	tx      *wire.Codec
-	txBuf   []byte
-	pktBuf  []byte                      // the receiver's incarnation and a packet, being framed
-	pending map[ranks.Rank]*pendingLink // RC QPs of handshakes in flight
-	// accepting holds, per emitter, the QP number of the CONNREQ whose
-	// observer end the link worker is setting up.
-	accepting map[ranks.Rank]uint32
-	lk        linker
-	passive   []*passiveQP
-	ml        *msgLinks  // the RC message links (nil until first used)
-	hot       []hotCount // per peer: small messages sent lately (hotPeer)
-	// mlMaking: the link worker is making the pool (startMsgLinks);
-	// mlWaiting: the peers' requests that wait for it; mlWanted: the
-	// peers a link was wanted to meanwhile (true: may evict); mlRetry: no
-	// new attempt before (ns) after one failed.
-	mlMaking  bool
-	mlWaiting []msgReqWaiting
-	mlWanted  map[ranks.Rank]bool
-	mlRetry   int64
-	ready     []delivery // messages for the handler, from the packet being handled
-	spare     []delivery // ready's other buffer, while handOut runs the handler
-
-	// capture, if set (tests, before Start), sees every datagram this
-	// transport frames, as posted (t.mu held; frame valid during the call).
-	capture func(to ranks.Rank, frame []byte)
+	lk      linker
 
 	links      []atomic.Pointer[hbLink]
 	connecting []atomic.Bool
@@ -245,16 +203,18 @@ func Open(cfg Config) (*Transport, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger.With("transport", "verbs"),
-		links:     make([]atomic.Pointer[hbLink], cfg.N),
+		links:    make([]atomic.Pointer[hbLink], cfg.N),
+		lk:       linker{jobs: make(chan func(), linkerQueue)},
+		quit:     make(chan struct{}),
+		rejected: map[string]uint64{},
+		lastLog:  map[string]time.Time{},
+	}
+	t.locked = state{Transport: t,
 		hot:       make([]hotCount, cfg.N),
 		dests:     make([]*ibv.UDDest, cfg.N),
 		wcs:       make([]ibv.WC, 16),
 		pending:   map[ranks.Rank]*pendingLink{},
 		accepting: map[ranks.Rank]uint32{},
-		lk:        linker{jobs: make(chan func(), linkerQueue)},
-		quit:      make(chan struct{}),
-		rejected:  map[string]uint64{},
-		lastLog:   map[string]time.Time{},
 	}
 	t.connecting = make([]atomic.Bool, cfg.N)
 	t.connectSince = make([]atomic.Int64, cfg.N)
@@ -337,17 +297,18 @@ func (t *Transport) setup() error {
 	if t.sendMR, err = t.pd.AllocMR(sendBufs*t.mtu, ibv.AccessLocalWrite); err != nil {
 		return err
 	}
+	st := &t.locked // no other goroutine yet
 	for i := sendBufs - 1; i >= 0; i-- {
-		t.free = append(t.free, i)
+		st.free = append(st.free, i)
 	}
 	if t.pcq, err = t.ctx.CreateCQ(16, false); err != nil {
 		return err
 	}
-	t.tx = wire.NewCodec(t.datagramParams())
+	st.tx = wire.NewCodec(t.datagramParams())
 	frag := t.mtu - wire.HeaderSize - wire.TagSize - toSize - dataHeader
-	t.rel = newReliable(defaultRelConfig(frag))
-	t.rel.xmit, t.rel.deliver, t.rel.gaveUp = t.xmit, t.deliver, t.gaveUp
-	t.rel.duplicate = func(from ranks.Rank, seq uint64) {
+	st.rel = newReliable(defaultRelConfig(frag))
+	st.rel.xmit, st.rel.deliver, st.rel.gaveUp = st.xmit, st.deliver, st.gaveUp
+	st.rel.duplicate = func(from ranks.Rank, seq uint64) {
 		t.reject("duplicate", fmt.Errorf("rank %d DATA packet %d already received", from, seq))
 	}
 	return t.initEngine()
@@ -395,7 +356,7 @@ func (t *Transport) Start(addrs []string, h transport.Handler) error {
 	if err != nil {
 		return fmt.Errorf("verbs transport: %w", err)
 	}
-	t.peers, t.handler, t.started = peers, h, true
+	t.locked.peers, t.handler, t.started = peers, h, true // before the goroutines
 	t.wg.Add(2)
 	go t.run()
 	go t.runLinker()
@@ -455,39 +416,39 @@ func (t *Transport) SetPeers(addrs []string) error {
 		return fmt.Errorf("verbs transport: SetPeers: %w", err)
 	}
 	set[t.cfg.Self] = false
-	if !t.eng.submit(cmd{op: opDo, fn: func() { t.setPeers(peers, set) }}) {
+	if !t.submit(cmd{op: opDo, fn: func(st *state) { st.setPeers(peers, set) }}) {
 		return errEngineFull
 	}
 	return nil
 }
 
-// setPeers applies SetPeers' table (engine).
-func (t *Transport) setPeers(peers []Address, set []bool) {
+// setPeers applies SetPeers' table.
+func (st *state) setPeers(peers []Address, set []bool) {
 	for i, a := range peers {
-		r, cur := ranks.Rank(i), t.peers[i]
+		r, cur := ranks.Rank(i), st.peers[i]
 		switch {
 		case !set[i] || a == cur:
 			continue
 		case a.Inc < cur.Inc:
-			t.logLimited("oldaddr", slog.LevelWarn, "SetPeers: address of an older incarnation ignored",
+			st.logLimited("oldaddr", slog.LevelWarn, "SetPeers: address of an older incarnation ignored",
 				"peer", r, "incarnation", a.Inc, "known", cur.Inc)
 			continue
 		}
-		if d := t.dests[r]; d != nil && (a.endpoint() != cur.endpoint()) {
+		if d := st.dests[r]; d != nil && (a.endpoint() != cur.endpoint()) {
 			// A send posted to the old address may still use its handle:
 			// it is freed with the transport.
-			t.oldAHs = append(t.oldAHs, d.AH)
-			t.dests[r] = nil
+			st.oldAHs = append(st.oldAHs, d.AH)
+			st.dests[r] = nil
 		}
-		t.peers[r] = a
+		st.peers[r] = a
 		if a.Inc > cur.Inc {
-			t.peerRestarted(r, cur.Inc)
+			st.peerRestarted(r, cur.Inc)
 		}
-		t.log.Info("peer address changed", "peer", r, "qpn", a.QPN, "incarnation", a.Inc)
+		st.log.Info("peer address changed", "peer", r, "qpn", a.QPN, "incarnation", a.Inc)
 	}
 }
 
-// peerRestarted forgets rank r's previous incarnation old (engine; r's new
+// peerRestarted forgets rank r's previous incarnation old (r's new
 // incarnation is in t.peers[r].Inc): the messages still queued or
 // unacknowledged towards it are dropped (counted in MsgsDropped) and the
 // reliability state both ways restarts from sequence number 1; the heartbeat
@@ -495,42 +456,42 @@ func (t *Transport) setPeers(peers []Address, set []bool) {
 // abandoned, the passive end of its link to this rank closed; and this
 // rank's slot word for it is set to 0, so that the new incarnation's
 // heartbeats, which count from 1 again, move it.
-func (t *Transport) peerRestarted(r ranks.Rank, old uint64) {
-	if n := t.rel.reset(r); n > 0 {
-		t.msgsDropped.Add(uint64(n))
+func (st *state) peerRestarted(r ranks.Rank, old uint64) {
+	if n := st.rel.reset(r); n > 0 {
+		st.msgsDropped.Add(uint64(n))
 	}
-	t.msgPeerRestarted(r)
-	if p := t.pending[r]; p != nil {
-		delete(t.pending, r)
-		t.freePending(p)
+	st.msgPeerRestarted(r)
+	if p := st.pending[r]; p != nil {
+		delete(st.pending, r)
+		st.freePending(p)
 	}
-	delete(t.accepting, r)
-	t.connecting[r].Store(false)
-	if l := t.links[r].Swap(nil); l != nil {
-		t.retire(l)
+	delete(st.accepting, r)
+	st.connecting[r].Store(false)
+	if l := st.links[r].Swap(nil); l != nil {
+		st.retire(l)
 	}
-	keep := t.passive[:0]
+	keep := st.passive[:0]
 	var gone []*passiveQP
-	for _, p := range t.passive {
+	for _, p := range st.passive {
 		if p.emitter == r {
 			gone = append(gone, p)
 		} else {
 			keep = append(keep, p)
 		}
 	}
-	clear(t.passive[len(keep):])
-	t.passive = keep
-	t.freePassive(gone...)
-	atomic.StoreUint64(t.hbs.Word(r), 0)
-	t.restarts.Add(1)
-	t.log.Info("peer restarted: its sequence numbers, heartbeat links and slot word reset", "peer", r,
-		"incarnation", t.peers[r].Inc, "previous", old)
+	clear(st.passive[len(keep):])
+	st.passive = keep
+	st.freePassive(gone...)
+	atomic.StoreUint64(st.hbs.Word(r), 0)
+	st.restarts.Add(1)
+	st.log.Info("peer restarted: its sequence numbers, heartbeat links and slot word reset", "peer", r,
+		"incarnation", st.peers[r].Inc, "previous", old)
 }
 
 // Send implements transport.Transport: the message goes out over the
 // reliable UD channel (fragmented above one datagram), at once as far as
 // the peer's window allows, queued otherwise. Send never waits: if the
-// progress engine's state is free (the engine yields, spins or sleeps) it
+// progress engine's state is free (the engine yields or sleeps) it
 // posts the datagrams itself, else it hands the message to the engine,
 // which is then awake and takes it next. A message the engine cannot take
 // (its queue or the peer's is full) is counted in MsgsDropped.
@@ -551,32 +512,26 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 		t.msgsDropped.Add(1)
 		return f.err
 	}
-	if t.mu.TryLock() {
-		// The engine is yielding, spinning or asleep: post at once, as it
+	if st, ok := t.tryAcquire(); ok {
+		// The engine is yielding or asleep: post at once, as it
 		// would (a hand-off would wait for its thread to be scheduled),
 		// after what is queued (a message queued by an earlier Send goes
 		// first: order per destination).
 		if t.closed.Load() { // Close holds t.mu while it frees the objects
-			t.mu.Unlock()
+			st.release()
 			return transport.ErrClosed
 		}
-		t.drainCmds()
+		st.drainCmds()
 		n := now()
-		err := t.sendMsg(to, payload, false, n)
-		e := &t.eng
-		// Wake the engine to time the retransmission, or to hand out
-		// messages that evicting a link polled (rcRoom).
-		wake := e.sleeping.Load() && (e.armed == 0 || e.armed > n+t.rel.cfg.rto0 || len(t.ready) > 0)
-		t.pollFor(n) // the engine polls for the reply
-		t.mu.Unlock()
-		if wake {
-			e.wake()
-		}
+		err := st.sendMsg(to, payload, false, n)
+		st.pollFor(n) // the engine polls for the reply
+		st.kick = true
+		st.release()
 		if err != nil {
 			t.msgsDropped.Add(1)
 			return err
 		}
-	} else if !t.eng.submit(cmd{op: opSend, to: to, msg: append([]byte(nil), payload...)}) {
+	} else if !t.submit(cmd{op: opSend, to: to, msg: append([]byte(nil), payload...)}) {
 		t.msgsDropped.Add(1)
 		return errEngineFull
 	} else if t.closed.Load() {
@@ -587,196 +542,165 @@ func (t *Transport) Send(to ranks.Rank, payload []byte) error {
 	return nil
 }
 
-// errEngineFull is returned when the progress engine's queue is full.
+// errEngineFull is returned when the to-do list of t.mu is full (todoMax).
 var errEngineFull = errors.New("verbs transport: progress engine queue full")
 
 // frame returns the authenticated Msg frame carrying packet pkt to rank
-// to, bound to to's incarnation (t.mu held; valid until the next call).
-func (t *Transport) frame(to ranks.Rank, pkt []byte) ([]byte, error) {
-	t.pktBuf = append(appendDatagramHeader(t.pktBuf[:0], t.peers[to].Inc), pkt...)
+// to, bound to to's incarnation (valid until the next call).
+func (st *state) frame(to ranks.Rank, pkt []byte) ([]byte, error) {
+	st.pktBuf = append(appendDatagramHeader(st.pktBuf[:0], st.peers[to].Inc), pkt...)
 	var err error
-	if t.txBuf, err = t.tx.Append(t.txBuf[:0], wire.Msg, t.pktBuf); err != nil {
+	if st.txBuf, err = st.tx.Append(st.txBuf[:0], wire.Msg, st.pktBuf); err != nil {
 		return nil, err
 	}
-	if t.capture != nil {
-		t.capture(to, t.txBuf)
+	if st.capture != nil {
+		st.capture(to, st.txBuf)
 	}
-	return t.txBuf, nil
+	return st.txBuf, nil
 }
 
-// xmit sends one reliability-layer packet as an authenticated Msg frame
-// (engine): inline if it fits, else from a registered send buffer. A
+// xmit sends one reliability-layer packet as an authenticated Msg frame:
+// inline if it fits, else from a registered send buffer. A
 // datagram that cannot be posted is lost like one lost on the wire: the
 // reliability layer resends it.
-func (t *Transport) xmit(to ranks.Rank, pkt []byte) {
-	if _, err := t.frame(to, pkt); err != nil {
-		t.logLimited("xmit", slog.LevelError, "cannot frame datagram", "err", err)
+func (st *state) xmit(to ranks.Rank, pkt []byte) {
+	if _, err := st.frame(to, pkt); err != nil {
+		st.logLimited("xmit", slog.LevelError, "cannot frame datagram", "err", err)
 		return
 	}
-	d, err := t.dest(to)
+	d, err := st.dest(to)
 	if err != nil {
-		t.logLimited("ah", slog.LevelWarn, "no address handle", "to", to, "err", err)
+		st.logLimited("ah", slog.LevelWarn, "no address handle", "to", to, "err", err)
 		return
 	}
-	if len(t.txBuf) <= t.inline {
-		if err := t.postInline(d, t.txBuf); err != nil {
-			t.logLimited("post", slog.LevelWarn, "UD send failed", "to", to, "err", err)
+	if len(st.txBuf) <= st.inline {
+		if err := st.postInline(d, st.txBuf); err != nil {
+			st.logLimited("post", slog.LevelWarn, "UD send failed", "to", to, "err", err)
 		}
 		return
 	}
-	if len(t.free) == 0 {
-		t.reap()
-		if len(t.free) == 0 {
-			t.starved++
+	if len(st.free) == 0 {
+		st.reap()
+		if len(st.free) == 0 {
+			st.starved++
 			return
 		}
 	}
-	slot := t.free[len(t.free)-1]
-	off := slot * t.mtu
-	copy(t.sendMR.Bytes()[off:], t.txBuf)
-	if err := t.ud.PostSendUDFrom(uint64(slot), *d, t.sendMR, off, len(t.txBuf), true); err != nil {
-		t.logLimited("post", slog.LevelWarn, "UD send failed", "to", to, "err", err)
+	slot := st.free[len(st.free)-1]
+	off := slot * st.mtu
+	copy(st.sendMR.Bytes()[off:], st.txBuf)
+	if err := st.ud.PostSendUDFrom(uint64(slot), *d, st.sendMR, off, len(st.txBuf), true); err != nil {
+		st.logLimited("post", slog.LevelWarn, "UD send failed", "to", to, "err", err)
 		return
 	}
-	t.free = t.free[:len(t.free)-1]
-	t.unreaped++
+	st.free = st.free[:len(st.free)-1]
+	st.unreaped++
 }
 
-// postInline posts frame inline to d (engine): no send buffer, and only
+// postInline posts frame inline to d: no send buffer, and only
 // one datagram in signalEvery is signalled (its completion retires the
 // unsignalled ones before it). A full send queue is reaped and the post
 // tried once more.
-func (t *Transport) postInline(d *ibv.UDDest, frame []byte) error {
-	sig := t.unsig+1 >= signalEvery
-	err := t.ud.PostSendUD(hbWRID, *d, frame, sig)
+func (st *state) postInline(d *ibv.UDDest, frame []byte) error {
+	sig := st.unsig+1 >= signalEvery
+	err := st.ud.PostSendUD(hbWRID, *d, frame, sig)
 	if err != nil {
-		t.reap()
-		err = t.ud.PostSendUD(hbWRID, *d, frame, sig)
+		st.reap()
+		err = st.ud.PostSendUD(hbWRID, *d, frame, sig)
 	}
 	if err != nil {
 		return err
 	}
 	if sig {
-		t.unsig = 0
-		t.unreaped++
+		st.unsig = 0
+		st.unreaped++
 	} else {
-		t.unsig++
+		st.unsig++
 	}
 	return nil
 }
 
-// dest returns (creating on first use) the UD destination of rank r
-// (engine).
-func (t *Transport) dest(r ranks.Rank) (*ibv.UDDest, error) {
-	if d := t.dests[r]; d != nil {
+// dest returns (creating on first use) the UD destination of rank r.
+func (st *state) dest(r ranks.Rank) (*ibv.UDDest, error) {
+	if d := st.dests[r]; d != nil {
 		return d, nil
 	}
-	ah, err := t.ud.CreateAHFor(t.peers[r].endpoint())
+	ah, err := st.ud.CreateAHFor(st.peers[r].endpoint())
 	if err != nil {
 		return nil, err
 	}
-	d := &ibv.UDDest{AH: ah, QPN: t.peers[r].QPN, QKey: t.peers[r].QKey}
-	t.dests[r] = d
-	t.ahs.Add(1)
+	d := &ibv.UDDest{AH: ah, QPN: st.peers[r].QPN, QKey: st.peers[r].QKey}
+	st.dests[r] = d
+	st.ahs.Add(1)
 	return d, nil
 }
 
-// reap polls the UD send CQ and returns finished buffers to the pool
-// (engine).
-func (t *Transport) reap() {
+// reap polls the UD send CQ and returns finished buffers to the pool.
+func (st *state) reap() {
 	for {
-		n, err := t.sendQ.Poll(t.wcs)
+		n, err := st.sendQ.Poll(st.wcs)
 		if err != nil {
-			t.logLimited("reap", slog.LevelError, "polling the UD send CQ", "err", err)
+			st.logLimited("reap", slog.LevelError, "polling the UD send CQ", "err", err)
 			return
 		}
-		t.unreaped = max(0, t.unreaped-n)
-		for i := range t.wcs[:n] {
-			wc := &t.wcs[i]
+		st.unreaped = max(0, st.unreaped-n)
+		for i := range st.wcs[:n] {
+			wc := &st.wcs[i]
 			if wc.WRID < sendBufs {
-				t.free = append(t.free, int(wc.WRID))
+				st.free = append(st.free, int(wc.WRID))
 			}
 			if err := wc.Err(); err != nil {
-				t.reject("ud_send_error", err)
+				st.reject("ud_send_error", err)
 				if wc.Status == ibv.WCWRFlushErr {
-					t.checkUD("a UD send was flushed")
+					st.checkUD("a UD send was flushed")
 				}
 			}
 		}
-		if n < len(t.wcs) {
+		if n < len(st.wcs) {
 			return
 		}
 	}
 }
 
-// onPacket handles one received DATA or ACK packet (engine; frag is only
-// valid during the call: the layer copies what it keeps) and hands the
-// messages it completes to the handler.
-func (t *Transport) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
-	if t.ml != nil {
+// onPacket handles one received DATA or ACK packet (frag is only
+// valid during the call: the layer copies what it keeps); the messages
+// it completes go to ready, for the engine's handOut.
+func (st *state) onPacket(from ranks.Rank, h pktHeader, frag []byte) {
+	if st.ml != nil {
 		// A message confirmed over RC is in the message CQ before any
-		// datagram sent after it: deliver it first (see msgLinks).
-		t.pollRC()
+		// datagram sent after it: it goes to ready first (see msgLinks).
+		st.pollRC()
 	}
 	n := now()
-	t.eng.traffic = true
+	st.traffic = true
 	if h.kind == kindAck {
-		t.rel.onAck(from, h.seq, n)
+		st.rel.onAck(from, h.seq, n)
 	} else {
-		t.rel.onData(from, h, frag, n)
-	}
-	t.handOut()
-}
-
-// handOut runs the handler on the messages ready (engine, t.mu held).
-// It releases t.mu while the handler runs, so that a reply the handler
-// sends is posted at once by its Send (as any Send that finds t.mu free)
-// instead of queued for the engine, and a handler that blocks does not
-// hold up other senders. Only the engine calls handOut, so the handler
-// still sees one message at a time, in order; messages made ready
-// meanwhile (a Send that evicted a link polled them) follow in a next
-// round.
-func (t *Transport) handOut() {
-	for len(t.ready) > 0 {
-		t.eng.delivered = true
-		// Not asleep (handOut in sleep is followed by its return): a
-		// Send meanwhile need not wake it.
-		t.eng.sleeping.Store(false)
-		batch := t.ready
-		t.ready = t.spare[:0]
-		t.mu.Unlock()
-		for i, d := range batch {
-			t.msgsRecv.Add(1)
-			t.bytesRecv.Add(uint64(len(d.msg)))
-			t.handler(d.from, d.msg)
-			batch[i] = delivery{}
-		}
-		t.mu.Lock()
-		t.spare = batch[:0]
+		st.rel.onData(from, h, frag, n)
 	}
 }
 
-// deliver receives whole messages, in order, from the reliability layer
-// (engine). The message is the layer's own copy: it goes to the handler
+// deliver receives whole messages, in order, from the reliability layer.
+// The message is the layer's own copy: it goes to the handler
 // as is, once the packet has been handled.
-func (t *Transport) deliver(from ranks.Rank, ctl bool, m []byte) {
+func (st *state) deliver(from ranks.Rank, ctl bool, m []byte) {
 	if ctl {
-		t.onControl(from, m)
+		st.onControl(from, m)
 		return
 	}
-	t.ready = append(t.ready, delivery{from, m})
+	st.ready = append(st.ready, delivery{from, m})
 }
 
 // gaveUp is called when a peer stopped acknowledging.
-func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
-	t.msgsDropped.Add(uint64(msgs))
-	t.logLimited("gaveup", slog.LevelInfo, "peer does not acknowledge: messages dropped", "to", to, "messages", msgs)
-	if p := t.pending[to]; p != nil {
-		delete(t.pending, to)
-		t.freePending(p)
+func (st *state) gaveUp(to ranks.Rank, msgs int) {
+	st.msgsDropped.Add(uint64(msgs))
+	st.logLimited("gaveup", slog.LevelInfo, "peer does not acknowledge: messages dropped", "to", to, "messages", msgs)
+	if p := st.pending[to]; p != nil {
+		delete(st.pending, to)
+		st.freePending(p)
 	}
-	t.connecting[to].Store(false)
-	t.msgPeerGone(to)
+	st.connecting[to].Store(false)
+	st.msgPeerGone(to)
 }
 
 // onDatagram authenticates one received datagram: a Msg frame from the
@@ -784,61 +708,60 @@ func (t *Transport) gaveUp(to ranks.Rank, msgs int) {
 // the QP its address names, means it restarted: peerRestarted), posted by
 // the UD QP its address names, bound to this transport's incarnation.
 // Heartbeats are stored into the slot array here (the same word an RDMA
-// write lands in); DATA and ACK packets go to the reliability layer
-// (engine).
-func (t *Transport) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
+// write lands in); DATA and ACK packets go to the reliability layer.
+func (st *state) onDatagram(rx *wire.Codec, wc *ibv.WC, msg []byte) {
 	if msg == nil {
-		t.reject("recv_error", wc.Err())
+		st.reject("recv_error", wc.Err())
 		if wc.Status == ibv.WCWRFlushErr {
-			t.checkUD("a UD receive was flushed")
+			st.checkUD("a UD receive was flushed")
 		}
 		return
 	}
 	f, n, err := rx.Decode(msg)
 	if err != nil {
-		t.reject(reasonOr(err, "bad_frame"), err)
+		st.reject(reasonOr(err, "bad_frame"), err)
 		return
 	}
 	if n != len(msg) {
-		t.reject("trailing_bytes", fmt.Errorf("%d bytes after a %d-byte frame", len(msg)-n, n))
+		st.reject("trailing_bytes", fmt.Errorf("%d bytes after a %d-byte frame", len(msg)-n, n))
 		return
 	}
-	p := &t.peers[f.Sender]
+	p := &st.peers[f.Sender]
 	if f.Incarnation < p.Inc {
-		t.reject(wire.ReasonStale, fmt.Errorf("rank %d incarnation %#x older than %#x", f.Sender, f.Incarnation, p.Inc))
+		st.reject(wire.ReasonStale, fmt.Errorf("rank %d incarnation %#x older than %#x", f.Sender, f.Incarnation, p.Inc))
 		return
 	}
 	if wc.SrcQP != p.QPN {
-		t.reject("wrong_source_qp", fmt.Errorf("rank %d frame from QP %d, rank %d published QP %d", f.Sender, wc.SrcQP, f.Sender, p.QPN))
+		st.reject("wrong_source_qp", fmt.Errorf("rank %d frame from QP %d, rank %d published QP %d", f.Sender, wc.SrcQP, f.Sender, p.QPN))
 		return
 	}
 	if f.Type != wire.Msg {
-		t.reject("unexpected_type", fmt.Errorf("%s frame over UD", f.Type))
+		st.reject("unexpected_type", fmt.Errorf("%s frame over UD", f.Type))
 		return
 	}
 	to, h, frag, err := decodeDatagram(f.Payload)
 	if err != nil {
-		t.reject("bad_packet", err)
+		st.reject("bad_packet", err)
 		return
 	}
-	if to != t.cfg.Incarnation {
-		t.reject("wrong_incarnation", fmt.Errorf("rank %d datagram for incarnation %#x of this rank, which is %#x", f.Sender, to, t.cfg.Incarnation))
+	if to != st.cfg.Incarnation {
+		st.reject("wrong_incarnation", fmt.Errorf("rank %d datagram for incarnation %#x of this rank, which is %#x", f.Sender, to, st.cfg.Incarnation))
 		return
 	}
 	if f.Incarnation > p.Inc { // restarted at the same address
 		old := p.Inc
 		p.Inc = f.Incarnation
-		t.peerRestarted(f.Sender, old)
+		st.peerRestarted(f.Sender, old)
 	}
 	if h.kind == kindHeartbeat {
-		t.onHeartbeat(f.Sender, h.seq)
+		st.onHeartbeat(f.Sender, h.seq)
 		return
 	}
-	t.onPacket(f.Sender, h, frag)
+	st.onPacket(f.Sender, h, frag)
 }
 
 // onHeartbeat stores a heartbeat datagram's sequence number into the slot
-// word (engine). One that does not move the word forwards is counted in
+// word. One that does not move the word forwards is counted in
 // Rejected["old_heartbeat"]: a replay, or a datagram overtaken by a later
 // heartbeat (an RDMA write, or the write of a stalled link it doubled).
 func (t *Transport) onHeartbeat(from ranks.Rank, seq uint64) {
@@ -952,7 +875,7 @@ type VerbsStats struct {
 func (t *Transport) VerbsStats() VerbsStats {
 	s := VerbsStats{RCWrites: t.rcWrites.Load(), UDHeartbeats: t.udHeartbeats.Load(),
 		RCErrors: t.rcErrors.Load(), LinksUp: t.linksUp.Load(), AsyncEvents: t.asyncEvents.Load(),
-		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.rel.resent.Load(),
+		PortErrors: t.portErrors.Load(), LateUD: t.lateUD.Load(), Retransmits: t.locked.rel.resent.Load(), // rel is set by Open
 		Restarts:   t.restarts.Load(),
 		RCMsgLinks: t.rcLinksUp.Load(), RCMsgEvicted: t.rcEvicted.Load(), RCMsgErrors: t.rcMsgErrors.Load(),
 		RCMsgResent: t.rcResent.Load()}
@@ -1000,15 +923,15 @@ func (t *Transport) Close() error {
 	}
 	close(t.quit)
 	if t.started {
-		t.eng.queued.Store(1)
-		t.eng.wake()
+		t.eng.wake() // the eventfd stays readable: a sleep after this returns at once
 	}
 	t.wg.Wait()
 	// A Send that took t.mu before the engine stopped finishes first; one
 	// that comes later finds the transport closed.
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.drainLinker()
+	st := &t.locked // not through acquire: the to-do list is dropped, not run
+	st.drainLinker()
 	t.dropCmds()
 	var errs []error
 	add := func(err error) {
@@ -1024,32 +947,32 @@ func (t *Transport) Close() error {
 	for _, l := range t.takeGrave() {
 		add(l.free())
 	}
-	for r, p := range t.pending {
+	for r, p := range st.pending {
 		add(p.close())
-		delete(t.pending, r)
+		delete(st.pending, r)
 	}
-	for _, p := range t.passive {
+	for _, p := range st.passive {
 		add(t.closePassive(p))
 	}
-	t.passive = nil
-	if t.ml != nil {
-		add(t.closeMsgLinks(t.ml))
-		t.ml = nil
+	st.passive = nil
+	if st.ml != nil {
+		add(t.closeMsgLinks(st.ml))
+		st.ml = nil
 	}
 	add(t.ud.SetError()) // flush posted receives before freeing their buffers
 	add(t.ring.Close())
-	for i, d := range t.dests {
+	for i, d := range st.dests {
 		if d != nil {
 			add(d.AH.Close())
-			t.dests[i] = nil
+			st.dests[i] = nil
 			t.ahs.Add(-1)
 		}
 	}
-	for _, ah := range t.oldAHs {
+	for _, ah := range st.oldAHs {
 		add(ah.Close())
 		t.ahs.Add(-1)
 	}
-	t.oldAHs = nil
+	st.oldAHs = nil
 	add(t.ud.Close())
 	for _, c := range []interface{ Close() error }{t.sendMR, t.slots, t.sendQ, t.recvQ, t.pcq, t.pd} {
 		add(c.Close())

@@ -80,12 +80,10 @@ func (r *received) get(from ranks.Rank) []string {
 }
 
 // testConfig is rank self of an n-rank job on the test device (the rxe
-// guest's VIGIL_RXE_DEV and VIGIL_RXE_NETDEV), with the test key; the
-// engine runs on a locked thread with VIGIL_VERBS_LOCK_THREAD=1.
+// guest's VIGIL_RXE_DEV and VIGIL_RXE_NETDEV), with the test key.
 func testConfig(self ranks.Rank, n int, job uint64, log *slog.Logger) Config {
 	return Config{Self: self, N: n, JobID: job, Key: testKey,
-		Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: log,
-		LockThread: os.Getenv("VIGIL_VERBS_LOCK_THREAD") == "1"}
+		Device: os.Getenv("VIGIL_RXE_DEV"), Netdev: os.Getenv("VIGIL_RXE_NETDEV"), Logger: log}
 }
 
 // openAll opens n transports (not started); Close is checked at cleanup.
