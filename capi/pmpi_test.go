@@ -85,6 +85,12 @@ func decodePMPI(t *testing.T, l mpitest.Line) pmpiLine {
 // every rank's detector is ready, and checks that every survivor reports
 // it (in sporadic mode each survivor detects it itself, by probing).
 func pmpiKill(t *testing.T, mode string, linked bool, extraEnv ...string) {
+	pmpiKillRun(t, mode, linked, "", extraEnv...)
+}
+
+// pmpiKillRun is pmpiKill with pmpi_ring's optional loop ("barrier": the
+// survivors wait for the dead rank in MPI_Barrier).
+func pmpiKillRun(t *testing.T, mode string, linked bool, loop string, extraEnv ...string) {
 	shim, prog := pmpiBuild(t, lib(t, ""), linked)
 	const n, victim = 5, 1
 	env := []string{"VIGIL_PMPI_MODE=" + mode, "VIGIL_PMPI_OUTPUT=json", "VIGIL_H=20ms", "VIGIL_DELTA=1s",
@@ -98,8 +104,11 @@ func pmpiKill(t *testing.T, mode string, linked bool, extraEnv ...string) {
 		extra = append(extra, "-x", "LD_PRELOAD="+shim)
 	}
 	args := []string{prog, "1000000"}
-	if mode == "sporadic" {
+	if mode == "sporadic" || loop != "" {
 		args = append(args, "thread") // MPI_Init_thread
+	}
+	if loop != "" {
+		args = append(args, loop)
 	}
 	j := mpitest.Start(t, n, nil, extra, args...)
 	deadline := time.After(90 * time.Second)
@@ -133,6 +142,12 @@ func pmpiKill(t *testing.T, mode string, linked bool, extraEnv ...string) {
 		}
 	}
 }
+
+// TestPMPISporadicCollective: the sporadic detector with every survivor
+// blocked in MPI_Barrier on the dead rank: a collective's waiters probe
+// round the communicator, so each of them reaches it, not only its
+// predecessor.
+func TestPMPISporadicCollective(t *testing.T) { pmpiKillRun(t, "sporadic", true, "barrier") }
 
 // TestPMPIRingPreload: the periodic ring detector, preloaded.
 func TestPMPIRingPreload(t *testing.T) { pmpiKill(t, "ring", false) }

@@ -27,8 +27,11 @@
  *             ping-pong with a VIGIL_DELTA time-out), again every
  *             VIGIL_PMPI_TIMEOUT while it waits. For wildcard receives,
  *             collectives and requests whose peer is unknown, the ring
- *             neighbour (rank + 1 in the communicator) is probed. Only the
- *             probing rank learns of a failure.
+ *             neighbour (rank + 1 in the communicator) is probed first,
+ *             then rank + 2 and so on round the communicator, one a
+ *             time-out, so that every rank blocked in a collective on a
+ *             dead member reaches it. Only the probing rank learns of a
+ *             failure.
  *   daemon    seed 004's stand-alone detector: the process attaches to its
  *             node's `vigil daemon` (VIGIL_DAEMON_SOCK, see vigil_daemon.h)
  *             instead of running a detector; the daemon reports every
@@ -410,9 +413,11 @@ static int rq_get(MPI_Request r, MPI_Comm *comm)
 	return peer;
 }
 
-/* world_rank_of translates rank r of comm (RING_NEIGHBOUR: this rank's
- * successor in comm) to MPI_COMM_WORLD; -1 if it has none. */
-static int world_rank_of(MPI_Comm comm, int r)
+/* world_rank_of translates rank r of comm to MPI_COMM_WORLD; -1 if it has
+ * none. RING_NEIGHBOUR is this rank's successor in comm at distance
+ * 1 + hop % (size - 1): a watch that keeps waiting walks the ring, so that
+ * every rank blocked in a collective reaches a dead member in turn. */
+static int world_rank_of(MPI_Comm comm, int r, int hop)
 {
 	int inter = 0, me, size, out = MPI_UNDEFINED;
 	MPI_Group g, wg;
@@ -426,7 +431,7 @@ static int world_rank_of(MPI_Comm comm, int r)
 		PMPI_Comm_size(comm, &size);
 		if (size < 2)
 			return -1;
-		r = (me + 1) % size;
+		r = (me + 1 + hop % (size - 1)) % size;
 	}
 	if (r < 0)
 		return -1;
@@ -479,7 +484,7 @@ static double check_interval(void) { return mode == MODE_SPORADIC ? probe_after 
 static int watch(int n, MPI_Request reqs[], MPI_Status *sts, int single, MPI_Comm comm, int peer)
 {
 	double next = PMPI_Wtime() + check_interval();
-	int flag = 0, rc, spins = 0;
+	int flag = 0, rc, spins = 0, hop = 0;
 	for (;;) {
 		rc = single ? PMPI_Test(&reqs[0], &flag, sts) : PMPI_Testall(n, reqs, &flag, sts);
 		if (rc != MPI_SUCCESS || flag)
@@ -498,10 +503,11 @@ static int watch(int n, MPI_Request reqs[], MPI_Status *sts, int single, MPI_Com
 				continue;
 			if (p == RING_NEIGHBOUR && c == MPI_COMM_NULL)
 				p = rq_get(reqs[i], &c);
-			int w = (mode != MODE_SPORADIC && p == RING_NEIGHBOUR) ? -1 : world_rank_of(c, p);
+			int w = (mode != MODE_SPORADIC && p == RING_NEIGHBOUR) ? -1 : world_rank_of(c, p, hop);
 			if (failed_peer(w))
 				act(w);
 		}
+		hop++;
 		next = PMPI_Wtime() + check_interval();
 	}
 }

@@ -3,7 +3,7 @@
  * with the PMPI library (LD_PRELOAD=libvigil_pmpi.so, or linked with
  * -lvigil_pmpi -lvigil).
  *
- *   pmpi_ring [ITERATIONS [thread]]
+ *   pmpi_ring [ITERATIONS [thread [barrier]]]
  *
  * Each iteration every rank posts a receive from every other rank, sends
  * its iteration number to every other rank, waits for all of them
@@ -11,7 +11,9 @@
  * the ranks agree on the iteration count with MPI_Allreduce. With "thread"
  * it starts with MPI_Init_thread(MPI_THREAD_FUNNELED). When a rank dies,
  * every survivor ends up waiting for it in MPI_Waitall. Rank 0 prints
- * {"ev":"done","iterations":N} after the final MPI_Barrier.
+ * {"ev":"done","iterations":N} after the final MPI_Barrier. With "barrier"
+ * an iteration is one MPI_Barrier and the 10 ms sleep: when a rank dies,
+ * every survivor ends up waiting for it in the collective.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -34,7 +36,12 @@ int main(int argc, char **argv)
 	got = calloc((size_t)size, sizeof *got);
 	reqs = calloc(2 * (size_t)size, sizeof *reqs);
 
-	for (int it = 0; it < iters; it++) {
+	int barrier = argc > 3 && strcmp(argv[3], "barrier") == 0;
+	for (int it = 0; it < iters && barrier; it++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		usleep(10000);
+	}
+	for (int it = 0; it < iters && !barrier; it++) {
 		int n = 0, tag = it % 1000;
 		for (int j = 0; j < size; j++)
 			if (j != rank)
