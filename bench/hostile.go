@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -152,7 +151,7 @@ func hostileFloodRun(ctx context.Context, cfg HostileConfig, run int, control bo
 	if err != nil {
 		return row, err
 	}
-	junk := junkDatagrams(job, cfg.N)
+	junk := hostile.Junk(job, cfg.N, 192)
 	if cfg.Spoof && cfg.SpoofCopy {
 		if junk, err = copiedHeartbeat(a); err != nil {
 			return row, err
@@ -445,29 +444,6 @@ func agentJobID(pid int) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("hostile: no VIGIL_JOBID in agent %d's environment", pid)
-}
-
-// junkDatagrams returns 192 datagrams of heartbeat size: random bytes,
-// frames of another job, and heartbeats of job from a rank below n with
-// random payload and tag.
-func junkDatagrams(job uint64, n int) [][]byte {
-	var out [][]byte
-	for i := range 192 {
-		b := make([]byte, wire.HeartbeatFrameSize)
-		_, _ = rand.Read(b)
-		if i%3 != 0 {
-			b[0], b[1], b[2], b[3] = 'V', 'G', wire.Version, byte(wire.Heartbeat)
-			j := job
-			if i%3 == 1 {
-				j++
-			}
-			binary.LittleEndian.PutUint64(b[4:], j)
-			binary.LittleEndian.PutUint32(b[12:], uint32(i%n))
-			binary.LittleEndian.PutUint32(b[24:], wire.HeartbeatPayloadSize)
-		}
-		out = append(out, b)
-	}
-	return out
 }
 
 // replayFrom sends the captured datagrams to dst from src's address and

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/lab/hostile"
 	"github.com/vigil-hpc/vigil/lab/mpitest"
 	"github.com/vigil-hpc/vigil/node"
@@ -89,18 +86,7 @@ func TestMultiHostHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var junk [][]byte
-	for i := range 96 {
-		b := make([]byte, wire.HeartbeatFrameSize)
-		_, _ = rand.Read(b)
-		if i%3 != 0 {
-			b[0], b[1], b[2], b[3] = 'V', 'G', wire.Version, byte(wire.Heartbeat)
-			binary.LittleEndian.PutUint64(b[4:], job+uint64(i%3-1)) // this job's, or the next one's
-			binary.LittleEndian.PutUint32(b[12:], uint32(i%n))
-			binary.LittleEndian.PutUint32(b[24:], wire.HeartbeatPayloadSize)
-		}
-		junk = append(junk, b)
-	}
+	junk := hostile.Junk(job, n, 96)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	sent, took, err := hostile.Flood(ctx, addr(1), junk)
 	cancel()
