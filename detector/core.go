@@ -362,8 +362,9 @@ func (c *Core) apply(now Time, out hb.Output) {
 		}
 		dead := append([]ranks.Rank{d.Dead}, d.More...)
 		c.stats.BcastsStarted++
+		rs := c.ring.Stats()
 		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter(), "frozen", d.Frozen,
-			"life_read", d.LifeRead, "refuted", c.ring.Stats().Refuted, "lives_seen", c.ring.Stats().LivesSeen)
+			"life_read", d.LifeRead, "refuted", rs.Refuted, "lives_seen", rs.LivesSeen)
 		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(now, msg, dead)
 	}
