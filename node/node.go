@@ -386,8 +386,11 @@ func verifier(tr transport.Transport) transport.HeartbeatVerifier {
 // feedLife hands the detector the life words it wants (detector/life.go),
 // as far as the transport maps them.
 func (n *Node) feedLife(now detector.Time) {
+	if n.lives == nil {
+		return // the transport maps no other rank's memory
+	}
 	rs := n.core.WantLife(now)
-	if rs == nil || n.lives == nil {
+	if rs == nil {
 		return
 	}
 	words := make([]uint64, len(rs))
@@ -400,11 +403,13 @@ func (n *Node) feedLife(now detector.Time) {
 }
 
 // flush hands the detector the life words and the heartbeat words it
-// wants (its zombie check) and carries out what it asked for (detector.Ready): point the
-// heartbeat thread and the checks, send, publish events and decisions,
-// log.
+// wants (its zombie check) and carries out what it asked for
+// (detector.Ready): point the heartbeat thread and the checks, send,
+// publish events and decisions, log.
 func (n *Node) flush() {
-	n.feedLife(detector.Time{Mono: mono(), Wall: time.Now().UnixNano()})
+	if n.lives != nil {
+		n.feedLife(detector.Time{Mono: mono(), Wall: time.Now().UnixNano()})
+	}
 	if rs := n.core.WantWords(); rs != nil {
 		words := make([]uint64, len(rs))
 		for i, r := range rs {
