@@ -17,6 +17,7 @@ package settings
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,45 +181,23 @@ func (s *Setting) Has(command string) bool {
 
 // ByFlag returns the setting of command's flag name (nil if none).
 func ByFlag(command, name string) *Setting {
-	for _, s := range All {
-		if s.Flag == name && s.Has(command) {
-			return s
-		}
-	}
-	return nil
+	return find(func(s *Setting) bool { return s.Flag == name && s.Has(command) })
 }
 
 // ByEnv returns the setting of environment variable v (nil if none).
-func ByEnv(v string) *Setting {
-	for _, s := range All {
-		if s.Env == v {
-			return s
-		}
-	}
-	return nil
-}
+func ByEnv(v string) *Setting { return find(func(s *Setting) bool { return s.Env == v }) }
 
 // ByC returns the setting of vigil_config's field f (nil if none).
-func ByC(f string) *Setting {
-	for _, s := range All {
-		for _, c := range s.C {
-			if c == f {
-				return s
-			}
-		}
-	}
-	return nil
-}
+func ByC(f string) *Setting { return find(func(s *Setting) bool { return slices.Contains(s.C, f) }) }
 
 // ByGo returns the setting of the Go field f, package-qualified (nil if
 // none).
-func ByGo(f string) *Setting {
-	for _, s := range All {
-		for _, g := range s.Go {
-			if g == f {
-				return s
-			}
-		}
+func ByGo(f string) *Setting { return find(func(s *Setting) bool { return slices.Contains(s.Go, f) }) }
+
+// find returns the first setting of All that match accepts, nil if none.
+func find(match func(*Setting) bool) *Setting {
+	if i := slices.IndexFunc(All, match); i >= 0 {
+		return All[i]
 	}
 	return nil
 }
