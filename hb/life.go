@@ -18,11 +18,14 @@ import (
 // emitter, whenever its message comes. A word that does not grow, or
 // cannot be read (another host, not mapped yet), shows nothing: the
 // round's time-outs and controls decide as before, and life words never
-// shorten them. So for a new emitter whose first heartbeat has not come:
-// its heartbeats start once its event loop has handled NEWOBSERVER, and
-// until then a life word that grows withholds T3 as a message from it
-// does (refute, health.go). The words are the driver's input (WantLife,
-// Life).
+// shorten them. So for the emitter: a life word that grows withholds T3
+// as a message from it does (refute, health.go). Its heartbeats may not
+// reach this rank while it runs: a new emitter's start once its event
+// loop has handled NEWOBSERVER, and those to an observer whose memory it
+// has not mapped yet go through its Go runtime, both late when a burst
+// loads every event loop of the host. Over shared memory the word is as
+// good a sign as a heartbeat: the same thread, read through the same kind
+// of mapping. The words are the driver's input (WantLife, Life).
 
 // lifeKey is the ring's view a set of warmed-up ranks was computed for.
 type lifeKey struct {
@@ -36,8 +39,7 @@ type lifeKey struct {
 // the ranks a round would probe if the emitter failed now, so that the
 // driver maps their memory ahead of need (once for each emitter and dead
 // set, and again δ later while some of their words could not be read:
-// being mapped, or on another host); and the emitter while its first
-// heartbeat has not come.
+// being mapped, or on another host); and the emitter.
 func (r *Ring) WantLife(now int64) []ranks.Rank {
 	if !r.started || r.left || r.Alone() {
 		return nil
@@ -53,7 +55,7 @@ func (r *Ring) WantLife(now int64) []ranks.Rank {
 		r.setCanaries(&m)
 		rs = m.probed()
 	}
-	if r.lastSeq == 0 && !slices.Contains(rs, r.emitter) {
+	if !slices.Contains(rs, r.emitter) {
 		rs = append(rs, r.emitter)
 	}
 	return rs
@@ -62,11 +64,10 @@ func (r *Ring) WantLife(now int64) []ranks.Rank {
 // Life takes the life words of ranks rs at now (words[i] is rs[i]'s; 0
 // for a word the driver could not read). The first word of a probed rank
 // in a round is where its growth counts from; a word above it shows the
-// rank alive. So for the emitter while its first heartbeat has not come.
-// Other ranks are ignored.
+// rank alive. So for the emitter. Other ranks are ignored.
 func (r *Ring) Life(now int64, rs []ranks.Rank, words []uint64) {
 	rs = rs[:min(len(rs), len(words))]
-	if i := slices.Index(rs, r.emitter); i >= 0 && words[i] != 0 && r.lastSeq == 0 {
+	if i := slices.Index(rs, r.emitter); i >= 0 && words[i] != 0 {
 		r.emitterLife(now, words[i])
 	}
 	m := &r.mend
@@ -95,9 +96,8 @@ func (r *Ring) Life(now int64, rs []ranks.Rank, words []uint64) {
 	}
 }
 
-// emitterLife takes the life word w of an emitter whose first heartbeat
-// has not come: a word above the first one seen shows it alive, as a
-// message from it would (Heard).
+// emitterLife takes the emitter's life word w: a word above the last one
+// seen shows it alive, as a message from it would (Heard).
 func (r *Ring) emitterLife(now int64, w uint64) {
 	switch {
 	case r.emitterWord == 0:

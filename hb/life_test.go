@@ -81,7 +81,8 @@ func TestRingLifeWordEmitterRuns(t *testing.T) {
 }
 
 // WantLife asks for the probed ranks while a round is open; with none, for
-// the ranks a round would probe, once per view of the ring.
+// the ranks a round would probe, once per view of the ring; and always for
+// the emitter.
 func TestRingWantLife(t *testing.T) {
 	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100, Probe: 4})
 	if err != nil {
@@ -97,19 +98,20 @@ func TestRingWantLife(t *testing.T) {
 	if got := r.WantLife(10); !slices.Equal(got, want) {
 		t.Fatalf("warm-up %v, want %v", got, want)
 	}
-	if got := r.WantLife(11); got != nil {
-		t.Fatalf("the same view again: %v", got)
+	emitter := []ranks.Rank{14}
+	if got := r.WantLife(11); !slices.Equal(got, emitter) {
+		t.Fatalf("the same view again: %v, want the emitter alone", got)
 	}
 	words := []uint64{4, 4, 4, 0, 4, 4, 4} // 13 not read yet
 	r.Life(12, want, words)
-	if got := r.WantLife(111); got != nil {
+	if got := r.WantLife(111); !slices.Equal(got, emitter) {
 		t.Fatalf("a word not read, before δ: %v", got)
 	}
 	if got := r.WantLife(112); !slices.Equal(got, want) {
 		t.Fatalf("a word not read, δ later: %v, want %v", got, want)
 	}
 	r.Life(112, want, []uint64{4, 4, 4, 4, 4, 4, 4})
-	if got := r.WantLife(300); got != nil {
+	if got := r.WantLife(300); !slices.Equal(got, emitter) {
 		t.Fatalf("every word read: %v", got)
 	}
 	out := check(r, 310, 1) // 14 suspected: a round
@@ -171,5 +173,35 @@ func TestRingLifeWordWithholdsT3DuringEarlyRound(t *testing.T) {
 	r.Life(95, rs, words)
 	if out := check(r, 100, 0); out.Detected != nil || out.NewObserverTo != 14 {
 		t.Fatalf("T3 with the emitter's word growing: %+v", out)
+	}
+}
+
+// An emitter whose heartbeats came and then stopped reaching this rank
+// (sent through its starved Go runtime, to an observer it has not mapped)
+// while its life word grows is not suspected; once the word stands still
+// for δ, T3 reports it, saying the word was read.
+func TestRingLifeWordWithholdsT3AfterHeartbeats(t *testing.T) {
+	r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100}) // Algorithm 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(0, 100)
+	check(r, 10, 1)
+	check(r, 50, 2) // heartbeats from 14, then silence
+	if got := r.WantLife(60); !slices.Equal(got, []ranks.Rank{14}) {
+		t.Fatalf("want life of %v, want the emitter 14", got)
+	}
+	r.Life(60, []ranks.Rank{14}, []uint64{30})
+	r.Life(140, []ranks.Rank{14}, []uint64{38})
+	if out := check(r, 160, 2); out.Detected != nil || out.NewObserverTo != 14 || !out.SendNewObserver {
+		t.Fatalf("silent for more than δ with a growing life word: %+v", out)
+	}
+	r.Life(200, []ranks.Rank{14}, []uint64{38})
+	if out := check(r, 230, 2); out.Detected != nil {
+		t.Fatalf("the word stood still for less than δ: %+v", out)
+	}
+	out := check(r, 245, 2)
+	if out.Detected == nil || out.Detected.Dead != 14 || out.Detected.LifeRead != 1 || out.Detected.Frozen != 1 {
+		t.Fatalf("δ after the word's last growth: %+v", out.Detected)
 	}
 }

@@ -77,7 +77,8 @@ type Detection struct {
 	// Frozen counts the ranks found dead whose life words the prober read
 	// and saw standing still through the round: their heartbeat threads
 	// stopped too (life.go); LifeRead how many of the ranks the round
-	// probed had life words it read.
+	// probed had life words it read. For T3, both are 1 when the
+	// emitter's life word was read.
 	Frozen, LifeRead int
 }
 
@@ -270,7 +271,11 @@ func (r *Ring) observeExpired(now int64, rec WatchRecord) Output {
 	// task T3
 	dead := r.emitter
 	r.D.Add(dead)
-	return r.crashed(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
+	det := &Detection{Dead: dead, D: r.D.Clone(), At: now}
+	if r.emitterWord != 0 { // its life word was read, and stood still for δ
+		det.LifeRead, det.Frozen = 1, 1
+	}
+	return r.crashed(now, det)
 }
 
 // reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,

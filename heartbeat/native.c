@@ -9,12 +9,10 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "native.h"
-#include "_cgo_export.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -121,10 +119,23 @@ static void adopt(vg_emitter *e) {
 	e->sink = s;
 }
 
+// hand_to_go hands heartbeat seq for rank to to Go's sender goroutine
+// (send_efd; native.go, sendHanded), which sends it and resolves the
+// target's sink for the next ones. The thread never waits for Go: a
+// process whose Go threads are starved (a burst handled by every rank of
+// a host at once) would hold its heartbeats and its life word with them.
+// Only the latest heartbeat counts: one waiting is replaced.
+static void hand_to_go(vg_emitter *e, uint32_t to, uint64_t seq) {
+	STORE(&e->go_to, to);
+	STORE(&e->go_seq, seq);
+	if (__atomic_exchange_n(&e->go_pending, 1, __ATOMIC_ACQ_REL) == 0) {
+		notify(e->send_efd);
+	}
+}
+
 // beat raises the life word and sends the next sequence number to the
 // current target: a store or a pre-signed datagram by the sink Go
-// resolved, otherwise through Go's SendFunc (which resolves the sink for
-// the next heartbeats).
+// resolved, otherwise by Go's SendFunc (hand_to_go).
 static void beat(vg_emitter *e) {
 	if (e->life != NULL) {
 		STORE(e->life, ++e->lives); // with or without a target: this thread runs
@@ -155,9 +166,7 @@ static void beat(vg_emitter *e) {
 		ADD(&e->native_sent, 1);
 		return;
 	}
-	int failed = 0;
-	vigilHeartbeatSend(e->handle, to, seq, &failed, &e->sink);
-	ADD(failed ? &e->errs : &e->sent, 1);
+	hand_to_go(e, to, seq);
 }
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -366,31 +375,6 @@ static int sleep_for(vg_emitter *e, int64_t d) {
 	return ppoll(&p, 1, &ts, NULL);
 }
 
-// vg_sched_attr is sched_setattr(2)'s argument (glibc has no wrapper).
-struct vg_sched_attr {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-};
-
-#define VG_SCHED_DEADLINE 6
-
-// set_deadline puts the calling thread under SCHED_DEADLINE with runtime
-// ns reserved every period ns (deadline = period); 0 or -1 (refused: no
-// privilege, or the kernel's admission test found the CPUs' deadline
-// bandwidth taken).
-static int set_deadline(int64_t runtime, int64_t period) {
-	struct vg_sched_attr a;
-	memset(&a, 0, sizeof a);
-	a.size = sizeof a;
-	a.policy = VG_SCHED_DEADLINE;
-	a.runtime = (uint64_t)runtime;
-	a.deadline = a.period = (uint64_t)period;
-	return (int)syscall(SYS_sched_setattr, 0, &a, 0);
-}
-
 static void *run(void *arg) {
 	vg_emitter *e = arg;
 	pthread_setname_np(pthread_self(), "vigil-heartbeat");
@@ -400,10 +384,7 @@ static void *run(void *arg) {
 		CPU_SET(e->cpu, &set);
 		STORE(&e->pinned, sched_setaffinity(0, sizeof set, &set) == 0);
 	}
-	if (e->priority > 0 && e->reserve > 0 && e->cpu < 0 && set_deadline(e->reserve, e->period) == 0) {
-		STORE(&e->dl, 1);
-		STORE(&e->rt, 1);
-	} else if (e->priority > 0) {
+	if (e->priority > 0) {
 		struct sched_param sp = {.sched_priority = e->priority};
 		STORE(&e->rt, pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0);
 	}

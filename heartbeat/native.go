@@ -70,6 +70,7 @@ type native struct {
 	refillF *os.File   // the thread's signal that a ring runs low
 	drain   *os.File   // the thread's signal that heartbeats wait in DrainFD
 	alarm   *os.File   // the thread's signal that the watch's alarm is due
+	send    *os.File   // the thread's signal that it handed a heartbeat to Go
 	wg      sync.WaitGroup
 
 	// Guarded by the Emitter's mu: the published target, and the timer
@@ -99,7 +100,6 @@ func (e *Emitter) startNative() error {
 	c.cpu = C.int(e.cfg.CPU)
 	if e.cfg.RealTime {
 		c.priority = C.int(max(1, e.cfg.Priority))
-		c.reserve = C.int64_t(e.cfg.Reserve)
 	}
 	c.check_every = C.int(e.cfg.CheckEvery)
 	c.life = (*C.uint64_t)(unsafe.Pointer(e.cfg.Life))
@@ -118,7 +118,7 @@ func (e *Emitter) startNative() error {
 	if e.cfg.Sweep != nil && e.cfg.SweepFD > 0 && c.drain_fd != -1 {
 		c.sweep_fd = C.int(e.cfg.SweepFD)
 	}
-	c.refill_efd, c.drain_efd, c.alarm_efd = -1, -1, -1
+	c.refill_efd, c.drain_efd, c.alarm_efd, c.send_efd = -1, -1, -1, -1
 	c.ring_to = C.VG_NO_TARGET
 	n := &native{e: e, c: c, handle: cgo.NewHandle(e), ringTo: noTarget, to: noTarget} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
@@ -142,6 +142,10 @@ func (e *Emitter) startNative() error {
 // start starts the goroutines the configuration needs, then the thread.
 func (n *native) start() error {
 	cfg, c := &n.e.cfg, n.c
+	f, err := n.wake(&c.send_efd, "heartbeat-send", n.sendHanded)
+	if n.send = f; err != nil {
+		return err
+	}
 	if cfg.Sign != nil {
 		if err := n.startSigning(); err != nil {
 			return err
@@ -317,7 +321,7 @@ func (n *native) fillLocked(ahead uint64) {
 // stopGoroutines stops the signing and draining goroutines and waits for
 // them.
 func (n *native) stopGoroutines() {
-	for _, f := range []*os.File{n.refillF, n.drain, n.alarm} {
+	for _, f := range []*os.File{n.send, n.refillF, n.drain, n.alarm} {
 		if f != nil {
 			f.Close()
 		}
@@ -332,12 +336,7 @@ func (n *native) stopGoroutines() {
 // The Emitter's mu is held (or the thread not started).
 func (n *native) publish(to uint32, rebind bool) {
 	c := n.c
-	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
-	v := atomic.LoadUint64(ver)
-	atomic.StoreUint64(ver, v+1) // odd: the thread leaves them alone
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.pub_to)), to)
-	n.e.resolveSink(&c.pub_sink, to)
-	atomic.StoreUint64(ver, v+2)
+	n.store(to)
 	if c.pub_sink.kind == C.VG_SINK_DGRAM && c.frames != nil {
 		n.fillMu.Lock()
 		same := n.ringTo == to && n.kind == C.VG_SINK_DGRAM
@@ -363,6 +362,19 @@ func (n *native) publish(to uint32, rebind bool) {
 		n.resolve = time.AfterFunc(n.interval, n.reresolve)
 		n.interval = min(2*n.interval, resolveMax)
 	}
+}
+
+// store resolves to's sink and stores both for the thread to adopt, under
+// the sequence lock pub_ver. The Emitter's mu is held (or the thread not
+// started).
+func (n *native) store(to uint32) {
+	c := n.c
+	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
+	v := atomic.LoadUint64(ver)
+	atomic.StoreUint64(ver, v+1) // odd: the thread leaves them alone
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.pub_to)), to)
+	n.e.resolveSink(&c.pub_sink, to)
+	atomic.StoreUint64(ver, v+2)
 }
 
 // reresolve publishes the current target again, with its sink resolved
@@ -432,22 +444,32 @@ func (n *native) stats() EmitterStats {
 		OldSeen:    n.vf.old(),
 		Pinned:     atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.pinned))) != 0,
 		RealTime:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.rt))) != 0,
-		Deadline:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.dl))) != 0,
 		Native:     true,
 	}
 }
 
-// vigilHeartbeatSend sends one heartbeat through the SendFunc for the
-// native thread (a target without a sink) and resolves the target's sink
-// for the next ones.
-//
-//export vigilHeartbeatSend
-func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.int, sink *C.vg_sink) {
-	e := cgo.Handle(h).Value().(*Emitter)
-	if e.cfg.Send(ranks.Rank(to), uint64(seq)) != nil {
-		*failed = 1
+// sendHanded sends the heartbeat the thread handed to Go (a target
+// without a sink: hand_to_go in native.c) through the SendFunc, and
+// stores the target's sink, resolved anew, for the next ones (the
+// re-resolving timer goes on as it was).
+func (n *native) sendHanded() {
+	c := n.c
+	if atomic.SwapUint32((*uint32)(unsafe.Pointer(&c.go_pending)), 0) == 0 {
+		return
 	}
-	e.resolveSink(sink, uint32(to))
+	to := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.go_to)))
+	seq := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.go_seq)))
+	e := n.e
+	if e.cfg.Send(ranks.Rank(to), seq) != nil {
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.errs)), 1)
+	} else {
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.sent)), 1)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.nat == n && n.to == to {
+		n.store(to)
+	}
 }
 
 // verifier is the Go side of the verify ring (C vg_verify): the frames

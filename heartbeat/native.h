@@ -101,7 +101,6 @@ typedef struct vg_emitter {
 	int efd;          // eventfd: retarget or stop
 	int cpu;          // pinned when >= 0
 	int priority;     // SCHED_FIFO priority when > 0
-	int64_t reserve;  // with priority > 0 and cpu < 0: SCHED_DEADLINE runtime per period (ns), 0 for none
 	int check_every;  // periods between checks (>= 1)
 	vg_watch *watch;  // the checks' watch, or NULL for no checks
 	int drain_fd;     // a socket whose heartbeats Go's drainer collects, -1 (none) or VG_DRAIN_ALWAYS
@@ -109,6 +108,10 @@ typedef struct vg_emitter {
 	int sweep_fd;     // the port's other datagrams, which Go drains (sweep_pending), or -1
 	int drain_efd;    // wakes the drainer
 	int alarm_efd;    // wakes the goroutine that rings the watch's alarm (-1: none)
+	int send_efd;     // wakes the goroutine that sends the heartbeats handed to Go
+	uint32_t go_pending; // set by the thread with go_to and go_seq, cleared by that goroutine
+	uint32_t go_to;
+	uint64_t go_seq;
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uint32_t sweep_pending; // set by the thread, cleared by the drainer once it swept sweep_fd
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
@@ -136,7 +139,7 @@ typedef struct vg_emitter {
 	uint32_t stop;
 	uint64_t sent, native_sent, dropped, errs, missed, checks; // native_sent: without Go; dropped: a full socket buffer
 	int64_t max_late;
-	uint32_t pinned, rt, dl;
+	uint32_t pinned, rt;
 
 	// The thread's own (seq is read by Go's refills too; lives counts the
 	// periods, stored into *life).

@@ -293,3 +293,40 @@ func TestNativeDatagrams(t *testing.T) {
 		t.Fatalf("%d frames signed for %d datagrams: the signing did not skip the stores' sequence numbers", n, want)
 	}
 }
+
+// TestNativeNeverWaitsForGo: a heartbeat to a target without a sink goes
+// through Go's SendFunc on a goroutine; while that Send is held up (a
+// starved Go runtime), the thread runs on: its life word grows, and the
+// heartbeats after the held one wait for it rather than pile up.
+func TestNativeNeverWaitsForGo(t *testing.T) {
+	var life uint64
+	release := make(chan struct{})
+	var calls atomic.Int64
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1, Life: &life,
+		Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
+		Send: func(ranks.Rank, uint64) error {
+			if calls.Add(1) == 1 {
+				<-release
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetObserver(1)
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	waitUntil(t, "the first Send", func() bool { return calls.Load() == 1 })
+	at := atomic.LoadUint64(&life)
+	waitUntil(t, "50 periods with Send held", func() bool { return atomic.LoadUint64(&life) >= at+50 })
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d Sends while the first was held, want the others to wait for it", n)
+	}
+	close(release)
+	waitUntil(t, "Sends after the release", func() bool { return calls.Load() >= 3 })
+	if st := e.Stats(); st.Sent < 3 || st.Native != true {
+		t.Fatalf("stats %+v: want ≥ 3 sent by the native thread's Go sender", st)
+	}
+}

@@ -226,7 +226,6 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		CPU:      cpu,
 		RealTime: cfg.RealTime,
 		Priority: priority,
-		Reserve:  heartbeat.DeadlineReserve(int64(cfg.HeartbeatPeriod)),
 		HoldP:    cfg.EmitterHoldsP,
 		Send:     n.tr.SendHeartbeat,
 
