@@ -138,7 +138,7 @@ static void hand_to_go(vg_emitter *e, uint32_t to, uint64_t seq) {
 // resolved, otherwise by Go's SendFunc (hand_to_go).
 static void beat(vg_emitter *e) {
 	if (e->life != NULL) {
-		STORE(e->life, ++e->lives); // with or without a target: this thread runs
+		STORE(e->life, (uint64_t)vg_now()); // with or without a target: this thread runs
 	}
 	adopt(e);
 	uint32_t to = e->cur_to;

@@ -47,11 +47,12 @@ type SignFunc func(dst []byte, to ranks.Rank, seq uint64) int
 // pthread the Go runtime never schedules, which sleeps on absolute
 // deadlines (ppoll on the eventfd), stores each heartbeat into the
 // observer's word or sends a datagram signed in advance, and runs the
-// Watch's check in C every CheckEvery periods. It enters Go only for a
-// target without a Sink (SendFunc), or when Go is behind with the signing:
-// each entry costs about two context switches, and may wait for a Go
-// scheduler P, during which no heartbeat goes out. Goroutines woken
-// through eventfds in the network poller do the rest: one signs the
+// Watch's check in C every CheckEvery periods. It never enters Go: a
+// heartbeat to a target without a Sink, or one Go has not signed yet, is
+// handed to a goroutine that sends it through the SendFunc (sendHanded;
+// the thread runs on meanwhile, its life word with it, however long a
+// starved Go runtime takes). Goroutines woken through eventfds in the
+// network poller do the rest: one sends those heartbeats; one signs the
 // datagrams of the next VG_RING heartbeats when half of them are used (at
 // h = 1 ms about twice a second); the drainer collects the heartbeats
 // waiting in DrainFD (Drain) and then runs the check in the thread's place,
@@ -194,7 +195,7 @@ func (n *native) startSigning() error {
 }
 
 // resign signs the ring anew for receiver to: the thread sends none of
-// its frames meanwhile (ring_to), and goes through Go's SendFunc instead.
+// its frames meanwhile (ring_to), and hands its heartbeats to Go instead.
 func (n *native) resign(to uint32) {
 	n.fillMu.Lock()
 	defer n.fillMu.Unlock()
@@ -211,7 +212,7 @@ func (n *native) resign(to uint32) {
 	if to == noTarget {
 		return
 	}
-	n.fillLocked(resignFirst) // the next few first, so that the thread goes through Go for a few µs at most
+	n.fillLocked(resignFirst) // the next few first, so that the thread hands heartbeats to Go for a few µs at most
 	atomic.StoreUint32(ringTo, to)
 	n.fillLocked(C.VG_RING - 1)
 }

@@ -141,9 +141,8 @@ typedef struct vg_emitter {
 	int64_t max_late;
 	uint32_t pinned, rt;
 
-	// The thread's own (seq is read by Go's refills too; lives counts the
-	// periods, stored into *life).
-	uint64_t seq, seen_ver, lives;
+	// The thread's own (seq is read by Go's refills too).
+	uint64_t seq, seen_ver;
 	uint32_t cur_to;
 	vg_sink sink;
 	// The watched word as the last check left it (mark_emitter's; none:

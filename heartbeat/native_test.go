@@ -28,8 +28,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // TestNativeEmitterStoresAndRetargets: the C thread stores increasing
 // sequence numbers into the target's word; a target without a word goes
-// through Send until the WordFunc resolves one, and from then on Send is
-// not called.
+// through Send (on Go's side) until the WordFunc resolves one, and from
+// then on Send is not called.
 func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 	obs3, obs7 := transport.NewSlots(8), transport.NewSlots(8) // the observers' arrays; we are rank 2
 	var mapped7 atomic.Bool
@@ -65,12 +65,15 @@ func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 	last3 := obs3.Load(2)
 	mapped7.Store(true)
 	waitUntil(t, "stores to rank 7 once mapped", func() bool { return obs7.Load(2) > 0 })
+	seq7 := obs7.Load(2)
+	waitUntil(t, "more stores to rank 7", func() bool { return obs7.Load(2) >= seq7+10 })
+	// The last heartbeat handed to Go before the word was resolved has
+	// been sent by now.
 	rec.mu.Lock()
 	before := len(rec.sent)
 	lastSent := rec.sent[before-1].seq
 	rec.mu.Unlock()
-	seq7 := obs7.Load(2)
-	waitUntil(t, "more stores to rank 7", func() bool { return obs7.Load(2) >= seq7+10 })
+	waitUntil(t, "still more stores to rank 7", func() bool { return obs7.Load(2) >= seq7+20 })
 	e.Pause()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
