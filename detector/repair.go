@@ -180,6 +180,7 @@ func (c *Core) repairPush(now int64) {
 	for len(recs) > 0 && len(to) > 0 {
 		k := min(len(recs), wire.MaxSyncRanks)
 		c.stats.SyncsSent += uint64(len(to))
+		c.stats.SyncsPushed += uint64(len(to))
 		c.send(to, &wire.Sync{Records: recs[:k]})
 		recs = recs[k:]
 	}

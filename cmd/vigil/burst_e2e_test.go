@@ -81,10 +81,23 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 		t.Fatal(err)
 	}
 	j := followJob(t, job, early)
-	defer func() { j.job.Stop(5 * time.Second); <-j.done }()
+	hit := map[uint32]bool{}
+	defer func() {
+		j.job.Stop(5 * time.Second)
+		<-j.done
+		var worst int64
+		var missed uint64
+		j.mu.Lock()
+		for _, l := range j.lines {
+			if l.Ev == "stats" && !hit[l.Rank] {
+				worst, missed = max(worst, l.MaxLateNs), missed+l.Missed
+			}
+		}
+		j.mu.Unlock()
+		t.Logf("the ranks not hit: heartbeat threads woke up %.1f ms late at worst, %d periods missed in all", float64(worst)/1e6, missed)
+	}()
 	time.Sleep(2 * time.Second)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	hit := map[uint32]bool{}
 	for len(hit) < k {
 		if hosts {
 			first := uint32(rng.IntN(n/perHost) * perHost)
