@@ -40,7 +40,9 @@ import (
 //     broadcasts in the stopped forwarders, and the job may then go quiet
 //     with no later broadcast to carry a digest. "Beyond the tolerance"
 //     is ⌊log2 n⌋ crashes or more learned within pushWindow δ (n the live
-//     ranks); fewer cost nothing, more cost two SYNCs per rank and batch.
+//     ranks), or a crash learned from a SYNC (a broadcast was lost: a
+//     push of the same burst arriving after its window, for one); fewer
+//     cost nothing, more cost two SYNCs per rank and batch.
 //
 // A record is delivered through the normal path (ring.Learn, then
 // deliver): events, observer retargeting, the agreements' Part 4 and
@@ -70,6 +72,9 @@ type repairState struct {
 	pushDue  int64
 	window   int
 	windowAt int64
+	// forced: a crash was learned from a SYNC; the next push goes
+	// whatever the window holds.
+	forced bool
 }
 
 // pushWindow is how many δ the crashes a ring push counts are learned
@@ -157,7 +162,7 @@ func (c *Core) repairPush(now int64) {
 		return
 	}
 	live := c.cfg.Size - c.ring.Dead().Len()
-	if st.window < bits.Len(uint(max(live, 1)))-1 { // ⌊log2 live⌋
+	if !st.forced && st.window < bits.Len(uint(max(live, 1)))-1 { // ⌊log2 live⌋
 		st.pushDue = 0 // kept: a later batch of the window may cross it
 		return
 	}
@@ -169,7 +174,7 @@ func (c *Core) repairPush(now int64) {
 			recs = append(recs, wire.SyncRecord{Rank: r, Kind: bcast.Failed, Detector: ev.Detector, DetectedAt: ev.DetectedAt})
 		}
 	}
-	st.push, st.pushDue = st.push[:0], 0
+	st.push, st.pushDue, st.forced = st.push[:0], 0, false
 	var to []ranks.Rank
 	D := c.ring.Dead()
 	for _, r := range []ranks.Rank{c.ring.Emitter(), c.ring.Observer()} {
@@ -270,6 +275,9 @@ func (c *Core) onSync(now Time, from ranks.Rank, m *wire.Sync) {
 		}
 		if len(fresh) > 0 {
 			c.log(slog.LevelInfo, "learned a dead rank from SYNC", "from", from, "dead", rec.Rank, "kind", rec.Kind)
+			if rec.Kind != bcast.Left {
+				c.repair.forced = true // a broadcast missed it: push it on (deliver queues it)
+			}
 		}
 		c.deliver(now, bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
 	}
