@@ -453,6 +453,9 @@ func (c *Core) deliver(now Time, m bcast.Message, fresh []ranks.Rank) {
 	}
 	c.agreeDead(gone)     // agree.go
 	c.quorumLearned(gone) // quorum.go
+	if m.Kind != bcast.Left {
+		c.repairPushLater(now.Mono, gone) // repair.go
+	}
 }
 
 // send queues m for every rank of to.

@@ -201,3 +201,27 @@ func TestNewCoreRejectsBadConfig(t *testing.T) {
 
 // otherTree is a Tree that is not an *era.HeapTree.
 type otherTree struct{ era.Tree }
+
+// A rank that every broadcast of a burst misses (beyond the tolerance: 4
+// crashes at N = 16) and that no later broadcast reaches learns the
+// crashes from its ring neighbours' push (repair.go).
+func TestRingPushCompletesAMissedBurst(t *testing.T) {
+	c := newCluster(t, 16, nil)
+	c.run(3 * delta)
+	c.lose = func(from, to ranks.Rank, m wire.Message) bool {
+		_, bc := m.(*wire.Bcast)
+		return bc && to == 7
+	}
+	c.crash(1, 5, 10, 13)
+	c.run(10 * delta)
+	c.wantGone(1, 5, 10, 13)
+	learned := 0
+	for _, l := range c.logs {
+		if l.Msg == "learned a dead rank from SYNC" {
+			learned++
+		}
+	}
+	if learned < 4 {
+		t.Fatalf("%d ranks learned from SYNC, want rank 7's 4 at least", learned)
+	}
+}

@@ -48,6 +48,8 @@ type cluster struct {
 	decided [][]detector.Decision
 	notes   [][]detector.Note
 	logs    []detector.Log
+	// lose, if set, drops the messages it returns true for.
+	lose func(from, to ranks.Rank, m wire.Message) bool
 }
 
 func newCluster(t *testing.T, n int, tweak func(*detector.Config)) *cluster {
@@ -124,7 +126,7 @@ func (c *cluster) deliverSome(k int) {
 	for ; len(c.queue) > 0 && k != 0; k-- {
 		e := c.queue[0]
 		c.queue = c.queue[1:]
-		if c.crashed[e.to] || c.side[e.from] != c.side[e.to] {
+		if c.crashed[e.to] || c.side[e.from] != c.side[e.to] || c.lose != nil && c.lose(e.from, e.to, e.msg) {
 			continue
 		}
 		m, err := wire.DecodeMessage(wire.AppendMessage(nil, e.msg), len(c.cores))

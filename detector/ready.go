@@ -107,8 +107,9 @@ type Stats struct {
 	// NotesPublished counts the notes this rank published (Publish); their
 	// messages count in BcastsStarted and BcastsForwarded too.
 	NotesPublished uint64
-	// SyncsSent counts the dead-list repair's requests and answers.
-	SyncsSent uint64
+	// SyncsSent counts the dead-list repair's requests, answers and ring
+	// pushes; SyncsPushed the ring pushes among them (repair.go).
+	SyncsSent, SyncsPushed uint64
 	// BadMessages counts messages that made no sense.
 	BadMessages uint64
 	// Evictions counts EVICTED notices sent to zombies.

@@ -2,6 +2,8 @@ package detector
 
 import (
 	"log/slog"
+	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
@@ -28,6 +30,19 @@ import (
 //     its new emitter, skipping a segment of ranks it holds dead; all of
 //     them lie strictly between the emitter and the observer on the ring.
 //     The emitter asks its new observer about those it does not hold dead.
+//   - Ring push. Beyond the broadcast's tolerance, a rank that learns
+//     crashes (by any path) sends their records, those of one repairDelay
+//     together, to its emitter and its observer (SYNC with Records). A
+//     neighbour that lacks some learns them and pushes them on in turn;
+//     one that holds them all does nothing more. So a crash known
+//     anywhere reaches, along the ring, the live ranks that the broadcast
+//     and the digests missed: a burst of many ranks stopped at once loses
+//     broadcasts in the stopped forwarders, and the job may then go quiet
+//     with no later broadcast to carry a digest. "Beyond the tolerance"
+//     is ⌊log2 n⌋ crashes or more learned within pushWindow δ (n the live
+//     ranks), or a crash learned from a SYNC (a broadcast was lost: a
+//     push of the same burst arriving after its window, for one); fewer
+//     cost nothing, more cost two SYNCs per rank and batch.
 //
 // A record is delivered through the normal path (ring.Learn, then
 // deliver): events, observer retargeting, the agreements' Part 4 and
@@ -41,9 +56,7 @@ import (
 // have died meanwhile). Lists are at most wire.MaxSyncRanks long; longer
 // ones go in several messages.
 //
-// Not covered: a broadcast lost beyond the tolerance that is followed by
-// no later broadcast reaching the node and by no ring change next to it;
-// then nothing carries the missing rank to it.
+// Departures are not pushed: the ring's LEAVE chain hands them on.
 
 // repairState is the dead-list repair's state.
 type repairState struct {
@@ -52,7 +65,21 @@ type repairState struct {
 	asked map[ranks.Rank]int64
 	// later holds the questions waiting for their δ, in due order.
 	later []question
+	// push holds the crashes learned since the last ring push, due at
+	// pushDue (0: none waiting); window counts the crashes learned since
+	// windowAt, a ring push's window.
+	push     []ranks.Rank
+	pushDue  int64
+	window   int
+	windowAt int64
+	// forced: a crash was learned from a SYNC; the next push goes
+	// whatever the window holds.
+	forced bool
 }
+
+// pushWindow is how many δ the crashes a ring push counts are learned
+// within.
+const pushWindow = 4
 
 // question is a digest's question, asked at due if still needed.
 type question struct {
@@ -110,8 +137,64 @@ const maxRepairDelay = int64(100 * time.Millisecond)
 // maxRepairDelay.
 func (c *Core) repairDelay() int64 { return min(c.cfg.SuspectTimeout, maxRepairDelay) }
 
-// repairDue asks the questions whose delay has passed (Tick).
+// repairPushLater queues the ring push of crashes just learned.
+func (c *Core) repairPushLater(now int64, crashed []ranks.Rank) {
+	st := &c.repair
+	if len(crashed) == 0 {
+		return
+	}
+	if now-st.windowAt > pushWindow*c.cfg.SuspectTimeout {
+		st.window, st.windowAt, st.push = 0, now, st.push[:0] // a new window: the last one's were within the tolerance
+	}
+	st.window += len(crashed)
+	if st.pushDue == 0 {
+		st.pushDue = now + c.repairDelay()
+	}
+	st.push = append(st.push, crashed...)
+}
+
+// repairPush sends the ring push due at now, once the window holds more
+// crashes than a broadcast tolerates: the records of the crashes learned
+// since the last one, to the emitter and the observer.
+func (c *Core) repairPush(now int64) {
+	st := &c.repair
+	if st.pushDue == 0 || now < st.pushDue {
+		return
+	}
+	live := c.cfg.Size - c.ring.Dead().Len()
+	if !st.forced && st.window < bits.Len(uint(max(live, 1)))-1 { // ⌊log2 live⌋
+		st.pushDue = 0 // kept: a later batch of the window may cross it
+		return
+	}
+	slices.Sort(st.push) // records go in increasing rank order
+	st.push = slices.Compact(st.push)
+	var recs []wire.SyncRecord
+	for _, r := range st.push {
+		if ev, ok := c.gone.get(r); ok && !ev.Left {
+			recs = append(recs, wire.SyncRecord{Rank: r, Kind: bcast.Failed, Detector: ev.Detector, DetectedAt: ev.DetectedAt})
+		}
+	}
+	st.push, st.pushDue, st.forced = st.push[:0], 0, false
+	var to []ranks.Rank
+	D := c.ring.Dead()
+	for _, r := range []ranks.Rank{c.ring.Emitter(), c.ring.Observer()} {
+		if r != c.cfg.Self && !D.Has(r) && !slices.Contains(to, r) {
+			to = append(to, r)
+		}
+	}
+	for len(recs) > 0 && len(to) > 0 {
+		k := min(len(recs), wire.MaxSyncRanks)
+		c.stats.SyncsSent += uint64(len(to))
+		c.stats.SyncsPushed += uint64(len(to))
+		c.send(to, &wire.Sync{Records: recs[:k]})
+		recs = recs[k:]
+	}
+}
+
+// repairDue asks the questions whose delay has passed and sends the ring
+// push when due (Tick).
 func (c *Core) repairDue(now int64) {
+	c.repairPush(now)
 	st := &c.repair
 	k := 0
 	for k < len(st.later) && st.later[k].due <= now {
@@ -192,6 +275,9 @@ func (c *Core) onSync(now Time, from ranks.Rank, m *wire.Sync) {
 		}
 		if len(fresh) > 0 {
 			c.log(slog.LevelInfo, "learned a dead rank from SYNC", "from", from, "dead", rec.Rank, "kind", rec.Kind)
+			if rec.Kind != bcast.Left {
+				c.repair.forced = true // a broadcast missed it: push it on (deliver queues it)
+			}
 		}
 		c.deliver(now, bcast.Message{Kind: rec.Kind, Dead: fresh, Detector: rec.Detector, DetectedAt: rec.DetectedAt}, fresh)
 	}

@@ -77,10 +77,11 @@ func (c *Core) ringWake(now int64) int64 {
 }
 
 // busy reports whether Tick's housekeeping has work: zombies to watch,
-// agreements to nudge, dead-list questions waiting (repair.go), a timed
+// agreements to nudge, dead-list questions or a ring push waiting
+// (repair.go), a timed
 // propagation in progress, or split probes to send (split.go).
 func (c *Core) busy() bool {
-	return (c.cfg.Zombies && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0 ||
+	return (c.cfg.Zombies && c.zombies.Len() > 0) || c.agree.used() || len(c.repair.later) > 0 || c.repair.pushDue != 0 ||
 		c.prop.Next() != 0 || c.minority()
 }
 

@@ -160,16 +160,18 @@ func (r *Ring) selfStalled(now int64) {
 	r.health.at = now
 }
 
-// refute withholds T3 from an emitter that sent a message within δ: it is
-// alive, and its heartbeats do not reach this rank, most likely because it
-// has not handled NEWOBSERVER yet. SUSP-TIMEOUT is re-armed to δ after that
-// message and NEWOBSERVER goes again.
+// refute withholds T3 from an emitter that sent a message, or whose
+// heartbeat thread ran (its life word, life.go), within δ: it is alive,
+// and its heartbeats do not reach this rank, most likely because it has
+// not handled NEWOBSERVER yet. SUSP-TIMEOUT is re-armed to δ after that
+// sign of life and NEWOBSERVER goes again.
 func (r *Ring) refute(now int64) (Output, bool) {
-	if r.emitterHeard == 0 || now-r.emitterHeard >= r.cfg.Delta {
+	last := max(r.emitterHeard, r.emitterRan)
+	if last == 0 || now-last >= r.cfg.Delta {
 		return Output{}, false
 	}
 	r.stats.Refuted++
-	r.deadline = r.emitterHeard + r.cfg.Delta
+	r.deadline = last + r.cfg.Delta
 	return Output{NewObserverTo: r.emitter, SendNewObserver: true}, true
 }
 

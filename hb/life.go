@@ -11,18 +11,24 @@ import (
 // host at once, a live candidate may answer later than any round waits,
 // while its heartbeat thread, real-time, is on time. A prober that maps a
 // candidate's memory (ranks of one host, over shared memory) reads the
-// candidate's life word instead, which that thread raises at every period
-// (heartbeat.EmitterConfig.Life). A word that grows during a round shows
-// that the candidate runs: it counts as an answer when the round is
-// resolved, so that the candidate is never reported and may be the next
-// emitter, whenever its message comes. A word that does not grow, or
-// cannot be read (another host, not mapped yet), shows nothing: the
-// round's time-outs and controls decide as before, and life words never
-// shorten them. So for a new emitter whose first heartbeat has not come:
-// its heartbeats start once its event loop has handled NEWOBSERVER, and
-// until then a life word that grows withholds T3 as a message from it
-// does (refute, health.go). The words are the driver's input (WantLife,
-// Life).
+// candidate's life word instead, where that thread stores the time of
+// each of its periods (heartbeat.EmitterConfig.Life; the host's
+// CLOCK_MONOTONIC, which is the ring's clock in the runtime): one load
+// tells when the thread last ran. A candidate whose thread ran after the
+// round began counts as an answer when the round is resolved, so that it
+// is never reported and may be the next emitter, whenever its message
+// comes. A word that is older, or cannot be read (another host, not
+// mapped yet), or lies ahead of this rank's clock (another clock: no
+// evidence) shows nothing: the round's time-outs and controls decide as
+// before, and life words never shorten them. So for the emitter: a thread
+// that ran within δ withholds T3 as a message from it does (refute,
+// health.go). Its heartbeats may not reach this rank while it runs: a new
+// emitter's start once its event loop has handled NEWOBSERVER, and those
+// to an observer whose memory it has not mapped yet go through its Go
+// runtime, both late when a burst loads every event loop of the host.
+// Over shared memory the word is as good a sign as a heartbeat: the same
+// thread, read through the same kind of mapping. The words are the
+// driver's input (WantLife, Life).
 
 // lifeKey is the ring's view a set of warmed-up ranks was computed for.
 type lifeKey struct {
@@ -36,8 +42,7 @@ type lifeKey struct {
 // the ranks a round would probe if the emitter failed now, so that the
 // driver maps their memory ahead of need (once for each emitter and dead
 // set, and again δ later while some of their words could not be read:
-// being mapped, or on another host); and the emitter while its first
-// heartbeat has not come.
+// being mapped, or on another host); and the emitter.
 func (r *Ring) WantLife(now int64) []ranks.Rank {
 	if !r.started || r.left || r.Alone() {
 		return nil
@@ -53,21 +58,22 @@ func (r *Ring) WantLife(now int64) []ranks.Rank {
 		r.setCanaries(&m)
 		rs = m.probed()
 	}
-	if r.lastSeq == 0 && !slices.Contains(rs, r.emitter) {
+	if !slices.Contains(rs, r.emitter) {
 		rs = append(rs, r.emitter)
 	}
 	return rs
 }
 
-// Life takes the life words of ranks rs at now (words[i] is rs[i]'s; 0
-// for a word the driver could not read). The first word of a probed rank
-// in a round is where its growth counts from; a word above it shows the
-// rank alive. So for the emitter while its first heartbeat has not come.
-// Other ranks are ignored.
+// Life takes the life words of ranks rs at now (words[i] is rs[i]'s, 0
+// for a word the driver could not read). A probed rank whose word shows
+// its thread ran after the round began is alive; so is the emitter whose
+// thread ran within δ (refute). Other ranks are ignored.
 func (r *Ring) Life(now int64, rs []ranks.Rank, words []uint64) {
 	rs = rs[:min(len(rs), len(words))]
-	if i := slices.Index(rs, r.emitter); i >= 0 && words[i] != 0 && r.lastSeq == 0 {
-		r.emitterLife(now, words[i])
+	if i := slices.Index(rs, r.emitter); i >= 0 {
+		if t, ok := r.ran(now, words[i]); ok {
+			r.emitterRan = max(r.emitterRan, t)
+		}
 	}
 	m := &r.mend
 	if !m.active {
@@ -77,35 +83,29 @@ func (r *Ring) Life(now int64, rs []ranks.Rank, words []uint64) {
 		return
 	}
 	for i, j := range rs {
-		w := words[i]
-		if w == 0 || !m.probes(j) {
+		t, ok := r.ran(now, words[i])
+		if !ok || !m.probes(j) {
 			continue
 		}
-		base, ok := m.life[j]
-		if !ok {
-			if m.life == nil {
-				m.life = make(map[ranks.Rank]uint64)
-			}
-			m.life[j] = w
-			continue
+		if m.life == nil {
+			m.life = make(map[ranks.Rank]int64)
 		}
-		if w > base && m.lives.Add(j) {
+		m.life[j] = max(m.life[j], t)
+		if t > m.start && m.lives.Add(j) {
 			r.stats.LivesSeen++
 		}
 	}
 }
 
-// emitterLife takes the life word w of an emitter whose first heartbeat
-// has not come: a word above the first one seen shows it alive, as a
-// message from it would (Heard).
-func (r *Ring) emitterLife(now int64, w uint64) {
-	switch {
-	case r.emitterWord == 0:
-		r.emitterWord = w
-	case w > r.emitterWord:
-		r.emitterWord = w
-		r.emitterHeard = now
+// ran returns the time life word w says its heartbeat thread last ran,
+// false for a word not read (0) or further ahead of now than δ: the
+// writer's clock is not this rank's (a time namespace), and its words
+// show nothing.
+func (r *Ring) ran(now int64, w uint64) (int64, bool) {
+	if w == 0 || w > uint64(now+r.cfg.Delta) {
+		return 0, false
 	}
+	return int64(w), true
 }
 
 // alive reports whether j answered the round, by a message or by its life

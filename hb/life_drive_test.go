@@ -20,11 +20,13 @@ type lifeJob struct {
 	beatsAt map[ranks.Rank]int64 // when each rank's heartbeats to us start
 }
 
+// word is r's life word at now: the time of its heartbeat thread's last
+// period (at 1, 11, 21, …; a dead rank's last at 1).
 func (j *lifeJob) word(r ranks.Rank, now int64) uint64 {
 	if j.dead[r] {
-		return 7
+		return 1
 	}
-	return 7 + uint64(now/10)
+	return 1 + uint64(max(now-1, 0)/10*10)
 }
 
 func (j *lifeJob) after(r ranks.Rank, now int64) int64 { return max(now+1, j.loopAt[r]) }
@@ -69,7 +71,7 @@ func (j *lifeJob) run(r *hb.Ring, now, end, step int64) []*hb.Detection {
 	return dets
 }
 
-// Rank 15 of 16 observes 14; 14 and 13 are killed at 0; 12's event loop
+// Rank 15 of 16 observes 14; 14 and 13 are killed after 1; 12's event loop
 // handles nothing before 400, while its heartbeat thread runs; the others
 // answer at once. Only 14 and 13 are reported, and 12 becomes the emitter,
 // whatever the order of T3, early rounds and rounds.

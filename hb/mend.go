@@ -142,9 +142,10 @@ type mendState struct {
 	lastAnswer int64
 	origin     int64 // when the mending's first round began
 	lastCall   bool  // the round's last call was given (decideRound)
-	// life is the first life word seen in the round of each probed rank,
-	// lives the probed ranks whose word grew since (life.go).
-	life  map[ranks.Rank]uint64
+	// life is the latest time a probed rank's life word showed its
+	// thread ran, lives the probed ranks whose thread ran after the round
+	// began (life.go).
+	life  map[ranks.Rank]int64
 	lives ranks.Set
 	// reported are the ranks this mending reported so far (the emitter
 	// found dead by T3 first): each later detection carries them again.
@@ -373,7 +374,7 @@ func (m *mendState) candidateAnswered() bool {
 const smallRound = 64
 
 // frozen counts the ranks of dead whose life words were read in the round
-// (and did not grow: they were not alive).
+// (and showed no period since it began: they were not alive).
 func (m *mendState) frozen(dead []ranks.Rank) int {
 	k := 0
 	for _, c := range dead {

@@ -77,7 +77,8 @@ type Detection struct {
 	// Frozen counts the ranks found dead whose life words the prober read
 	// and saw standing still through the round: their heartbeat threads
 	// stopped too (life.go); LifeRead how many of the ranks the round
-	// probed had life words it read.
+	// probed had life words it read. For T3, both are 1 when the
+	// emitter's life word was read.
 	Frozen, LifeRead int
 }
 
@@ -132,11 +133,11 @@ type Ring struct {
 	// the emitter.
 	health       health
 	emitterHeard int64
-	// emitterWord is the emitter's life word as last seen while its first
-	// heartbeat had not come (life.go), 0 for none since it became the
+	// emitterRan is the latest time the emitter's life word showed its
+	// heartbeat thread ran (life.go), 0 for none since it became the
 	// emitter.
-	emitterWord uint64
-	stats       RingStats
+	emitterRan int64
+	stats      RingStats
 	// probedEarly: this silence of the emitter was probed early
 	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
 	probedEarly bool
@@ -270,7 +271,11 @@ func (r *Ring) observeExpired(now int64, rec WatchRecord) Output {
 	// task T3
 	dead := r.emitter
 	r.D.Add(dead)
-	return r.crashed(now, &Detection{Dead: dead, D: r.D.Clone(), At: now})
+	det := &Detection{Dead: dead, D: r.D.Clone(), At: now}
+	if r.emitterRan != 0 { // its life word was read, and showed no period for δ
+		det.LifeRead, det.Frozen = 1, 1
+	}
+	return r.crashed(now, det)
 }
 
 // reconnect is lines 19 and 22–23 of T3: SUSP-TIMEOUT ← 2δ,
@@ -279,7 +284,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	out := Output{Detected: det}
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
-	r.emitterHeard, r.emitterWord = 0, 0
+	r.emitterHeard, r.emitterRan = 0, 0
 	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {

@@ -23,9 +23,9 @@
 // of datagrams in advance. Otherwise (verbs, the in-memory transport) it is
 // a goroutine locked to its thread. EmitterConfig's fields document each
 // mode; docs/architecture.md ("The two data paths") the whole path. With
-// EmitterConfig.Life the thread also counts its periods into a life word,
-// its own rank's word of its slot array, which the probers of its host
-// read as evidence that it runs (hb/life.go).
+// EmitterConfig.Life the thread also stores the time of each period into
+// a life word, its own rank's word of its slot array, which the ranks of
+// its host read as evidence that it runs (hb/life.go).
 //
 // SetProcessRealTime puts every thread of a process that runs only the
 // detector under SCHED_RR (the emitter then needs a higher Priority);

@@ -58,8 +58,8 @@ type EmitterConfig struct {
 	// (recvmmsg) and accept those equal to the frames Verify computes in
 	// advance for the emitter that sent the last ones Go accepted; any
 	// other datagram goes to Verify.HeartbeatDatagram on the drainer,
-	// followed by Drain and that check. The thread then enters Go only for
-	// a datagram it did not expect: a new emitter's first ones, another
+	// followed by Drain and that check. Go then sees only the datagrams
+	// the thread did not expect: a new emitter's first ones, another
 	// sender's, a forgery.
 	Verify transport.HeartbeatVerifier
 	// Sweep, with the native thread and DrainFD > 0, drains within a
@@ -80,12 +80,13 @@ type EmitterConfig struct {
 	// inversion that made heartbeats 160 ms late under CPU burners. It costs
 	// one P for the emitter's lifetime (the node raises GOMAXPROCS by one).
 	HoldP bool
-	// Life, if set, is this rank's life word: the thread stores the number
-	// of periods it ran into it at every period, with or without an
-	// observer. It lets a rank that maps this rank's memory (its slot
-	// array: transport.Slots.Word of its own rank) see that the heartbeat
-	// thread runs, without a message (hb.Ring.Life). It must not be Go
-	// memory: the native thread stores into it.
+	// Life, if set, is this rank's life word: the thread stores the time
+	// of each period into it (CLOCK_MONOTONIC, in nanoseconds), with or
+	// without an observer. It lets a rank that maps this rank's memory
+	// (its slot array: transport.Slots.Word of its own rank) see, with one
+	// load, when the heartbeat thread last ran, without a message
+	// (hb.Ring.Life). It must not be Go memory: the native thread stores
+	// into it.
 	Life *uint64
 }
 
@@ -131,7 +132,6 @@ type Emitter struct {
 	stop   atomic.Bool
 	done   chan struct{}
 	seq    uint64      // emitter thread only
-	lives  uint64      // emitter thread only: periods run (Life)
 	park   *time.Timer // the parked thread's timer (h ≥ ParkAbove)
 
 	// Counters, written by the thread only.
@@ -368,8 +368,7 @@ func (e *Emitter) check() {
 // current target.
 func (e *Emitter) beat() {
 	if e.cfg.Life != nil {
-		e.lives++
-		atomic.StoreUint64(e.cfg.Life, e.lives)
+		atomic.StoreUint64(e.cfg.Life, uint64(mono.Now()))
 	}
 	to := e.target.Load()
 	if to == noTarget {

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "native.h"
-#include "_cgo_export.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -120,13 +119,26 @@ static void adopt(vg_emitter *e) {
 	e->sink = s;
 }
 
+// hand_to_go hands heartbeat seq for rank to to Go's sender goroutine
+// (send_efd; native.go, sendHanded), which sends it and resolves the
+// target's sink for the next ones. The thread never waits for Go: a
+// process whose Go threads are starved (a burst handled by every rank of
+// a host at once) would hold its heartbeats and its life word with them.
+// Only the latest heartbeat counts: one waiting is replaced.
+static void hand_to_go(vg_emitter *e, uint32_t to, uint64_t seq) {
+	STORE(&e->go_to, to);
+	STORE(&e->go_seq, seq);
+	if (__atomic_exchange_n(&e->go_pending, 1, __ATOMIC_ACQ_REL) == 0) {
+		notify(e->send_efd);
+	}
+}
+
 // beat raises the life word and sends the next sequence number to the
 // current target: a store or a pre-signed datagram by the sink Go
-// resolved, otherwise through Go's SendFunc (which resolves the sink for
-// the next heartbeats).
+// resolved, otherwise by Go's SendFunc (hand_to_go).
 static void beat(vg_emitter *e) {
 	if (e->life != NULL) {
-		STORE(e->life, ++e->lives); // with or without a target: this thread runs
+		STORE(e->life, (uint64_t)vg_now()); // with or without a target: this thread runs
 	}
 	adopt(e);
 	uint32_t to = e->cur_to;
@@ -154,9 +166,7 @@ static void beat(vg_emitter *e) {
 		ADD(&e->native_sent, 1);
 		return;
 	}
-	int failed = 0;
-	vigilHeartbeatSend(e->handle, to, seq, &failed, &e->sink);
-	ADD(failed ? &e->errs : &e->sent, 1);
+	hand_to_go(e, to, seq);
 }
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -47,11 +47,12 @@ type SignFunc func(dst []byte, to ranks.Rank, seq uint64) int
 // pthread the Go runtime never schedules, which sleeps on absolute
 // deadlines (ppoll on the eventfd), stores each heartbeat into the
 // observer's word or sends a datagram signed in advance, and runs the
-// Watch's check in C every CheckEvery periods. It enters Go only for a
-// target without a Sink (SendFunc), or when Go is behind with the signing:
-// each entry costs about two context switches, and may wait for a Go
-// scheduler P, during which no heartbeat goes out. Goroutines woken
-// through eventfds in the network poller do the rest: one signs the
+// Watch's check in C every CheckEvery periods. It never enters Go: a
+// heartbeat to a target without a Sink, or one Go has not signed yet, is
+// handed to a goroutine that sends it through the SendFunc (sendHanded;
+// the thread runs on meanwhile, its life word with it, however long a
+// starved Go runtime takes). Goroutines woken through eventfds in the
+// network poller do the rest: one sends those heartbeats; one signs the
 // datagrams of the next VG_RING heartbeats when half of them are used (at
 // h = 1 ms about twice a second); the drainer collects the heartbeats
 // waiting in DrainFD (Drain) and then runs the check in the thread's place,
@@ -70,6 +71,7 @@ type native struct {
 	refillF *os.File   // the thread's signal that a ring runs low
 	drain   *os.File   // the thread's signal that heartbeats wait in DrainFD
 	alarm   *os.File   // the thread's signal that the watch's alarm is due
+	send    *os.File   // the thread's signal that it handed a heartbeat to Go
 	wg      sync.WaitGroup
 
 	// Guarded by the Emitter's mu: the published target, and the timer
@@ -117,7 +119,7 @@ func (e *Emitter) startNative() error {
 	if e.cfg.Sweep != nil && e.cfg.SweepFD > 0 && c.drain_fd != -1 {
 		c.sweep_fd = C.int(e.cfg.SweepFD)
 	}
-	c.refill_efd, c.drain_efd, c.alarm_efd = -1, -1, -1
+	c.refill_efd, c.drain_efd, c.alarm_efd, c.send_efd = -1, -1, -1, -1
 	c.ring_to = C.VG_NO_TARGET
 	n := &native{e: e, c: c, handle: cgo.NewHandle(e), ringTo: noTarget, to: noTarget} // the handle keeps e, its Watch and Slots alive
 	c.handle = C.uintptr_t(n.handle)
@@ -141,6 +143,10 @@ func (e *Emitter) startNative() error {
 // start starts the goroutines the configuration needs, then the thread.
 func (n *native) start() error {
 	cfg, c := &n.e.cfg, n.c
+	f, err := n.wake(&c.send_efd, "heartbeat-send", n.sendHanded)
+	if n.send = f; err != nil {
+		return err
+	}
 	if cfg.Sign != nil {
 		if err := n.startSigning(); err != nil {
 			return err
@@ -189,7 +195,7 @@ func (n *native) startSigning() error {
 }
 
 // resign signs the ring anew for receiver to: the thread sends none of
-// its frames meanwhile (ring_to), and goes through Go's SendFunc instead.
+// its frames meanwhile (ring_to), and hands its heartbeats to Go instead.
 func (n *native) resign(to uint32) {
 	n.fillMu.Lock()
 	defer n.fillMu.Unlock()
@@ -206,7 +212,7 @@ func (n *native) resign(to uint32) {
 	if to == noTarget {
 		return
 	}
-	n.fillLocked(resignFirst) // the next few first, so that the thread goes through Go for a few µs at most
+	n.fillLocked(resignFirst) // the next few first, so that the thread hands heartbeats to Go for a few µs at most
 	atomic.StoreUint32(ringTo, to)
 	n.fillLocked(C.VG_RING - 1)
 }
@@ -316,7 +322,7 @@ func (n *native) fillLocked(ahead uint64) {
 // stopGoroutines stops the signing and draining goroutines and waits for
 // them.
 func (n *native) stopGoroutines() {
-	for _, f := range []*os.File{n.refillF, n.drain, n.alarm} {
+	for _, f := range []*os.File{n.send, n.refillF, n.drain, n.alarm} {
 		if f != nil {
 			f.Close()
 		}
@@ -331,12 +337,7 @@ func (n *native) stopGoroutines() {
 // The Emitter's mu is held (or the thread not started).
 func (n *native) publish(to uint32, rebind bool) {
 	c := n.c
-	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
-	v := atomic.LoadUint64(ver)
-	atomic.StoreUint64(ver, v+1) // odd: the thread leaves them alone
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.pub_to)), to)
-	n.e.resolveSink(&c.pub_sink, to)
-	atomic.StoreUint64(ver, v+2)
+	n.store(to)
 	if c.pub_sink.kind == C.VG_SINK_DGRAM && c.frames != nil {
 		n.fillMu.Lock()
 		same := n.ringTo == to && n.kind == C.VG_SINK_DGRAM
@@ -362,6 +363,19 @@ func (n *native) publish(to uint32, rebind bool) {
 		n.resolve = time.AfterFunc(n.interval, n.reresolve)
 		n.interval = min(2*n.interval, resolveMax)
 	}
+}
+
+// store resolves to's sink and stores both for the thread to adopt, under
+// the sequence lock pub_ver. The Emitter's mu is held (or the thread not
+// started).
+func (n *native) store(to uint32) {
+	c := n.c
+	ver := (*uint64)(unsafe.Pointer(&c.pub_ver))
+	v := atomic.LoadUint64(ver)
+	atomic.StoreUint64(ver, v+1) // odd: the thread leaves them alone
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.pub_to)), to)
+	n.e.resolveSink(&c.pub_sink, to)
+	atomic.StoreUint64(ver, v+2)
 }
 
 // reresolve publishes the current target again, with its sink resolved
@@ -435,17 +449,28 @@ func (n *native) stats() EmitterStats {
 	}
 }
 
-// vigilHeartbeatSend sends one heartbeat through the SendFunc for the
-// native thread (a target without a sink) and resolves the target's sink
-// for the next ones.
-//
-//export vigilHeartbeatSend
-func vigilHeartbeatSend(h C.uintptr_t, to C.uint32_t, seq C.uint64_t, failed *C.int, sink *C.vg_sink) {
-	e := cgo.Handle(h).Value().(*Emitter)
-	if e.cfg.Send(ranks.Rank(to), uint64(seq)) != nil {
-		*failed = 1
+// sendHanded sends the heartbeat the thread handed to Go (a target
+// without a sink: hand_to_go in native.c) through the SendFunc, and
+// stores the target's sink, resolved anew, for the next ones (the
+// re-resolving timer goes on as it was).
+func (n *native) sendHanded() {
+	c := n.c
+	if atomic.SwapUint32((*uint32)(unsafe.Pointer(&c.go_pending)), 0) == 0 {
+		return
 	}
-	e.resolveSink(sink, uint32(to))
+	to := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.go_to)))
+	seq := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.go_seq)))
+	e := n.e
+	if e.cfg.Send(ranks.Rank(to), seq) != nil {
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.errs)), 1)
+	} else {
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.sent)), 1)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.nat == n && n.to == to {
+		n.store(to)
+	}
 }
 
 // verifier is the Go side of the verify ring (C vg_verify): the frames

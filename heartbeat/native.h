@@ -108,6 +108,10 @@ typedef struct vg_emitter {
 	int sweep_fd;     // the port's other datagrams, which Go drains (sweep_pending), or -1
 	int drain_efd;    // wakes the drainer
 	int alarm_efd;    // wakes the goroutine that rings the watch's alarm (-1: none)
+	int send_efd;     // wakes the goroutine that sends the heartbeats handed to Go
+	uint32_t go_pending; // set by the thread with go_to and go_seq, cleared by that goroutine
+	uint32_t go_to;
+	uint64_t go_seq;
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uint32_t sweep_pending; // set by the thread, cleared by the drainer once it swept sweep_fd
 	uintptr_t handle; // the Go Emitter (cgo.Handle)
@@ -137,9 +141,8 @@ typedef struct vg_emitter {
 	int64_t max_late;
 	uint32_t pinned, rt;
 
-	// The thread's own (seq is read by Go's refills too; lives counts the
-	// periods, stored into *life).
-	uint64_t seq, seen_ver, lives;
+	// The thread's own (seq is read by Go's refills too).
+	uint64_t seq, seen_ver;
 	uint32_t cur_to;
 	vg_sink sink;
 	// The watched word as the last check left it (mark_emitter's; none:

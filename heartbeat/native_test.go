@@ -28,8 +28,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // TestNativeEmitterStoresAndRetargets: the C thread stores increasing
 // sequence numbers into the target's word; a target without a word goes
-// through Send until the WordFunc resolves one, and from then on Send is
-// not called.
+// through Send (on Go's side) until the WordFunc resolves one, and from
+// then on Send is not called.
 func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 	obs3, obs7 := transport.NewSlots(8), transport.NewSlots(8) // the observers' arrays; we are rank 2
 	var mapped7 atomic.Bool
@@ -65,12 +65,15 @@ func TestNativeEmitterStoresAndRetargets(t *testing.T) {
 	last3 := obs3.Load(2)
 	mapped7.Store(true)
 	waitUntil(t, "stores to rank 7 once mapped", func() bool { return obs7.Load(2) > 0 })
+	seq7 := obs7.Load(2)
+	waitUntil(t, "more stores to rank 7", func() bool { return obs7.Load(2) >= seq7+10 })
+	// The last heartbeat handed to Go before the word was resolved has
+	// been sent by now.
 	rec.mu.Lock()
 	before := len(rec.sent)
 	lastSent := rec.sent[before-1].seq
 	rec.mu.Unlock()
-	seq7 := obs7.Load(2)
-	waitUntil(t, "more stores to rank 7", func() bool { return obs7.Load(2) >= seq7+10 })
+	waitUntil(t, "still more stores to rank 7", func() bool { return obs7.Load(2) >= seq7+20 })
 	e.Pause()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -291,5 +294,42 @@ func TestNativeDatagrams(t *testing.T) {
 	}
 	if n := signed.Load(); uint64(n) > want+3*1024 {
 		t.Fatalf("%d frames signed for %d datagrams: the signing did not skip the stores' sequence numbers", n, want)
+	}
+}
+
+// TestNativeNeverWaitsForGo: a heartbeat to a target without a sink goes
+// through Go's SendFunc on a goroutine; while that Send is held up (a
+// starved Go runtime), the thread runs on: its life word grows, and the
+// heartbeats after the held one wait for it rather than pile up.
+func TestNativeNeverWaitsForGo(t *testing.T) {
+	var life uint64
+	release := make(chan struct{})
+	var calls atomic.Int64
+	e, err := heartbeat.NewEmitter(heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1, Life: &life,
+		Sink: func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false },
+		Send: func(ranks.Rank, uint64) error {
+			if calls.Add(1) == 1 {
+				<-release
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetObserver(1)
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	waitUntil(t, "the first Send", func() bool { return calls.Load() == 1 })
+	at := atomic.LoadUint64(&life)
+	waitUntil(t, "50 periods with Send held", func() bool { return atomic.LoadUint64(&life) >= at+50 })
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d Sends while the first was held, want the others to wait for it", n)
+	}
+	close(release)
+	waitUntil(t, "Sends after the release", func() bool { return calls.Load() >= 3 })
+	if st := e.Stats(); st.Sent < 3 || st.Native != true {
+		t.Fatalf("stats %+v: want ≥ 3 sent by the native thread's Go sender", st)
 	}
 }

@@ -51,9 +51,10 @@ type Stats struct {
 	// BcastsStarted, BcastsForwarded count broadcasts this node started and
 	// broadcast messages it sent on behalf of others.
 	BcastsStarted, BcastsForwarded uint64
-	// SyncsSent counts the SYNC requests and answers of the dead-list
-	// repair (sync.go): messages outside seed 000's algorithm.
-	SyncsSent uint64
+	// SyncsSent counts the SYNC requests, answers and ring pushes of the
+	// dead-list repair (detector/repair.go): messages outside seed 000's
+	// algorithm; SyncsPushed the ring pushes among them.
+	SyncsSent, SyncsPushed uint64
 	// BadMessages counts payloads that failed to decode or made no sense.
 	BadMessages uint64
 	// ProcessRT says whether Config.RealTimeProcess was granted.
@@ -126,15 +127,15 @@ type Node struct {
 	rec  atomic.Pointer[Record] // record.go: published by the loop
 	evCh chan Event             // Events: one channel, Size events deep
 
-	started, forwarded, bad, syncsSent, wakes atomic.Uint64 // published by flush
-	undecodable                               atomic.Uint64 // payloads handle could not decode
-	learned, departed, reported               atomic.Uint64 // published by flush
-	decisions                                 atomic.Uint64 // updated by decided
-	agreeN, agreeNs                           atomic.Uint64 // updated by agree1
-	agreeMaxNs                                atomic.Int64
-	laneProbes                                atomic.Uint64             // lane.go
-	kinds                                     [NumMsgKinds]kindCounters // kinds.go
-	closeOnce                                 sync.Once
+	started, forwarded, bad, syncsSent, syncsPushed, wakes atomic.Uint64 // published by flush
+	undecodable                                            atomic.Uint64 // payloads handle could not decode
+	learned, departed, reported                            atomic.Uint64 // published by flush
+	decisions                                              atomic.Uint64 // updated by decided
+	agreeN, agreeNs                                        atomic.Uint64 // updated by agree1
+	agreeMaxNs                                             atomic.Int64
+	laneProbes                                             atomic.Uint64             // lane.go
+	kinds                                                  [NumMsgKinds]kindCounters // kinds.go
+	closeOnce                                              sync.Once
 }
 
 type inbound struct {
@@ -425,6 +426,7 @@ func (n *Node) flush() {
 	n.started.Store(st.BcastsStarted)
 	n.forwarded.Store(st.BcastsForwarded)
 	n.syncsSent.Store(st.SyncsSent)
+	n.syncsPushed.Store(st.SyncsPushed)
 	n.bad.Store(st.BadMessages)
 	n.learned.Store(st.DeathsLearned)
 	n.departed.Store(st.Departures)
@@ -596,6 +598,7 @@ func (n *Node) Stats() Stats {
 		BcastsStarted:   n.started.Load(),
 		BcastsForwarded: n.forwarded.Load(),
 		SyncsSent:       n.syncsSent.Load(),
+		SyncsPushed:     n.syncsPushed.Load(),
 		BadMessages:     n.bad.Load() + n.undecodable.Load(),
 		ProcessRT:       n.processRT,
 		LoopWakes:       n.wakes.Load(),

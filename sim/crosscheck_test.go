@@ -24,6 +24,7 @@ type outcome struct {
 	forwarded uint64 // broadcast messages sent by non-sources
 	syncs     uint64 // SYNC messages of the dead-list repair
 	sent      uint64 // every message sent (broadcasts, NEWOBSERVER, SYNC)
+	pushes    uint64 // the repair's ring pushes among the SYNCs
 }
 
 func (o outcome) String() string {
@@ -84,6 +85,10 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 			sim.emitter[ranks.Rank(i)], sim.observer[ranks.Rank(i)] = r.Emitter(), r.Observer()
 		}
 	}
+	for i := range n {
+		core, _ := d.Core(ranks.Rank(i))
+		sim.pushes += core.Stats().SyncsPushed
+	}
 	sim.started, sim.forwarded, sim.syncs = uint64(res.Detections), res.BcastForwarded, res.SyncMsgs
 	sim.sent = res.BcastMsgs + res.NewObserverMsgs + res.SyncMsgs + res.ProbeMsgs + res.OtherMsgs
 
@@ -107,6 +112,7 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 		real.started += st.BcastsStarted
 		real.forwarded += st.BcastsForwarded
 		real.syncs += st.SyncsSent
+		real.pushes += st.SyncsPushed
 		real.sent += st.Transport.MsgsSent + st.Transport.MsgsDropped
 		if killed[ranks.Rank(i)] {
 			continue
@@ -131,6 +137,16 @@ func crossCheck(t *testing.T, n int, phases [][]ranks.Rank) {
 	// depend on timing alone (NEWOBSERVER again to an emitter that sent a
 	// message before its heartbeats arrived, EVICTED answering a copy that
 	// came late): on a loaded host the runtime may send one or two more.
+	// Beyond the broadcast's tolerance the repair's ring push runs
+	// (detector/repair.go): its SYNCs go by batches of a repair delay, and
+	// whichever of a push and a digest's question comes first makes the
+	// other unneeded, so their numbers depend on timing. Only the SYNCs
+	// are left out then: both sides must still repair every dead list.
+	if sim.pushes+real.pushes > 0 {
+		sim.sent -= sim.syncs
+		real.sent -= real.syncs
+		sim.syncs, real.syncs, sim.pushes, real.pushes = 0, 0, 0, 0
+	}
 	if extra := int64(real.sent) - int64(sim.sent); extra >= 0 && extra <= 2 {
 		real.sent = sim.sent
 	}
