@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -34,6 +36,10 @@ type JobStopConfig struct {
 	// H and Delta are the agents' h and δ.
 	H, Delta time.Duration
 	Log      io.Writer
+	// AgentLogs, if set, is a directory where each stop's agents log
+	// their protocol activity (-v -log-json), one file per stop
+	// (N-way-run.json).
+	AgentLogs string
 }
 
 // JobStopRun is one stop of one job.
@@ -63,7 +69,7 @@ func JobStop(ctx context.Context, cfg JobStopConfig) ([]JobStopRun, error) {
 				if err := ctx.Err(); err != nil {
 					return runs, err
 				}
-				r, err := jobStopRun(cfg, n, way)
+				r, err := jobStopRun(cfg, n, way, run)
 				if err != nil {
 					return runs, fmt.Errorf("jobstop N=%d %s run %d: %w", n, way, run, err)
 				}
@@ -79,10 +85,20 @@ func JobStop(ctx context.Context, cfg JobStopConfig) ([]JobStopRun, error) {
 	return runs, nil
 }
 
-func jobStopRun(cfg JobStopConfig, n int, way string) (JobStopRun, error) {
+func jobStopRun(cfg JobStopConfig, n int, way string, run int) (JobStopRun, error) {
 	r := JobStopRun{N: n, Way: way}
 	argv := []string{cfg.VigilBin, "agent", "-h", cfg.H.String(), "-delta", cfg.Delta.String(), "-grace", "1s"}
-	job, err := launch.Start(n, argv, launch.Options{Stderr: io.Discard})
+	opts := launch.Options{Stderr: io.Discard}
+	if cfg.AgentLogs != "" {
+		f, err := os.Create(filepath.Join(cfg.AgentLogs, fmt.Sprintf("%d-%s-%d.json", n, way, run)))
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		argv = append(argv, "-v", "-log-json")
+		opts.Stderr = f
+	}
+	job, err := launch.Start(n, argv, opts)
 	if err != nil {
 		return r, err
 	}

@@ -139,6 +139,7 @@ func benchMain(args []string) error {
 	stormAccNs := fs.String("storm-accuracy-ns", "32,64,128", "storm part: comma-separated N of the accuracy-at-scale rows")
 	jobStopNs := fs.String("jobstop-ns", "128", "jobstop part: comma-separated job sizes")
 	jobStopRuns := fs.Int("jobstop-runs", 20, "jobstop part: stops per size and way")
+	jobStopLogs := fs.String("jobstop-logs", "", "jobstop part: a directory for the agents' protocol logs, one JSON file per stop (default: none)")
 	jobStopWays := fs.String("jobstop-ways", "group,each", "jobstop part: comma-separated ways to stop: group (one SIGTERM to the agents' process group) and/or each (agent by agent, as mpirun's daemons)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -163,7 +164,7 @@ func benchMain(args []string) error {
 		return fmt.Errorf("bench: -storm-runs %d, -storm-n %d, -storm-h %v, -storm-delta %v, -storm-wait %v: want runs ≥ 0, n ≥ 4, 0 < h < δ, a positive wait",
 			*stormRuns, *stormN, *stormH, *stormDelta, *stormWait)
 	}
-	jobStop := bench.JobStopConfig{Runs: *jobStopRuns, Ways: splitList(*jobStopWays)}
+	jobStop := bench.JobStopConfig{Runs: *jobStopRuns, Ways: splitList(*jobStopWays), AgentLogs: *jobStopLogs}
 	if jobStop.Ns, err = parseInts("-jobstop-ns", *jobStopNs, 2); err != nil {
 		return err
 	}
