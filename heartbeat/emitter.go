@@ -92,6 +92,9 @@ type EmitterConfig struct {
 
 // EmitterStats counts what the emitter thread did.
 type EmitterStats struct {
+	// Sent and Errors count the heartbeats sent and those whose send
+	// failed. A heartbeat the native thread handed to Go and replaced by a
+	// later one before Go sent it (only the latest counts) is in neither.
 	Sent, Errors uint64
 	// NativeSent counts the heartbeats the native thread sent without Go
 	// (by its Sink; included in Sent, not in the transport's counters),
