@@ -39,8 +39,8 @@ import (
 //     and the digests missed: a burst of many ranks stopped at once loses
 //     broadcasts in the stopped forwarders, and the job may then go quiet
 //     with no later broadcast to carry a digest. "Beyond the tolerance"
-//     is ⌊log2 n⌋ crashes or more learned within pushWindow δ (n the live
-//     ranks), or a crash learned from a SYNC (a broadcast was lost: a
+//     is ⌊log2 n⌋ crashes or more learned with no pause of pushWindow δ
+//     between them (n the live ranks), or a crash learned from a SYNC (a broadcast was lost: a
 //     push of the same burst arriving after its window, for one); fewer
 //     cost nothing, more cost two SYNCs per rank and batch.
 //
@@ -66,8 +66,8 @@ type repairState struct {
 	// later holds the questions waiting for their δ, in due order.
 	later []question
 	// push holds the crashes learned since the last ring push, due at
-	// pushDue (0: none waiting); window counts the crashes learned since
-	// windowAt, a ring push's window.
+	// pushDue (0: none waiting); window counts the crashes learned with
+	// no gap of pushWindow δ between them, the last at windowAt.
 	push     []ranks.Rank
 	pushDue  int64
 	window   int
@@ -77,8 +77,9 @@ type repairState struct {
 	forced bool
 }
 
-// pushWindow is how many δ the crashes a ring push counts are learned
-// within.
+// pushWindow is how many δ of quiet end the window of crashes a ring
+// push counts: a burst's detections spread over seconds when its ranks
+// are mended a few at a time.
 const pushWindow = 4
 
 // question is a digest's question, asked at due if still needed.
@@ -144,9 +145,10 @@ func (c *Core) repairPushLater(now int64, crashed []ranks.Rank) {
 		return
 	}
 	if now-st.windowAt > pushWindow*c.cfg.SuspectTimeout {
-		st.window, st.windowAt, st.push = 0, now, st.push[:0] // a new window: the last one's were within the tolerance
+		st.window, st.push = 0, st.push[:0] // a new window: the last one's were within the tolerance
 	}
 	st.window += len(crashed)
+	st.windowAt = now
 	if st.pushDue == 0 {
 		st.pushDue = now + c.repairDelay()
 	}
