@@ -124,14 +124,16 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 			}
 		}
 	}
-	// Lost: the ranks reported, for a kill every rank hit.
-	lost := map[uint32]bool{}
-	if !stop {
-		lost = hit
-	}
+	// Lost: for a kill every rank hit; for a stop the ranks reported (see
+	// below), counted anew at each look.
+	var lost map[uint32]bool
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		time.Sleep(500 * time.Millisecond)
+		lost = map[uint32]bool{}
+		if !stop {
+			lost = hit
+		}
 		var false_ []string // every live rank reported, with who reported it
 		for d, by := range j.deadReports() {
 			if !hit[d] {
@@ -153,7 +155,15 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 				}
 				continue
 			}
-			lost[d] = true
+			for r := range by {
+				// A stopped rank is lost once a rank that was not
+				// stopped, or that the job did not evict, reported it: a
+				// resumed rank evicted soon after may have reported
+				// another resumed rank that no one else holds dead.
+				if !stop || !hit[r] || !j.evicted(r) {
+					lost[d] = true
+				}
+			}
 		}
 		if len(false_) > 0 {
 			slices.Sort(false_)
@@ -163,7 +173,7 @@ func burstRun(t *testing.T, n, k int, stop, hosts bool) time.Duration {
 		rep := j.deadReports()
 		for d := range lost {
 			for r := uint32(0); r < uint32(n); r++ {
-				if _, ok := rep[d][r]; !ok && !lost[r] {
+				if _, ok := rep[d][r]; !ok && !lost[r] && !(stop && j.evicted(r)) {
 					missing = fmt.Sprintf("rank %d has not reported %d", r, d)
 				}
 			}
