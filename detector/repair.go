@@ -40,9 +40,10 @@ import (
 //     broadcasts in the stopped forwarders, and the job may then go quiet
 //     with no later broadcast to carry a digest. "Beyond the tolerance"
 //     is ⌊log2 n⌋ crashes or more learned with no pause of pushWindow δ
-//     between them (n the live ranks), or a crash learned from a SYNC (a broadcast was lost: a
-//     push of the same burst arriving after its window, for one); fewer
-//     cost nothing, more cost two SYNCs per rank and batch.
+//     between them (n the live ranks), or a crash learned from a SYNC (a
+//     broadcast was lost: a push of the same burst arriving after its
+//     window, for one); fewer cost nothing, more cost two SYNCs per rank
+//     and batch, and a SYNC carries at most wire.MaxSyncRanks records.
 //
 // A record is delivered through the normal path (ring.Learn, then
 // deliver): events, observer retargeting, the agreements' Part 4 and
