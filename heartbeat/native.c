@@ -133,12 +133,13 @@ static void hand_to_go(vg_emitter *e, uint32_t to, uint64_t seq) {
 	}
 }
 
-// beat raises the life word and sends the next sequence number to the
-// current target: a store or a pre-signed datagram by the sink Go
-// resolved, otherwise by Go's SendFunc (hand_to_go).
-static void beat(vg_emitter *e) {
+// beat stores now (the clock as the thread woke) into the life word and
+// sends the next sequence number to the current target: a store or a
+// pre-signed datagram by the sink Go resolved, otherwise by Go's SendFunc
+// (hand_to_go).
+static void beat(vg_emitter *e, int64_t now) {
 	if (e->life != NULL) {
-		STORE(e->life, (uint64_t)vg_now()); // with or without a target: this thread runs
+		STORE(e->life, (uint64_t)now); // with or without a target: this thread runs
 	}
 	adopt(e);
 	uint32_t to = e->cur_to;
@@ -391,7 +392,7 @@ static void *run(void *arg) {
 	int64_t h = e->period, next = vg_now() + h;
 	uint64_t buf;
 	int period = 0;
-	beat(e); // the first heartbeat at once
+	beat(e, next - h); // the first heartbeat at once
 	for (;;) {
 		int64_t now = vg_now();
 		if (now < next) {
@@ -402,7 +403,7 @@ static void *run(void *arg) {
 				if (LOAD(&e->stop)) {
 					return NULL;
 				}
-				beat(e);
+				beat(e, vg_now());
 			}
 			continue; // EINTR, kick or time-out: look at the clock again
 		}
@@ -418,7 +419,7 @@ static void *run(void *arg) {
 		if (LOAD(&e->stop)) {
 			return NULL;
 		}
-		beat(e);
+		beat(e, now);
 		if (e->watch != NULL && ++period >= e->check_every) {
 			period = 0;
 			check(e);

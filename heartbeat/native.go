@@ -122,7 +122,6 @@ func (e *Emitter) startNative() error {
 	c.refill_efd, c.drain_efd, c.alarm_efd, c.send_efd = -1, -1, -1, -1
 	c.ring_to = C.VG_NO_TARGET
 	n := &native{e: e, c: c, handle: cgo.NewHandle(e), ringTo: noTarget, to: noTarget} // the handle keeps e, its Watch and Slots alive
-	c.handle = C.uintptr_t(n.handle)
 	if e.cfg.Verify != nil && e.cfg.Watch != nil && e.cfg.DrainFD > 0 {
 		if n.vf = newVerifier(e.cfg.Verify); n.vf == nil {
 			n.free()

@@ -114,7 +114,6 @@ typedef struct vg_emitter {
 	uint64_t go_seq;
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uint32_t sweep_pending; // set by the thread, cleared by the drainer once it swept sweep_fd
-	uintptr_t handle; // the Go Emitter (cgo.Handle)
 	uint64_t *life;   // the thread's life word (EmitterConfig.Life), or NULL
 
 	// The target and its sink, published by Go: pub_ver is odd while Go
