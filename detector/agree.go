@@ -77,6 +77,13 @@ type agreeState struct {
 	lastResend int64 // when the last Resend round ran (monotonic ns)
 
 	started, decided uint64
+
+	// The agreed dead set (agreed.go): ranks of delivered decisions held
+	// alive here, waiting for adoption; named: a delivered decision holds
+	// this rank dead; adopting: adoptAgreed is running.
+	adopt    []ranks.Rank
+	named    bool
+	adopting bool
 }
 
 func newAgreeState(cfg *Config) *agreeState {
@@ -175,6 +182,7 @@ func (c *Core) agreeOuts(op AgreeOp, outs []era.Out) {
 		}
 		c.quorumDecided(Decision{Op: op, Decision: *d}) // delivers it, or holds it back (quorum.go)
 	}
+	c.adoptAgreed() // agreed.go
 }
 
 // Agree starts an agreement (seed 001) on value with operation op and

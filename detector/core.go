@@ -89,6 +89,7 @@ type Core struct {
 	quorum   quorumState // quorum.go
 	agree    *agreeState
 	evicted  bool
+	at       Time       // the time of the last input (Start, Observe, Tick, Step)
 	watched  ranks.Rank // the emitter the last Ready's Watch named
 	wake     wakeState  // wake.go
 	rd       Ready
@@ -143,6 +144,7 @@ func NewCore(cfg Config) (*Core, error) {
 // Ready points the heartbeat thread and the checks.
 func (c *Core) Start(now, grace int64) {
 	c.ring.Start(now, grace)
+	c.at = Time{Mono: now}
 	c.wake.nextHouse = now + c.cfg.Housekeeping
 	c.watched = c.ring.Emitter()
 	c.rd.Watch, c.rd.Emitter = true, c.watched
@@ -191,6 +193,7 @@ func (c *Core) Ring() *hb.Ring { return c.ring }
 // suspicion. A driver calls it at every wake with the checks' latest
 // record.
 func (c *Core) Observe(now Time, rec hb.WatchRecord) {
+	c.at = now
 	if c.evicted {
 		return
 	}
@@ -205,6 +208,7 @@ func (c *Core) Observe(now Time, rec hb.WatchRecord) {
 // split probe that is due and takes the propagation's due steps; the
 // housekeeping also asks for the zombies' words (WantWords).
 func (c *Core) Tick(now Time) {
+	c.at = now
 	if c.evicted {
 		return
 	}
@@ -229,6 +233,7 @@ func (c *Core) Tick(now Time) {
 
 // Step handles message m from rank from.
 func (c *Core) Step(now Time, from ranks.Rank, m wire.Message) {
+	c.at = now
 	if c.evicted {
 		return
 	}

@@ -158,7 +158,7 @@ func (c *Core) quorumDecided(d Decision) {
 	q := &c.quorum
 	if c.cfg.Partition == PartitionContinue {
 		c.moveMembership(&d.Decision)
-		c.rd.Decisions = append(c.rd.Decisions, d)
+		c.decided(d)
 		return
 	}
 	if !c.moveMembership(&d.Decision) {
@@ -167,12 +167,12 @@ func (c *Core) quorumDecided(d Decision) {
 		q.held = append(q.held, d)
 		return
 	}
-	c.rd.Decisions = append(c.rd.Decisions, d)
+	c.decided(d)
 	for moved := true; moved && len(q.held) > 0; {
 		moved = false
 		for i, h := range q.held {
 			if c.moveMembership(&h.Decision) {
-				c.rd.Decisions = append(c.rd.Decisions, h)
+				c.decided(h)
 				q.held = append(q.held[:i], q.held[i+1:]...)
 				moved = true
 				break

@@ -27,7 +27,8 @@ type Event struct {
 	Rank ranks.Rank
 	// Left is true for a clean departure, false for a crash.
 	Left bool
-	// Detector is the rank whose observer found it.
+	// Detector is the rank whose observer found it, or Rank itself for a
+	// crash learned from an agreement's decided dead set (agreed.go).
 	Detector ranks.Rank
 	// DetectedAt is the detector's wall-clock time of detection (Unix ns).
 	DetectedAt int64
@@ -121,4 +122,7 @@ type Stats struct {
 	// departures delivered (Ready.Events), each rank once; Reported
 	// counts those crashes this rank's own observer detected.
 	DeathsLearned, Departures, Reported uint64
+	// DeathsAgreed counts the crashes among DeathsLearned that this rank
+	// learned from an agreement's decided dead set (agreed.go).
+	DeathsAgreed uint64
 }

@@ -27,7 +27,8 @@ type Event struct {
 	Rank ranks.Rank
 	// Left is true for a clean departure, false for a crash.
 	Left bool
-	// Detector is the rank whose observer found it (or was told).
+	// Detector is the rank whose observer found it (or was told), or Rank
+	// itself for a crash learned from an agreement's decided dead set.
 	Detector ranks.Rank
 	// DetectedAt is the detector's wall-clock time of detection.
 	DetectedAt time.Time
