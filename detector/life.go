@@ -6,7 +6,8 @@ import "github.com/vigil-hpc/vigil/ranks"
 // answers, the life words their heartbeat threads raise at every period,
 // where the driver can read them (ranks of one host, over shared memory).
 // The driver loads the words WantLife asks for and hands them to Life at
-// once, at every turn of its loop: before Tick, so that a round about to
+// once (the slice is the Core's, valid until the next call), at every
+// turn of its loop: before Tick, so that a round about to
 // close sees the latest words, and before Ready, so that a round just
 // opened has its first ones.
 

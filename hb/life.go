@@ -42,25 +42,27 @@ type lifeKey struct {
 // the ranks a round would probe if the emitter failed now, so that the
 // driver maps their memory ahead of need (once for each emitter and dead
 // set, and again δ later while some of their words could not be read:
-// being mapped, or on another host); and the emitter.
+// being mapped, or on another host); and the emitter. The slice is the
+// ring's, valid until the next call.
 func (r *Ring) WantLife(now int64) []ranks.Rank {
 	if !r.started || r.left || r.Alone() {
 		return nil
 	}
-	var rs []ranks.Rank
+	rs := r.lifeBuf[:0]
 	key := lifeKey{true, r.emitter, r.D.Len()}
 	switch {
 	case r.mend.active:
-		rs = r.mend.probed()
+		rs = r.mend.appendProbed(rs)
 	case r.cfg.Probe > 0 && (r.lifeWarm != key || r.lifeRetry != 0 && now >= r.lifeRetry):
 		r.lifeWarm, r.lifeRetry = key, 0
 		m := mendState{cands: r.candidates(r.emitter, r.cfg.Probe)} // the emitter first
 		r.setCanaries(&m)
-		rs = m.probed()
+		rs = m.appendProbed(rs)
 	}
 	if !slices.Contains(rs, r.emitter) {
 		rs = append(rs, r.emitter)
 	}
+	r.lifeBuf = rs
 	return rs
 }
 

@@ -116,6 +116,9 @@ func TestRingWantLife(t *testing.T) {
 	if got := r.WantLife(300); !slices.Equal(got, emitter) {
 		t.Fatalf("every word read: %v", got)
 	}
+	if a := testing.AllocsPerRun(100, func() { r.WantLife(300) }); a != 0 {
+		t.Fatalf("WantLife allocates %v times a call in a quiet ring (every turn of a driver's loop), want 0", a)
+	}
 	out := check(r, 310, 1) // 14 suspected: a round
 	if got := r.WantLife(310); !slices.Equal(got, out.Probe) {
 		t.Fatalf("in a round %v, want its probes %v", got, out.Probe)

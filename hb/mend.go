@@ -338,12 +338,15 @@ func (r *Ring) canaries(cands []ranks.Rank) (out []ranks.Rank, beyond bool) {
 // answers are the controls, and a sender with a queue sends in order),
 // then its candidates, then its tail (its answer shows that every probe
 // before it was sent).
-func (m *mendState) probed() []ranks.Rank {
-	out := append(slices.Clip(m.canaries), m.cands...)
+func (m *mendState) probed() []ranks.Rank { return m.appendProbed(nil) }
+
+// appendProbed appends the round's probed ranks to dst (probed).
+func (m *mendState) appendProbed(dst []ranks.Rank) []ranks.Rank {
+	dst = append(append(dst, m.canaries...), m.cands...)
 	if m.hasTail {
-		out = append(out, m.tail)
+		dst = append(dst, m.tail)
 	}
-	return out
+	return dst
 }
 
 // beyondAnswered reports whether the round's canary before its

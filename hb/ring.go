@@ -146,6 +146,7 @@ type Ring struct {
 	// view changes) (life.go).
 	lifeWarm  lifeKey
 	lifeRetry int64
+	lifeBuf   []ranks.Rank // WantLife's answer, reused
 }
 
 // NewRing returns the initial state of task Initialization:

@@ -98,10 +98,11 @@ type Node struct {
 	drain func()
 	// lives reads other ranks' life words (transport.LifeWords; nil when
 	// tr maps no other rank's memory).
-	lives transport.LifeWords
-	watch *heartbeat.Watch // the observer's checks, run on the emitter thread
-	heldP bool             // the emitter holds a P: GOMAXPROCS raised by one
-	em    *heartbeat.Emitter
+	lives     transport.LifeWords
+	lifeWords []uint64         // feedLife's, reused
+	watch     *heartbeat.Watch // the observer's checks, run on the emitter thread
+	heldP     bool             // the emitter holds a P: GOMAXPROCS raised by one
+	em        *heartbeat.Emitter
 	// processRT: Config.RealTimeProcess was granted (set by Start).
 	processRT bool
 
@@ -398,12 +399,15 @@ func (n *Node) feedLife(now detector.Time) {
 	if rs == nil {
 		return
 	}
-	words := make([]uint64, len(rs))
-	for i, r := range rs {
+	words := n.lifeWords[:0]
+	for _, r := range rs {
+		var w uint64
 		if p := n.lives.LifeWord(r); p != nil {
-			words[i] = atomic.LoadUint64(p)
+			w = atomic.LoadUint64(p)
 		}
+		words = append(words, w)
 	}
+	n.lifeWords = words
 	n.core.Life(now, rs, words)
 }
 
