@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/vigil-hpc/vigil/bcast"
 	"github.com/vigil-hpc/vigil/era"
@@ -369,10 +370,19 @@ func (c *Core) apply(now Time, out hb.Output) {
 		c.stats.BcastsStarted++
 		rs := c.ring.Stats()
 		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter(), "frozen", d.Frozen,
-			"life_read", d.LifeRead, "refuted", rs.Refuted, "lives_seen", rs.LivesSeen)
+			"life_read", d.LifeRead, "refuted", rs.Refuted, "lives_seen", rs.LivesSeen, "ran_ago", ranAgo(now.Mono, d.Ran), "read_ago", ranAgo(now.Mono, d.Read))
 		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(now, msg, dead)
 	}
+}
+
+// ranAgo is how long before now t was, for the detected log line (-1:
+// t is 0, never).
+func ranAgo(now, ran int64) time.Duration {
+	if ran == 0 {
+		return -1
+	}
+	return time.Duration(now - ran)
 }
 
 // begin starts a broadcast from this rank (seed 000's BCASTMSG) and sends

@@ -74,7 +74,7 @@ func (r *Ring) Life(now int64, rs []ranks.Rank, words []uint64) {
 	rs = rs[:min(len(rs), len(words))]
 	if i := slices.Index(rs, r.emitter); i >= 0 {
 		if t, ok := r.ran(now, words[i]); ok {
-			r.emitterRan = max(r.emitterRan, t)
+			r.emitterRan, r.emitterRead = max(r.emitterRan, t), now
 		}
 	}
 	m := &r.mend

@@ -80,6 +80,10 @@ type Detection struct {
 	// probed had life words it read. For T3, both are 1 when the
 	// emitter's life word was read.
 	Frozen, LifeRead int
+	// Ran is, for T3, the latest time the emitter's life word showed its
+	// heartbeat thread ran, and Read when it was last read (0: never read
+	// since it became the emitter).
+	Ran, Read int64
 }
 
 // Output is what one input asks the driver to do. At most one of each.
@@ -137,7 +141,10 @@ type Ring struct {
 	// heartbeat thread ran (life.go), 0 for none since it became the
 	// emitter.
 	emitterRan int64
-	stats      RingStats
+	// emitterRead is when its life word was last read (0: not since it
+	// became the emitter).
+	emitterRead int64
+	stats       RingStats
 	// probedEarly: this silence of the emitter was probed early
 	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
 	probedEarly bool
@@ -274,7 +281,7 @@ func (r *Ring) observeExpired(now int64, rec WatchRecord) Output {
 	r.D.Add(dead)
 	det := &Detection{Dead: dead, D: r.D.Clone(), At: now}
 	if r.emitterRan != 0 { // its life word was read, and showed no period for δ
-		det.LifeRead, det.Frozen = 1, 1
+		det.LifeRead, det.Frozen, det.Ran, det.Read = 1, 1, r.emitterRan, r.emitterRead
 	}
 	return r.crashed(now, det)
 }
@@ -285,7 +292,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	out := Output{Detected: det}
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
-	r.emitterHeard, r.emitterRan = 0, 0
+	r.emitterHeard, r.emitterRan, r.emitterRead = 0, 0, 0
 	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {
