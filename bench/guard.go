@@ -10,8 +10,7 @@ import (
 // Options a GuardConfig can compare, on against off.
 const (
 	// OptionRTProcess is the whole agent real-time (SCHED_RR)
-	// (node.Config.RealTimeProcess) against the heartbeat thread alone,
-	// with the heartbeat thread in Go, where the option applies.
+	// (node.Config.RealTimeProcess) against the heartbeat thread alone.
 	OptionRTProcess = "rt-process"
 )
 
@@ -73,7 +72,7 @@ func Guard(ctx context.Context, cfg GuardConfig) ([]GuardRow, error) {
 					if err := ctx.Err(); err != nil {
 						return rows, err
 					}
-					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime, RealTimeProcess: on, Emitter: "go"}
+					spec := DetectorSpec{H: h, Delta: 10 * h, RealTime: cfg.RealTime, RealTimeProcess: on}
 					st, err := accuracyStep(ctx, acfg, load, spec)
 					if err != nil {
 						return rows, fmt.Errorf("%s %s h=%v: %w", cfg.Option, load, h, err)

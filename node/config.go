@@ -97,14 +97,9 @@ type Config struct {
 	GoEmitter bool
 	// RealTimeProcess, with RealTime, puts every thread of the process
 	// under SCHED_RR at priority 1 and the heartbeat thread SCHED_FIFO at 2
-	// (heartbeat.SetProcessRealTime) where the heartbeat thread runs in Go
-	// (GoEmitter, or a transport the C thread cannot send over, such as
-	// verbs): a preempted heartbeat goroutine then waits for no
-	// normal-priority thread to be rescheduled. Where the heartbeat thread
-	// runs in C it never needs the Go runtime, and the process stays at
-	// normal priority: a whole process of real-time threads busy with a
-	// burst of failures uses up the kernel's real-time budget and holds
-	// its own heartbeat thread back with it (Status.ProcessRT says which).
+	// (heartbeat.SetProcessRealTime): the receive path, the observer's
+	// checks and the Go runtime's hand-offs then wait for no
+	// normal-priority thread.
 	// Only for a process that runs the detector alone (vigil agent), never
 	// inside an application. Refused without privilege (logged; the
 	// emitter alone is then real-time, as with RealTime).

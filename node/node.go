@@ -58,8 +58,7 @@ type Stats struct {
 	SyncsSent, SyncsPushed uint64
 	// BadMessages counts payloads that failed to decode or made no sense.
 	BadMessages uint64
-	// ProcessRT says whether Config.RealTimeProcess applied (the heartbeat
-	// thread runs in Go) and was granted.
+	// ProcessRT says whether Config.RealTimeProcess was granted.
 	ProcessRT bool
 	// LoopWakes counts the event loop's wake-ups (messages, requests,
 	// timers and the checks' alarm): in a quiet job, none.
@@ -189,15 +188,10 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.tr, err = open(n.slots, n.handle); err != nil {
-		return nil, fmt.Errorf("node: opening transport: %w", err)
-	}
-	sink, sign, verify := nativeSinks(n.tr)
-	native := sink != nil && !cfg.GoEmitter
 	priority := 1
-	if cfg.RealTime && cfg.RealTimeProcess && !native {
-		// Every thread there is now (the walk takes in threads made
-		// meanwhile); threads made later inherit the policy.
+	if cfg.RealTime && cfg.RealTimeProcess {
+		// Before the transport starts its goroutines: threads made later
+		// inherit the policy.
 		if k, err := heartbeat.SetProcessRealTime(1); err != nil {
 			n.log.Warn("node: whole process real-time refused; only the heartbeat thread asks for it", "err", err)
 		} else {
@@ -205,6 +199,9 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 			priority = 2
 			n.log.Debug("node: process SCHED_RR", "threads", k)
 		}
+	}
+	if n.tr, err = open(n.slots, n.handle); err != nil {
+		return nil, fmt.Errorf("node: opening transport: %w", err)
 	}
 	if d, ok := n.tr.(transport.Drainer); ok {
 		n.drain = d.DrainHeartbeats
@@ -240,7 +237,7 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 		CheckEvery: cfg.checkEvery(),
 		Life:       n.slots.Word(cfg.Rank), // this rank's own slot: its life word
 	}
-	if native {
+	if sink, sign, verify := nativeSinks(n.tr); sink != nil && !cfg.GoEmitter {
 		ecfg.Sink, ecfg.Sign, ecfg.HoldP = sink, sign, false // the thread runs in C
 		if f, ok := n.tr.(transport.HeartbeatFD); ok {
 			ecfg.DrainFD = f.HeartbeatFD()

@@ -257,7 +257,7 @@ var All = []*Setting{
 	// Heartbeat thread.
 	RealTime,
 	{Key: "realtime-process", Title: "whole process real-time", Kind: Bool,
-		Doc: "with -realtime and a heartbeat thread in Go (-emitter go, or verbs), every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application; a heartbeat thread in C needs no Go thread, and the agent then stays at normal priority (node.Config.RealTimeProcess)",
+		Doc: "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)",
 		Go:  []string{"node.Config.RealTimeProcess"}, Flag: "realtime-process", Commands: agents, FlagDefault: "true",
 		Default: "off (the vigil command: on)"},
 	Pin,

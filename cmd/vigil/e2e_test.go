@@ -477,77 +477,57 @@ func TestE2ERunMetrics(t *testing.T) {
 	}
 }
 
-// TestE2ERealTimeProcess: with -realtime-process and the heartbeat thread
-// in Go (-emitter go), every thread of an agent runs real-time (SCHED_RR
-// at 1), the heartbeat thread alone SCHED_FIFO at priority 2; with the
-// heartbeat thread in C (the default) the option does not apply: that
-// thread alone is real-time (SCHED_FIFO at 1), the others normal. The
-// agents report which, and a kill is still detected by all, accurately.
+// TestE2ERealTimeProcess: with -realtime-process every thread of an agent
+// runs real-time (SCHED_RR at 1), the heartbeat thread alone SCHED_FIFO at
+// priority 2, the agents
+// report it, and a kill is still detected by all, accurately.
 func TestE2ERealTimeProcess(t *testing.T) {
-	for _, emitter := range []string{"go", "native"} {
-		t.Run(emitter, func(t *testing.T) {
-			const n = 6
-			processRT := emitter == "go" && os.Geteuid() == 0
-			j := startJob(t, n, "-h", "10ms", "-delta", "100ms", "-realtime-process", "-emitter", emitter)
-			time.Sleep(300 * time.Millisecond)
-			if os.Geteuid() == 0 {
-				for r, p := range j.job.Procs {
-					checkThreadPolicies(t, r, p.Cmd.Process.Pid, processRT)
+	const n = 6
+	j := startJob(t, n, "-h", "10ms", "-delta", "100ms", "-realtime-process")
+	time.Sleep(300 * time.Millisecond)
+	if os.Geteuid() == 0 {
+		for r, p := range j.job.Procs {
+			pid := p.Cmd.Process.Pid
+			tids, err := threads(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			top := 0
+			for _, tid := range tids {
+				policy, priority, err := heartbeat.ThreadSched(pid, tid)
+				if err != nil {
+					continue // exited
+				}
+				switch {
+				case priority == 2 && policy == 1: // SCHED_FIFO
+					top++
+				case priority != 1 || policy != 2: // SCHED_RR
+					t.Fatalf("rank %d thread %d: policy %d priority %d, want SCHED_RR (2) at 1 or the heartbeat thread SCHED_FIFO (1) at 2", r, tid, policy, priority)
 				}
 			}
-			j.kill(2)
-			gone := map[uint32]bool{2: true}
-			j.waitComplete(n, gone, 30*time.Second) // accuracy checked all along
-			time.Sleep(500 * time.Millisecond)
-			j.checkAccuracy(gone)
-			j.job.Stop(5 * time.Second) // the survivors leave: their departures are not suspicions
-			<-j.done
-			stats := 0
-			for _, l := range j.lines {
-				if l.Ev == "stats" {
-					stats++
-					if l.ProcessRT != processRT {
-						t.Errorf("rank %d: process real-time %v, want %v (uid %d, -emitter %s)", l.Rank, l.ProcessRT, processRT, os.Geteuid(), emitter)
-					}
-				}
+			if top != 1 {
+				t.Fatalf("rank %d: %d threads at priority 2, want the heartbeat thread alone", r, top)
 			}
-			if stats != n-1 {
-				t.Fatalf("%d stats lines, want %d", stats, n-1)
-			}
-		})
-	}
-}
-
-// checkThreadPolicies checks the scheduling of every thread of agent r
-// (process pid): with processRT, SCHED_RR at 1 and the heartbeat thread
-// alone SCHED_FIFO at 2; without, SCHED_OTHER and the heartbeat thread
-// alone SCHED_FIFO at 1.
-func checkThreadPolicies(t *testing.T, r, pid int, processRT bool) {
-	t.Helper()
-	tids, err := threads(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const other, fifo, rr = 0, 1, 2
-	hbPriority, rest := 1, other
-	if processRT {
-		hbPriority, rest = 2, rr
-	}
-	top := 0
-	for _, tid := range tids {
-		policy, priority, err := heartbeat.ThreadSched(pid, tid)
-		if err != nil {
-			continue // exited
-		}
-		switch {
-		case policy == fifo && priority == hbPriority:
-			top++
-		case policy != rest || rest == rr && priority != 1:
-			t.Fatalf("rank %d thread %d: policy %d priority %d, want policy %d (or the heartbeat thread SCHED_FIFO at %d)", r, tid, policy, priority, rest, hbPriority)
 		}
 	}
-	if top != 1 {
-		t.Fatalf("rank %d: %d threads SCHED_FIFO at %d, want the heartbeat thread alone", r, top, hbPriority)
+	j.kill(2)
+	gone := map[uint32]bool{2: true}
+	j.waitComplete(n, gone, 30*time.Second) // accuracy checked all along
+	time.Sleep(500 * time.Millisecond)
+	j.checkAccuracy(gone)
+	j.job.Stop(5 * time.Second) // the survivors leave: their departures are not suspicions
+	<-j.done
+	stats := 0
+	for _, l := range j.lines {
+		if l.Ev == "stats" {
+			stats++
+			if l.ProcessRT != (os.Geteuid() == 0) {
+				t.Errorf("rank %d: process real-time %v as uid %d", l.Rank, l.ProcessRT, os.Geteuid())
+			}
+		}
+	}
+	if stats != n-1 {
+		t.Fatalf("%d stats lines, want %d", stats, n-1)
 	}
 }
 
