@@ -213,10 +213,7 @@ func (j *e2eJob) emitterStats(r uint32) string {
 			if l.Ev == "stats" && l.Rank == r {
 				j.mu.Unlock()
 				policy := "normal priority"
-				switch {
-				case l.Deadline:
-					policy = "SCHED_DEADLINE"
-				case l.RealTime:
+				if l.RealTime {
 					policy = "SCHED_FIFO"
 				}
 				return fmt.Sprintf("%s, %d periods missed, worst wake-up %.1f ms late", policy, l.Missed, float64(l.MaxLateNs)/1e6)
