@@ -34,18 +34,6 @@ type EmitterConfig struct {
 	// Above 1 the emitter preempts the process's other threads when they
 	// run real-time at 1 (SetProcessRealTime).
 	Priority int
-	// Reserve, with RealTime and an unpinned thread (CPU < 0) in C (Sink
-	// set; the Go thread stays SCHED_FIFO), asks for SCHED_DEADLINE first: Reserve nanoseconds of CPU reserved every
-	// period (DeadlineReserve). A deadline thread runs before every
-	// real-time thread and is not held back when the real-time threads
-	// have used up their share of the CPU (the kernel's real-time
-	// throttling, or its fair server, stop them for tens of
-	// milliseconds), as those of a process that runs wholly real-time
-	// (SetProcessRealTime) can while it handles a burst of failures.
-	// Refused (no privilege, or the kernel's admission test finds the
-	// CPUs' deadline bandwidth taken), the thread asks for SCHED_FIFO;
-	// Stats().Deadline says which it got. 0: SCHED_FIFO only.
-	Reserve int64
 	// Send writes one heartbeat.
 	Send SendFunc
 	// Watch, if set, is the observer's check, run on the thread after the
@@ -127,9 +115,6 @@ type EmitterStats struct {
 	Verified, OldSeen uint64
 	Pinned            bool
 	RealTime          bool
-	// Deadline: the thread runs SCHED_DEADLINE (EmitterConfig.Reserve);
-	// RealTime is then set too.
-	Deadline bool
 	// Native: the thread runs in C (EmitterConfig.Sink).
 	Native bool
 }
@@ -155,7 +140,7 @@ type Emitter struct {
 	// Counters, written by the thread only.
 	sent, errs, missed, checks atomic.Uint64
 	maxLate                    atomic.Int64
-	pinned, rt, dl             atomic.Bool
+	pinned, rt                 atomic.Bool
 
 	nat   *native      // the native thread, when EmitterConfig.Sink is set
 	final EmitterStats // the native thread's counters once it stopped
@@ -312,7 +297,7 @@ func (e *Emitter) Stats() EmitterStats {
 	return EmitterStats{
 		Sent: e.sent.Load(), Errors: e.errs.Load(), Missed: e.missed.Load(),
 		MaxLateNs: e.maxLate.Load(), Checks: e.checks.Load(),
-		Pinned: e.pinned.Load(), RealTime: e.rt.Load(), Deadline: e.dl.Load(),
+		Pinned: e.pinned.Load(), RealTime: e.rt.Load(),
 	}
 }
 
@@ -325,8 +310,6 @@ func (e *Emitter) run(ready chan<- struct{}) {
 		e.pinned.Store(unix.SchedSetaffinity(0, &set) == nil)
 	}
 	if e.cfg.RealTime {
-		// SCHED_FIFO only: a Go runtime thread may have to create a
-		// thread (clone), which the kernel refuses a deadline thread.
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: schedFIFO, Priority: uint32(max(1, e.cfg.Priority))}
 		e.rt.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
 	}

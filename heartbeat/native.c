@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -377,31 +376,6 @@ static int sleep_for(vg_emitter *e, int64_t d) {
 	return ppoll(&p, 1, &ts, NULL);
 }
 
-// vg_sched_attr is sched_setattr(2)'s argument (glibc has no wrapper).
-struct vg_sched_attr {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-};
-
-#define VG_SCHED_DEADLINE 6
-
-// set_deadline puts the calling thread under SCHED_DEADLINE with runtime
-// ns reserved every period ns (deadline = period); 0 or -1 (refused: no
-// privilege, or the kernel's admission test found the CPUs' deadline
-// bandwidth taken).
-static int set_deadline(int64_t runtime, int64_t period) {
-	struct vg_sched_attr a;
-	memset(&a, 0, sizeof a);
-	a.size = sizeof a;
-	a.policy = VG_SCHED_DEADLINE;
-	a.runtime = (uint64_t)runtime;
-	a.deadline = a.period = (uint64_t)period;
-	return (int)syscall(SYS_sched_setattr, 0, &a, 0);
-}
-
 static void *run(void *arg) {
 	vg_emitter *e = arg;
 	pthread_setname_np(pthread_self(), "vigil-heartbeat");
@@ -411,10 +385,7 @@ static void *run(void *arg) {
 		CPU_SET(e->cpu, &set);
 		STORE(&e->pinned, sched_setaffinity(0, sizeof set, &set) == 0);
 	}
-	if (e->priority > 0 && e->reserve > 0 && e->cpu < 0 && set_deadline(e->reserve, e->period) == 0) {
-		STORE(&e->dl, 1);
-		STORE(&e->rt, 1);
-	} else if (e->priority > 0) {
+	if (e->priority > 0) {
 		struct sched_param sp = {.sched_priority = e->priority};
 		STORE(&e->rt, pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0);
 	}

@@ -101,7 +101,6 @@ func (e *Emitter) startNative() error {
 	c.cpu = C.int(e.cfg.CPU)
 	if e.cfg.RealTime {
 		c.priority = C.int(max(1, e.cfg.Priority))
-		c.reserve = C.int64_t(e.cfg.Reserve)
 	}
 	c.check_every = C.int(e.cfg.CheckEvery)
 	c.life = (*C.uint64_t)(unsafe.Pointer(e.cfg.Life))
@@ -445,7 +444,6 @@ func (n *native) stats() EmitterStats {
 		OldSeen:    n.vf.old(),
 		Pinned:     atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.pinned))) != 0,
 		RealTime:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.rt))) != 0,
-		Deadline:   atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.dl))) != 0,
 		Native:     true,
 	}
 }

@@ -101,7 +101,6 @@ typedef struct vg_emitter {
 	int efd;          // eventfd: retarget or stop
 	int cpu;          // pinned when >= 0
 	int priority;     // SCHED_FIFO priority when > 0
-	int64_t reserve;  // with priority > 0 and cpu < 0: SCHED_DEADLINE runtime per period (ns), 0 for none
 	int check_every;  // periods between checks (>= 1)
 	vg_watch *watch;  // the checks' watch, or NULL for no checks
 	int drain_fd;     // a socket whose heartbeats Go's drainer collects, -1 (none) or VG_DRAIN_ALWAYS
@@ -139,7 +138,7 @@ typedef struct vg_emitter {
 	uint32_t stop;
 	uint64_t sent, native_sent, dropped, errs, missed, checks; // native_sent: without Go; dropped: a full socket buffer
 	int64_t max_late;
-	uint32_t pinned, rt, dl;
+	uint32_t pinned, rt;
 
 	// The thread's own (seq is read by Go's refills too).
 	uint64_t seq, seen_ver;

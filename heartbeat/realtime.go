@@ -12,22 +12,12 @@ import (
 
 // Scheduling policies of sched_setattr(2).
 const (
-	schedFIFO     = 1
-	schedRR       = 2
-	schedDeadline = 6
+	schedFIFO = 1
+	schedRR   = 2
 )
 
-// DeadlineReserve is the CPU time a heartbeat thread of period h reserves
-// under SCHED_DEADLINE (EmitterConfig.Reserve): 100 µs, at most h/2. A
-// period's work (a store or a datagram, the check) takes a few
-// microseconds; the reservation is what the kernel admits the thread for,
-// not what it uses. The thread never enters Go: a period
-// needs more only for a datagram over loopback, whose delivery the
-// kernel charges to the sender.
-func DeadlineReserve(h int64) int64 { return min(100_000, h/2) }
-
-// ThreadSched returns the scheduling policy (0 normal, 1 SCHED_FIFO, 2
-// SCHED_RR, 6 SCHED_DEADLINE, as sched_setattr(2) numbers them) and the real-time priority of thread tid
+// ThreadSched returns the scheduling policy (0 normal, 1 SCHED_FIFO, as
+// sched_setattr(2) numbers them) and the real-time priority of thread tid
 // of process pid, read from /proc/<pid>/task/<tid>/stat (fields 41 and 40).
 func ThreadSched(pid, tid int) (policy, priority int, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))

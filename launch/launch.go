@@ -76,9 +76,6 @@ type Line struct {
 	MaxLateNs int64  `json:"max_late_ns" ev:"stats"`
 	Rejected  uint64 `json:"rejected" ev:"stats"`
 	RealTime  bool   `json:"realtime" ev:"stats"`
-	// Deadline: the heartbeat thread ran SCHED_DEADLINE (RealTime is
-	// then set too; heartbeat.EmitterStats.Deadline).
-	Deadline bool `json:"deadline" ev:"stats"`
 	// NativeEmitter: the heartbeat thread ran in C, outside the Go
 	// runtime (heartbeat.EmitterStats.Native).
 	NativeEmitter bool `json:"native_emitter" ev:"stats"`

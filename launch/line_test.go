@@ -86,7 +86,7 @@ func TestLineFieldsAlwaysPresent(t *testing.T) {
 	want := map[string][]string{
 		"ready": {"addr", "metrics"},
 		"dead":  {"dead", "left", "detector", "detected_unix", "delivered_mono"},
-		"stats": {"missed", "max_late_ns", "rejected", "realtime", "deadline", "native_emitter", "process_rt", "hb_sent", "msgs_sent",
+		"stats": {"missed", "max_late_ns", "rejected", "realtime", "native_emitter", "process_rt", "hb_sent", "msgs_sent",
 			"msgs_recv", "msgs_dropped", "bcasts_started", "bcasts_forwarded", "bad", "loop_wakes", "deaths_learned",
 			"departures", "reported", "agreements", "rejected_by", "bytes_sent", "bytes_recv", "agree_calls", "agree_ns",
 			"agree_max_ns", "by_kind"},

@@ -80,11 +80,7 @@ type Config struct {
 	// sched_setaffinity (default: not pinned).
 	PinEmitter bool
 	EmitterCPU int
-	// RealTime makes the heartbeat thread real-time when permitted: the C
-	// thread SCHED_DEADLINE with heartbeat.DeadlineReserve(h) reserved
-	// each period where the kernel admits it and the thread is not pinned
-	// (a deadline thread is not held back when real-time threads are
-	// throttled), SCHED_FIFO otherwise (and always for the Go thread).
+	// RealTime asks for SCHED_FIFO for the heartbeat thread when permitted.
 	RealTime bool
 	// EmitterHoldsP keeps a Go scheduler P for the heartbeat thread (see
 	// heartbeat.EmitterConfig.HoldP): with RealTime, it is what makes
@@ -100,8 +96,7 @@ type Config struct {
 	// (transport.HeartbeatVerifier). For comparisons.
 	GoEmitter bool
 	// RealTimeProcess, with RealTime, puts every thread of the process
-	// under SCHED_RR at priority 1 and the heartbeat thread above them
-	// (SCHED_DEADLINE, or SCHED_FIFO at 2)
+	// under SCHED_RR at priority 1 and the heartbeat thread SCHED_FIFO at 2
 	// (heartbeat.SetProcessRealTime): the receive path, the observer's
 	// checks and the Go runtime's hand-offs then wait for no
 	// normal-priority thread.

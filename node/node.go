@@ -239,9 +239,6 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	}
 	if sink, sign, verify := nativeSinks(n.tr); sink != nil && !cfg.GoEmitter {
 		ecfg.Sink, ecfg.Sign, ecfg.HoldP = sink, sign, false // the thread runs in C
-		// SCHED_DEADLINE for the C thread only: it never creates a thread,
-		// where a Go runtime thread under it could not.
-		ecfg.Reserve = heartbeat.DeadlineReserve(int64(cfg.HeartbeatPeriod))
 		if f, ok := n.tr.(transport.HeartbeatFD); ok {
 			ecfg.DrainFD = f.HeartbeatFD()
 		}

@@ -86,7 +86,7 @@ var (
 		Min: 0, Max: MaxStartGrace, Default: "2s + δ"}
 	// RealTime has no bounds, but h has a floor with it.
 	RealTime = &Setting{Key: "realtime", Title: "real-time heartbeat thread", Kind: Bool,
-		Doc: "ask for a real-time heartbeat thread: SCHED_DEADLINE for the C thread where the kernel admits it and the thread is not pinned, else SCHED_FIFO (ignored without privilege)",
+		Doc: "ask for SCHED_FIFO for the heartbeat thread (ignored without privilege)",
 		Go:  []string{"node.Config.RealTime"}, Flag: "realtime", Commands: agentsAnd, FlagDefault: "true",
 		Env: "VIGIL_REALTIME", EnvFor: EnvLib, C: []string{"realtime"},
 		Default: "off (the vigil command: on)"}
@@ -257,7 +257,7 @@ var All = []*Setting{
 	// Heartbeat thread.
 	RealTime,
 	{Key: "realtime-process", Title: "whole process real-time", Kind: Bool,
-		Doc: "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread above them: SCHED_DEADLINE, or SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)",
+		Doc: "with -realtime, every thread of the agent real-time (SCHED_RR at 1, the heartbeat thread SCHED_FIFO at 2), so that the Go runtime's threads that reschedule the heartbeat goroutine are never starved by the application (node.Config.RealTimeProcess)",
 		Go:  []string{"node.Config.RealTimeProcess"}, Flag: "realtime-process", Commands: agents, FlagDefault: "true",
 		Default: "off (the vigil command: on)"},
 	Pin,

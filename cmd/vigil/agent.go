@@ -108,7 +108,7 @@ func agentMain(args []string) error {
 		return err
 	}
 	if df.realtime && !waitRealTime(nd.Node) {
-		logger.Info("real-time scheduling refused for the heartbeat thread; running at normal priority")
+		logger.Info("SCHED_FIFO refused for the heartbeat thread; running at normal priority")
 	}
 
 	stats := func() {
@@ -118,7 +118,7 @@ func agentMain(args []string) error {
 			rejected += v
 		}
 		emit(launch.Line{Ev: "stats", Missed: st.Emitter.Missed, MaxLateNs: st.Emitter.MaxLateNs, Rejected: rejected,
-			RealTime: st.Emitter.RealTime, Deadline: st.Emitter.Deadline, NativeEmitter: st.Emitter.Native, ProcessRT: st.ProcessRT,
+			RealTime: st.Emitter.RealTime, NativeEmitter: st.Emitter.Native, ProcessRT: st.ProcessRT,
 			HeartbeatsSent: st.Transport.HeartbeatsSent, MsgsSent: st.Transport.MsgsSent, MsgsRecv: st.Transport.MsgsRecv,
 			MsgsDropped: st.Transport.MsgsDropped, BcastsStarted: st.BcastsStarted, BcastsForwarded: st.BcastsForwarded,
 			Bad: st.BadMessages, LoopWakes: st.LoopWakes,
@@ -200,8 +200,7 @@ func agentMain(args []string) error {
 	}
 }
 
-// waitRealTime reports whether the emitter thread got a real-time policy
-// (SCHED_DEADLINE or SCHED_FIFO).
+// waitRealTime reports whether the emitter thread got SCHED_FIFO.
 func waitRealTime(nd *node.Node) bool {
 	for i := 0; i < 100; i++ {
 		if st := nd.Stats().Emitter; st.RealTime || st.Sent > 0 {

@@ -153,8 +153,7 @@ func writeMetrics(out io.Writer, src metricsSource) error {
 	counter("vigil_heartbeat_deadlines_missed_total", "Periods the heartbeat thread woke up more than one period late.", em.Missed)
 	gauge("vigil_heartbeat_max_lateness_seconds", "Worst wake-up lateness of the heartbeat thread since the start.", float64(em.MaxLateNs)/1e9)
 	counter("vigil_observer_checks_total", "Checks of the emitter's heartbeat word run on the heartbeat thread.", em.Checks)
-	gauge("vigil_heartbeat_realtime", "1 when the heartbeat thread runs real-time (SCHED_DEADLINE or SCHED_FIFO).", flag(em.RealTime))
-	gauge("vigil_heartbeat_deadline", "1 when the heartbeat thread runs SCHED_DEADLINE.", flag(em.Deadline))
+	gauge("vigil_heartbeat_realtime", "1 when the heartbeat thread runs SCHED_FIFO.", flag(em.RealTime))
 	gauge("vigil_heartbeat_native", "1 when the heartbeat thread runs in C, outside the Go runtime.", flag(em.Native))
 	gauge("vigil_process_realtime", "1 when every thread of the process runs real-time (-realtime-process).", flag(st.ProcessRT))
 

@@ -92,7 +92,7 @@ func scrapeText(t *testing.T, addr string) string {
 func TestMetricsTextFormat(t *testing.T) {
 	st := node.Stats{
 		Transport:     transport.Stats{HeartbeatsSent: 7, MsgsSent: 3, Rejected: map[string]uint64{"bad_tag": 2, "stale": 1}},
-		Emitter:       heartbeat.EmitterStats{Missed: 4, MaxLateNs: 1_500_000, Checks: 9, Native: true, RealTime: true, Deadline: true},
+		Emitter:       heartbeat.EmitterStats{Missed: 4, MaxLateNs: 1_500_000, Checks: 9, Native: true},
 		DeathsLearned: 1, Reported: 1, Departures: 2, AgreementsDecided: 5,
 		AgreeReturned: 4, AgreeLatencyNs: 2_000_000, AgreeMaxLatencyNs: 1_000_000, LaneProbes: 6,
 	}
@@ -110,8 +110,7 @@ func TestMetricsTextFormat(t *testing.T) {
 		"vigil_heartbeat_max_lateness_seconds":                      0.0015,
 		"vigil_observer_checks_total":                               9,
 		"vigil_heartbeat_native":                                    1,
-		"vigil_heartbeat_realtime":                                  1,
-		"vigil_heartbeat_deadline":                                  1,
+		"vigil_heartbeat_realtime":                                  0,
 		"vigil_deaths_learned_total":                                1,
 		"vigil_failures_reported_total":                             1,
 		"vigil_departures_learned_total":                            2,
