@@ -370,7 +370,7 @@ func (c *Core) apply(now Time, out hb.Output) {
 		c.stats.BcastsStarted++
 		rs := c.ring.Stats()
 		c.log(slog.LevelInfo, "detected", "health", c.ring.Health(now.Mono), "dead", dead, "left", d.Left, "next_emitter", c.ring.Emitter(), "frozen", d.Frozen,
-			"life_read", d.LifeRead, "refuted", rs.Refuted, "lives_seen", rs.LivesSeen, "ran_ago", ranAgo(now.Mono, d.Ran), "read_ago", ranAgo(now.Mono, d.Read))
+			"life_read", d.LifeRead, "refuted", rs.Refuted, "held", rs.Held, "lives_seen", rs.LivesSeen, "ran_ago", ranAgo(now.Mono, d.Ran), "read_ago", ranAgo(now.Mono, d.Read))
 		msg := c.begin(now, kind, dead, d.D, nil)
 		c.deliver(now, msg, dead)
 	}

@@ -28,3 +28,22 @@ func (c *Core) Life(now Time, rs []ranks.Rank, words []uint64) {
 	}
 	c.ring.Life(now.Mono, rs, words)
 }
+
+// WantRunnable returns the emitter when the Core wants to know whether its
+// process is runnable on this host (hb.Ring.WantRunnable); the driver
+// answers with Runnable when it found it so, before Observe.
+func (c *Core) WantRunnable(now Time) (ranks.Rank, bool) {
+	if c.evicted {
+		return 0, false
+	}
+	return c.ring.WantRunnable(now.Mono)
+}
+
+// Runnable tells the Core that rank r's process was found runnable at now
+// (hb.Ring.Runnable): a heartbeat thread held by the kernel, not a dead
+// one.
+func (c *Core) Runnable(now Time, r ranks.Rank) {
+	if !c.evicted {
+		c.ring.Runnable(now.Mono, r)
+	}
+}

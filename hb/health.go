@@ -143,6 +143,10 @@ type RingStats struct {
 	// Refuted counts suspicions of the emitter withheld because it sent
 	// messages within δ (Heard).
 	Refuted uint64
+	// Held counts suspicions of the emitter withheld because its process
+	// was runnable and its thread ran within 2δ: held by the kernel, not
+	// dead (life.go).
+	Held uint64
 }
 
 // Stats returns the ring's counters.
@@ -167,6 +171,11 @@ func (r *Ring) selfStalled(now int64) {
 // sign of life and NEWOBSERVER goes again.
 func (r *Ring) refute(now int64) (Output, bool) {
 	last := max(r.emitterHeard, r.emitterRan)
+	if r.held(now) { // its thread is held, not dead (life.go)
+		r.stats.Held++
+		r.deadline = min(now+r.cfg.Delta/4, r.emitterRan+2*r.cfg.Delta)
+		return Output{}, true
+	}
 	if last == 0 || now-last >= r.cfg.Delta {
 		return Output{}, false
 	}

@@ -113,3 +113,41 @@ func (r *Ring) ran(now int64, w uint64) (int64, bool) {
 // alive reports whether j answered the round, by a message or by its life
 // word.
 func (m *mendState) alive(j ranks.Rank) bool { return m.answered.Has(j) || m.lives.Has(j) }
+
+// Held threads. The kernel may hold a real-time thread back for tens of
+// milliseconds: its fair server runs the normal threads of a CPU for up
+// to 50 ms a second once the real-time threads used up their share, as a
+// host's agents, all real-time, do while they absorb a burst. A held
+// heartbeat thread stops its heartbeats and its life word together, as a
+// dead one does; its process, though, is runnable, where a dead rank's
+// is gone and a stopped one's is stopped. So an emitter whose life word
+// was read, whose thread ran within 2δ and whose process the driver found
+// runnable at this turn (same host only) is not suspected yet: its
+// heartbeats are overdue, not missing. A hung process (runnable, its
+// thread stuck) is reported at 2δ instead of δ; a crash or a SIGSTOP as
+// before.
+
+// WantRunnable returns the emitter when the ring wants to know whether its
+// process is runnable (Runnable): its life word was read and showed no
+// run for δ/2.
+func (r *Ring) WantRunnable(now int64) (ranks.Rank, bool) {
+	if !r.started || r.left || r.Alone() || r.emitterRan == 0 || now-r.emitterRan < r.cfg.Delta/2 {
+		return 0, false
+	}
+	return r.emitter, true
+}
+
+// Runnable tells the ring that rank j's process was found runnable at now
+// (WantRunnable): the emitter's held thread is not taken for a dead one.
+func (r *Ring) Runnable(now int64, j ranks.Rank) {
+	if j == r.emitter {
+		r.emitterRunnable = now
+	}
+}
+
+// held reports whether the emitter's thread is held rather than dead: its
+// process was found runnable at this turn (within δ/8 of now) and the
+// thread ran within 2δ.
+func (r *Ring) held(now int64) bool {
+	return r.emitterRan != 0 && r.emitterRunnable != 0 && now-r.emitterRunnable < r.cfg.Delta/8 && now-r.emitterRan < 2*r.cfg.Delta
+}

@@ -235,3 +235,68 @@ func TestRingLifeWordOneRead(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat thread the kernel holds back (its process runnable, as the
+// driver finds it) is not suspected while it ran within 2δ; once it runs
+// again its heartbeats go on and nobody is reported. Held past 2δ, or
+// with its process not found runnable (stopped, gone), T3 reports it as
+// before.
+func TestRingHeldThreadIsNotSuspected(t *testing.T) {
+	start := func() *hb.Ring {
+		r, err := hb.NewRing(hb.RingConfig{Self: 15, N: 16, Delta: 100}) // Algorithm 1
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Start(0, 100)
+		check(r, 10, 1)
+		check(r, 50, 2) // heartbeats from 14, then the thread is held
+		r.Life(50, []ranks.Rank{14}, []uint64{50})
+		return r
+	}
+	feed := func(r *hb.Ring, now int64, runnable bool) {
+		r.Life(now, []ranks.Rank{14}, []uint64{50}) // the word stands still
+		if j, ok := r.WantRunnable(now); !ok || j != 14 {
+			t.Fatalf("at %d: WantRunnable %d %v, want the emitter 14", now, j, ok)
+		}
+		if runnable {
+			r.Runnable(now, 14)
+		}
+	}
+
+	r := start()
+	if _, ok := r.WantRunnable(60); ok {
+		t.Fatal("WantRunnable while the word is fresher than δ/2")
+	}
+	feed(r, 150, true)
+	if out := check(r, 150, 2); out.Detected != nil {
+		t.Fatalf("held thread, runnable process, ran 100 ago: %+v", out.Detected)
+	}
+	feed(r, 180, true)
+	if out := check(r, 180, 3); out.Detected != nil { // it runs again
+		t.Fatalf("after the hold: %+v", out.Detected)
+	}
+	if out := check(r, 270, 4); out.Detected != nil {
+		t.Fatalf("heartbeats again: %+v", out.Detected)
+	}
+	if s := r.Stats(); s.Held == 0 {
+		t.Fatal("Stats().Held = 0 after a held suspicion")
+	}
+
+	r = start()
+	feed(r, 150, false) // stopped or gone: as before
+	if out := check(r, 150, 2); out.Detected == nil || out.Detected.Dead != 14 {
+		t.Fatalf("process not runnable: %+v, want T3", out.Detected)
+	}
+
+	r = start()
+	for now := int64(150); now < 250; now += 25 {
+		feed(r, now, true)
+		if out := check(r, now, 2); out.Detected != nil {
+			t.Fatalf("at %d, ran %d ago: %+v", now, now-50, out.Detected)
+		}
+	}
+	feed(r, 250, true)
+	if out := check(r, 250, 2); out.Detected == nil || out.Detected.Dead != 14 || out.Detected.Frozen != 1 {
+		t.Fatalf("runnable but silent for 2δ: %+v, want T3", out.Detected)
+	}
+}

@@ -142,9 +142,10 @@ type Ring struct {
 	// emitter.
 	emitterRan int64
 	// emitterRead is when its life word was last read (0: not since it
-	// became the emitter).
-	emitterRead int64
-	stats       RingStats
+	// became the emitter); emitterRunnable when its process was last seen
+	// runnable on this host (Runnable).
+	emitterRead, emitterRunnable int64
+	stats                        RingStats
 	// probedEarly: this silence of the emitter was probed early
 	// (RingConfig.ProbeAfter); cleared by a heartbeat or a new emitter.
 	probedEarly bool
@@ -292,7 +293,7 @@ func (r *Ring) reconnect(now int64, det *Detection) Output {
 	out := Output{Detected: det}
 	r.emitter = r.findEmitter()
 	r.lastSeq = 0 // slots are per emitter: the new emitter's word starts at 0
-	r.emitterHeard, r.emitterRan, r.emitterRead = 0, 0, 0
+	r.emitterHeard, r.emitterRan, r.emitterRead, r.emitterRunnable = 0, 0, 0, 0
 	r.probedEarly = false
 	r.deadline = now + 2*r.cfg.Delta
 	if !r.Alone() {

@@ -406,6 +406,9 @@ func (n *Node) feedLife(now detector.Time) {
 	}
 	n.lifeWords = words
 	n.core.Life(now, rs, words)
+	if r, ok := n.core.WantRunnable(now); ok && n.lives.Runnable(r) {
+		n.core.Runnable(now, r)
+	}
 }
 
 // flush hands the detector the life words and the heartbeat words it

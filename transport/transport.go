@@ -81,9 +81,13 @@ type Worder interface {
 // every period (heartbeat.EmitterConfig.Life), or nil while r's array is
 // not mapped (it may then start mapping it in the background). A word
 // that grows shows that r's heartbeat thread runs, whatever r's event
-// loop does (hb.Ring.Life).
+// loop does (hb.Ring.Life). Runnable reports whether r's agent, once its
+// array is mapped, is a process of this host that is neither stopped nor
+// gone: a thread whose word stands still in such a process is held by
+// the kernel, not dead (hb.Ring.Runnable).
 type LifeWords interface {
 	LifeWord(r ranks.Rank) *uint64
+	Runnable(r ranks.Rank) bool
 }
 
 // Datagrams is implemented by transports whose heartbeat is one datagram

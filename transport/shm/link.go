@@ -35,6 +35,7 @@ type Transport struct {
 	log   *slog.Logger
 
 	maps             []atomic.Pointer[transport.Slots] // observer rank → its mapped region
+	procs            []atomic.Pointer[process]         // rank → its agent's process, once mapped (nil: unknown)
 	stored, viaInner atomic.Uint64
 
 	mu      sync.Mutex
@@ -53,7 +54,7 @@ func Wrap(inner transport.Transport, p wire.Params, log *slog.Logger) *Transport
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{inner: inner, p: p, log: log,
-		maps: make([]atomic.Pointer[transport.Slots], p.N), retryAt: make([]time.Time, p.N),
+		maps: make([]atomic.Pointer[transport.Slots], p.N), procs: make([]atomic.Pointer[process], p.N), retryAt: make([]time.Time, p.N),
 		backoff: make([]time.Duration, p.N), pending: make([]bool, p.N)}
 	if d, ok := inner.(transport.Drainer); ok {
 		t.drain = d.DrainHeartbeats
@@ -121,6 +122,17 @@ func (t *Transport) LifeWord(r ranks.Rank) *uint64 {
 	t.attachLocked(r)
 	t.mu.Unlock()
 	return nil
+}
+
+// Runnable implements transport.LifeWords: whether rank r's agent, whose
+// region is mapped, is a process of this host that is neither stopped nor
+// gone (/proc/<pid>/stat: running, sleeping or in the disk wait).
+func (t *Transport) Runnable(r ranks.Rank) bool {
+	if int64(r) >= int64(len(t.procs)) {
+		return false
+	}
+	pr := t.procs[r].Load()
+	return pr != nil && pr.runnable()
 }
 
 // HeartbeatDest implements transport.Datagrams for an inner transport
@@ -257,7 +269,7 @@ func (t *Transport) attachLocked(r ranks.Rank) {
 
 func (t *Transport) attach(r ranks.Rank) {
 	defer t.wg.Done()
-	s, err := Attach(t.p, r)
+	s, pid, err := attachRegion(t.p, r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pending[r] = false
@@ -266,6 +278,9 @@ func (t *Transport) attach(r ranks.Rank) {
 		t.retryAt[r] = time.Now().Add(t.backoff[r])
 		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
 		return
+	}
+	if pr, ok := identify(pid); ok {
+		t.procs[r].Store(&pr)
 	}
 	t.maps[r].Store(s)
 	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", t.p.Rank, "peer", r)
@@ -276,46 +291,53 @@ func (t *Transport) attach(r ranks.Rank) {
 // authentic under the job key, and maps the memfd it sends. It fails when
 // r is not on this host (in this network namespace) or not up.
 func Attach(p wire.Params, r ranks.Rank) (*transport.Slots, error) {
+	s, _, err := attachRegion(p, r)
+	return s, err
+}
+
+// attachRegion is Attach, also returning the process id of r's agent as
+// this process sees it (0 from another PID namespace).
+func attachRegion(p wire.Params, r ranks.Rank) (_ *transport.Slots, pid int32, _ error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socketName(p.JobID, r), Net: "unix"})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	uid, err := peerUID(c)
+	uid, pid, err := peerUID(c)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if uid != uint32(os.Getuid()) {
-		return nil, fmt.Errorf("shm: rank %d's socket is served by uid %d, not %d", r, uid, os.Getuid())
+		return nil, 0, fmt.Errorf("shm: rank %d's socket is served by uid %d, not %d", r, uid, os.Getuid())
 	}
 	buf := make([]byte, 256)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 	if err != nil {
-		return nil, fmt.Errorf("shm: reading rank %d's region: %w", r, err)
+		return nil, 0, fmt.Errorf("shm: reading rank %d's region: %w", r, err)
 	}
 	fd, err := receivedFd(oob[:oobn])
 	if err != nil {
-		return nil, fmt.Errorf("shm: rank %d: %w", r, err)
+		return nil, 0, fmt.Errorf("shm: rank %d: %w", r, err)
 	}
 	words, err := checkHello(p, r, buf[:n])
 	if err != nil {
 		unix.Close(fd)
-		return nil, err
+		return nil, 0, err
 	}
 	size := (words*8 + os.Getpagesize() - 1) &^ (os.Getpagesize() - 1)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Size < int64(size) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("shm: rank %d's region is smaller than its %d words", r, words)
+		return nil, 0, fmt.Errorf("shm: rank %d's region is smaller than its %d words", r, words)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	unix.Close(fd)
 	if err != nil {
-		return nil, fmt.Errorf("shm: mapping rank %d's region: %w", r, err)
+		return nil, 0, fmt.Errorf("shm: mapping rank %d's region: %w", r, err)
 	}
-	return transport.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), words)), nil
+	return transport.SlotsOver(unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), words)), pid, nil
 }
 
 // receivedFd returns the single descriptor carried by oob.

@@ -125,7 +125,7 @@ func (r *Region) serve() {
 
 // give sends the memfd and the authenticated hello to a peer of our user.
 func (r *Region) give(c *net.UnixConn, frame []byte) error {
-	uid, err := peerUID(c)
+	uid, _, err := peerUID(c)
 	if err != nil {
 		return err
 	}
@@ -143,13 +143,14 @@ func (r *Region) give(c *net.UnixConn, frame []byte) error {
 	return err
 }
 
-// peerUID returns the user id of the process at the other end of c.
-func peerUID(c *net.UnixConn) (uint32, error) {
+// peerUID returns the user id and the process id (0 from another PID
+// namespace) of the process at the other end of c.
+func peerUID(c *net.UnixConn) (uid uint32, pid int32, err error) {
 	cred, err := unixcred.Peer(c)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return cred.Uid, nil
+	return cred.Uid, cred.Pid, nil
 }
 
 // Close stops serving. The memory stays mapped (the node may still read

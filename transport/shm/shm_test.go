@@ -226,6 +226,9 @@ func TestLifeWordShowsTheHeartbeatThread(t *testing.T) {
 		if tr.LifeWord(5) != nil {
 			t.Fatal("a life word for a rank outside the job")
 		}
+		if !tr.Runnable(1) || tr.Runnable(5) {
+			t.Fatalf("Runnable: rank 1 (this running process) %v, rank 5 (outside the job) %v", tr.Runnable(1), tr.Runnable(5))
+		}
 		tr.Close()
 	}
 }
