@@ -225,3 +225,43 @@ func TestRingPushCompletesAMissedBurst(t *testing.T) {
 		t.Fatalf("%d ranks learned from SYNC, want rank 7's 4 at least", learned)
 	}
 }
+
+// A rank that was stalled past δ checks its dead list with its emitter:
+// here it missed a crash's broadcast (lost to it alone) and no later
+// broadcast came to carry the digest; told of its stall, it asks 2δ later
+// and learns it. A stall no longer than δ asks nothing.
+func TestStallResync(t *testing.T) {
+	c := newCluster(t, 8, nil)
+	c.run(3 * delta)
+	c.lose = func(from, to ranks.Rank, m wire.Message) bool {
+		switch m.(type) {
+		case *wire.Bcast, *wire.Sync:
+			return to == 2
+		}
+		return false
+	}
+	c.crash(5)
+	c.run(4 * delta)
+	c.lose = nil
+	c.run(4 * delta)
+	if got := c.gone(2); len(got) != 0 {
+		t.Fatalf("rank 2 knows %v gone: the missed broadcast is not set up", got)
+	}
+	c.cores[2].Stalled(c.time(), delta) // not past δ
+	c.flush(2)
+	c.run(3 * delta)
+	if got := c.gone(2); len(got) != 0 || c.cores[2].Stats().Stalls != 0 {
+		t.Fatalf("after a stall of δ: rank 2 knows %v gone, %d stalls", got, c.cores[2].Stats().Stalls)
+	}
+	c.cores[2].Stalled(c.time(), 3*delta)
+	c.flush(2)
+	c.run(delta)
+	if got := c.gone(2); len(got) != 0 {
+		t.Fatalf("rank 2 asked before 2δ: knows %v", got)
+	}
+	c.run(2 * delta)
+	c.wantGone(5)
+	if s := c.cores[2].Stats(); s.Stalls != 1 {
+		t.Fatalf("Stalls = %d, want 1", s.Stalls)
+	}
+}

@@ -125,4 +125,7 @@ type Stats struct {
 	// DeathsAgreed counts the crashes among DeathsLearned that this rank
 	// learned from an agreement's decided dead set (agreed.go).
 	DeathsAgreed uint64
+	// Stalls counts the stalls past δ of this rank that the driver
+	// reported (Stalled).
+	Stalls uint64
 }

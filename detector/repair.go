@@ -1,6 +1,7 @@
 package detector
 
 import (
+	"cmp"
 	"log/slog"
 	"math/bits"
 	"slices"
@@ -128,6 +129,33 @@ func (c *Core) repairLater(now int64, to ranks.Rank, candidates []ranks.Rank) {
 	if len(about) > 0 {
 		c.repair.later = append(c.repair.later, question{to: to, about: about, due: now + c.repairDelay()})
 	}
+}
+
+// Stalled tells the Core that this rank was itself stopped or starved
+// for length ns until now (its heartbeat thread woke up that late). Past
+// δ, the job has most likely declared it dead (an EVICTED is on its way)
+// and its dead list is stale: broadcasts and ring pushes went on without
+// it, and a quiet job sends no later broadcast to carry their digest.
+// Its suspicions are distrusted (hb.Ring.Stalled), and unless it is
+// evicted first, 2δ later it asks its emitter about every rank it holds
+// alive (the stall resync: SYNC questions of wire.MaxSyncRanks ranks),
+// learning the crashes it missed.
+func (c *Core) Stalled(now Time, length int64) {
+	if c.evicted || length <= c.cfg.SuspectTimeout || c.ring.Alone() {
+		return
+	}
+	c.ring.Stalled(now.Mono)
+	c.stats.Stalls++
+	c.log(slog.LevelWarn, "this rank was stalled past δ: its dead list will be checked with its emitter", "stalled", time.Duration(length), "emitter", c.ring.Emitter())
+	D := c.ring.Dead()
+	var alive []ranks.Rank
+	for r := range c.cfg.Size {
+		if x := ranks.Rank(r); x != c.cfg.Self && !D.Has(x) {
+			alive = append(alive, x)
+		}
+	}
+	c.repair.later = append(c.repair.later, question{to: c.ring.Emitter(), about: alive, due: now.Mono + 2*c.cfg.SuspectTimeout})
+	slices.SortStableFunc(c.repair.later, func(a, b question) int { return cmp.Compare(a.due, b.due) })
 }
 
 // maxRepairDelay bounds how long a digest's question waits: long enough for

@@ -152,6 +152,10 @@ type RingStats struct {
 // Stats returns the ring's counters.
 func (r *Ring) Stats() RingStats { return r.stats }
 
+// Stalled tells the ring that this rank itself was stopped or starved
+// past δ until now (its heartbeat thread woke that late): as selfStalled.
+func (r *Ring) Stalled(now int64) { r.selfStalled(now) }
+
 // selfStalled is this rank finding it was itself silent for longer than δ
 // (stopped, or starved): the job has most likely declared it dead, and its
 // view of the others is stale. The score goes to its maximum, so that the

@@ -105,6 +105,11 @@ type EmitterStats struct {
 	Missed uint64
 	// MaxLateNs is the largest wake-up lateness seen, in nanoseconds.
 	MaxLateNs int64
+	// LastLateAt is when the thread last woke up more than a period late
+	// (CLOCK_MONOTONIC ns, 0 for never) and LastLateNs how late: the
+	// thread, and most likely its process, was stopped or starved that
+	// long.
+	LastLateAt, LastLateNs int64
 	// Checks counts the observer's checks run on the thread.
 	Checks uint64
 	// Verified counts the heartbeat datagrams the native thread received
@@ -139,7 +144,7 @@ type Emitter struct {
 
 	// Counters, written by the thread only.
 	sent, errs, missed, checks atomic.Uint64
-	maxLate                    atomic.Int64
+	maxLate, lateAt, lateNs    atomic.Int64
 	pinned, rt                 atomic.Bool
 
 	nat   *native      // the native thread, when EmitterConfig.Sink is set
@@ -297,8 +302,22 @@ func (e *Emitter) Stats() EmitterStats {
 	return EmitterStats{
 		Sent: e.sent.Load(), Errors: e.errs.Load(), Missed: e.missed.Load(),
 		MaxLateNs: e.maxLate.Load(), Checks: e.checks.Load(),
+		LastLateAt: e.lateAt.Load(), LastLateNs: e.lateNs.Load(),
 		Pinned: e.pinned.Load(), RealTime: e.rt.Load(),
 	}
+}
+
+// LastLate returns Stats' LastLateAt and LastLateNs, without the rest.
+func (e *Emitter) LastLate() (at, ns int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.nat != nil:
+		return e.nat.lastLate()
+	case e.final.Native:
+		return e.final.LastLateAt, e.final.LastLateNs
+	}
+	return e.lateAt.Load(), e.lateNs.Load()
 }
 
 func (e *Emitter) run(ready chan<- struct{}) {
@@ -342,6 +361,8 @@ func (e *Emitter) run(ready chan<- struct{}) {
 		}
 		if late > h {
 			e.missed.Add(1)
+			e.lateNs.Store(late)
+			e.lateAt.Store(now)
 			next += (late / h) * h // skip the periods slept through; stay on the grid
 		}
 		next += h

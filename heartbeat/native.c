@@ -413,6 +413,8 @@ static void *run(void *arg) {
 		}
 		if (late > h) {
 			ADD(&e->missed, 1);
+			STORE(&e->late_ns, late);
+			STORE(&e->late_at, now);
 			next += (late / h) * h; // skip the periods slept through; stay on the grid
 		}
 		next += h;

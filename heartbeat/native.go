@@ -430,6 +430,10 @@ func (n *native) free() {
 	C.free(unsafe.Pointer(n.c))
 }
 
+func (n *native) lastLate() (at, ns int64) {
+	return atomic.LoadInt64((*int64)(unsafe.Pointer(&n.c.late_at))), atomic.LoadInt64((*int64)(unsafe.Pointer(&n.c.late_ns)))
+}
+
 func (n *native) stats() EmitterStats {
 	c := n.c
 	return EmitterStats{
@@ -439,6 +443,8 @@ func (n *native) stats() EmitterStats {
 		Errors:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.errs))),
 		Missed:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.missed))),
 		MaxLateNs:  atomic.LoadInt64((*int64)(unsafe.Pointer(&c.max_late))),
+		LastLateAt: atomic.LoadInt64((*int64)(unsafe.Pointer(&c.late_at))),
+		LastLateNs: atomic.LoadInt64((*int64)(unsafe.Pointer(&c.late_ns))),
 		Checks:     atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.checks))),
 		Verified:   n.vf.verified(),
 		OldSeen:    n.vf.old(),

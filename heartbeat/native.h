@@ -138,6 +138,7 @@ typedef struct vg_emitter {
 	uint32_t stop;
 	uint64_t sent, native_sent, dropped, errs, missed, checks; // native_sent: without Go; dropped: a full socket buffer
 	int64_t max_late;
+	int64_t late_at, late_ns; // the last wake-up more than a period late: when, and how late
 	uint32_t pinned, rt;
 
 	// The thread's own (seq is read by Go's refills too).

@@ -99,6 +99,7 @@ type Node struct {
 	// tr maps no other rank's memory).
 	lives     transport.LifeWords
 	lifeWords []uint64         // feedLife's, reused
+	stallSeen int64            // the heartbeat thread's last late wake-up handed to the detector (Core.Stalled)
 	watch     *heartbeat.Watch // the observer's checks, run on the emitter thread
 	heldP     bool             // the emitter holds a P: GOMAXPROCS raised by one
 	em        *heartbeat.Emitter
@@ -309,6 +310,10 @@ func (n *Node) loop() {
 		if !n.core.Evicted() {
 			t := detector.Time{Mono: now, Wall: time.Now().UnixNano()}
 			n.feedLife(t) // a probe round about to close sees the latest words
+			if at, late := n.em.LastLate(); at > n.stallSeen {
+				n.stallSeen = at
+				n.core.Stalled(t, late) // stopped or starved: distrust, then check the dead list
+			}
 			n.core.Tick(t)
 			n.receivePending() // answers already here count before a probe round closes
 			rec := n.watch.Record()
