@@ -54,7 +54,10 @@ type Agreement struct {
 	// the decision was made (and possibly of some that died since).
 	Value []byte
 	// Dead is the agreed set of ranks known dead, in increasing order:
-	// every rank whose contribution is missing is in it.
+	// every rank whose contribution is missing is in it. The node adopts
+	// it: a rank of it the node held alive is delivered as a crash (its
+	// Event's Detector is the rank itself), and a node named in it stops
+	// (Evicted), so every survivor's Dead agrees with it.
 	Dead []ranks.Rank
 	// Unacked is ULFM's flag: some rank of Dead had not been acknowledged
 	// by every contributor before the agreement (see AckFailures).
