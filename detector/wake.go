@@ -12,10 +12,13 @@ import (
 const Never = int64(math.MaxInt64)
 
 // The timing contract. A driver waits for the earliest of a message, a
-// record of its checks' alarm (Config.Alarm) and NextWake; then it calls
-// Tick and Observe with the checks' latest record (Step for a message),
-// carries out Ready, hands the words WantWords asks for to Words, and
-// asks NextWake again. No driver combines the Core's deadlines itself.
+// record of its checks' alarm (Config.Alarm) and NextWake; then it hands
+// over what its host shows (the life words WantLife asks for to Life, the
+// emitter's process found runnable to Runnable when WantRunnable asks,
+// its own heartbeat thread's stall past δ to Stalled), calls Tick and
+// Observe with the checks' latest record (Step for a message), carries
+// out Ready, hands the words WantWords asks for to Words, and asks
+// NextWake again. No driver combines the Core's deadlines itself.
 
 // wakeState is what NextWake needs besides the ring.
 type wakeState struct {
