@@ -307,17 +307,10 @@ func (e *Emitter) Stats() EmitterStats {
 	}
 }
 
-// LastLate returns Stats' LastLateAt and LastLateNs, without the rest.
+// LastLate returns Stats' LastLateAt and LastLateNs.
 func (e *Emitter) LastLate() (at, ns int64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.nat != nil:
-		return e.nat.lastLate()
-	case e.final.Native:
-		return e.final.LastLateAt, e.final.LastLateNs
-	}
-	return e.lateAt.Load(), e.lateNs.Load()
+	st := e.Stats()
+	return st.LastLateAt, st.LastLateNs
 }
 
 func (e *Emitter) run(ready chan<- struct{}) {
