@@ -1,7 +1,6 @@
 package detector
 
 import (
-	"cmp"
 	"log/slog"
 	"math/bits"
 	"slices"
@@ -100,7 +99,7 @@ func (c *Core) repairBcast(now int64, from ranks.Rank, m *bcast.Message) {
 	if to == c.cfg.Self || c.ring.Dead().Has(to) {
 		to = from
 	}
-	c.repairLater(now, to, m.D.Members())
+	c.repairLater(now+c.repairDelay(), to, m.D.Members())
 }
 
 // repairSegment is the segment digest: observer j announced itself with
@@ -112,13 +111,13 @@ func (c *Core) repairSegment(now int64, j ranks.Rank) {
 	for k := (c.cfg.Self + 1) % size; k != j && k != c.cfg.Self; k = (k + 1) % size {
 		between = append(between, k)
 	}
-	c.repairLater(now, j, between)
+	c.repairLater(now+c.repairDelay(), j, between)
 }
 
 // repairLater queues a question about the ranks of candidates this rank
-// does not hold dead, to be asked repairDelay from now if they are still
-// unknown.
-func (c *Core) repairLater(now int64, to ranks.Rank, candidates []ranks.Rank) {
+// does not hold dead, to be asked at due if they are still unknown; the
+// questions stay in due order.
+func (c *Core) repairLater(due int64, to ranks.Rank, candidates []ranks.Rank) {
 	var about []ranks.Rank
 	D := c.ring.Dead()
 	for _, r := range candidates {
@@ -126,9 +125,15 @@ func (c *Core) repairLater(now int64, to ranks.Rank, candidates []ranks.Rank) {
 			about = append(about, r)
 		}
 	}
-	if len(about) > 0 {
-		c.repair.later = append(c.repair.later, question{to: to, about: about, due: now + c.repairDelay()})
+	if len(about) == 0 {
+		return
 	}
+	st := &c.repair
+	i := len(st.later)
+	for i > 0 && st.later[i-1].due > due {
+		i--
+	}
+	st.later = slices.Insert(st.later, i, question{to: to, about: about, due: due})
 }
 
 // Stalled tells the Core that this rank was itself stopped or starved
@@ -147,15 +152,11 @@ func (c *Core) Stalled(now Time, length int64) {
 	c.ring.Stalled(now.Mono)
 	c.stats.Stalls++
 	c.log(slog.LevelWarn, "this rank was stalled past δ: its dead list will be checked with its emitter", "stalled", time.Duration(length), "emitter", c.ring.Emitter())
-	D := c.ring.Dead()
-	var alive []ranks.Rank
-	for r := range c.cfg.Size {
-		if x := ranks.Rank(r); x != c.cfg.Self && !D.Has(x) {
-			alive = append(alive, x)
-		}
+	every := make([]ranks.Rank, c.cfg.Size)
+	for r := range every {
+		every[r] = ranks.Rank(r)
 	}
-	c.repair.later = append(c.repair.later, question{to: c.ring.Emitter(), about: alive, due: now.Mono + 2*c.cfg.SuspectTimeout})
-	slices.SortStableFunc(c.repair.later, func(a, b question) int { return cmp.Compare(a.due, b.due) })
+	c.repairLater(now.Mono+2*c.cfg.SuspectTimeout, c.ring.Emitter(), every)
 }
 
 // maxRepairDelay bounds how long a digest's question waits: long enough for

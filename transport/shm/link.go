@@ -297,7 +297,7 @@ func Attach(p wire.Params, r ranks.Rank) (*transport.Slots, error) {
 
 // attachRegion is Attach, also returning the process id of r's agent as
 // this process sees it (0 from another PID namespace).
-func attachRegion(p wire.Params, r ranks.Rank) (_ *transport.Slots, pid int32, _ error) {
+func attachRegion(p wire.Params, r ranks.Rank) (*transport.Slots, int32, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socketName(p.JobID, r), Net: "unix"})
 	if err != nil {
 		return nil, 0, err
