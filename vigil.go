@@ -105,12 +105,20 @@ type Detector struct {
 // instead of holding them for ever.
 var JoinTimeout = 60 * time.Second
 
+// startFenceMark is what a rank publishes in the start fence (a rank that
+// failed publishes nothing).
+const startFenceMark = "started"
+
 // Join starts this process's detector: it joins the bootstrap, opens the
 // transport, exchanges addresses with every rank (ctx bounds the exchange,
-// JoinTimeout when ctx has no deadline) and starts the heartbeat thread. Every rank of the job must
-// call it. A rank that fails after joining the bootstrap (a bad address
-// setting, a port in use…) still takes part in the exchange, publishing no
-// address, so the others do not hang: they start and report it dead.
+// JoinTimeout when ctx has no deadline) and starts the heartbeat thread;
+// then it waits in a second fence (the start fence) until every rank's
+// heartbeat thread runs, and only then counts the start-up grace: a rank
+// that is slow to come up delays the job's start, and is never reported
+// for it. Every rank of the job must call it. A rank that fails after
+// joining the bootstrap (a bad address setting, a port in use…) still
+// takes part in both fences, publishing no address, so the others do not
+// hang: they start and report it dead.
 // Failures are classified by ErrBootstrap and ErrTransport. Unless
 // cfg.Hosts is set, the bootstrap's placement (bootstrap.Hosts) fills it,
 // for host-aware block mending.
@@ -144,12 +152,17 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		d.bs, d.ownBS = bs, true
 	}
 	bs := d.bs
-	exchanged := false
+	// The bootstrap's two fences: the transport's addresses, then the
+	// start fence once the heartbeat thread runs (node.StartFenced).
+	exchanged, fenced := false, false
 	fail := func(err error) (*Detector, error) {
+		// Take part in the fences anyway, publishing no address, so that
+		// the other ranks do not wait for this one until their time-out:
+		// they start without it and report it dead.
 		if !exchanged {
-			// Take part in the fence anyway, publishing no address, so
-			// that the other ranks do not wait for this one until their
-			// time-out: they start without it and report it dead.
+			bs.Exchange(ctx, "")
+		}
+		if !fenced {
 			bs.Exchange(ctx, "")
 		}
 		d.release()
@@ -221,7 +234,14 @@ func Join(ctx context.Context, cfg Config) (*Detector, error) {
 		}
 		return tr, nil
 	}
-	nd, err := node.Start(nc, open)
+	fence := func() error {
+		fenced = true
+		if _, err := bs.Exchange(ctx, startFenceMark); err != nil {
+			return classify(ErrBootstrap, err)
+		}
+		return nil
+	}
+	nd, err := node.StartFenced(nc, open, fence)
 	if err != nil {
 		return fail(err)
 	}

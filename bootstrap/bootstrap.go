@@ -25,6 +25,9 @@ type Bootstrap interface {
 	Key() []byte
 	// Exchange publishes this rank's address and returns every rank's
 	// address, indexed by rank, once all ranks have published (a fence).
+	// A detector exchanges twice: its transport's addresses, then an
+	// empty one once its heartbeat thread runs (the start fence, from
+	// which the start-up grace counts). Each call is a fence of its own.
 	Exchange(ctx context.Context, addr string) ([]string, error)
 	// Close releases the bootstrap's resources.
 	Close() error

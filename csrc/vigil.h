@@ -23,8 +23,11 @@
  *     internally where needed. vigil_poll, vigil_dead_set, vigil_is_dead,
  *     vigil_rank, vigil_size and vigil_strerror never block on the network.
  *   - vigil_start, when the configuration has an allgather function, calls
- *     it exactly twice (every rank's host, so that a job spanning hosts
- *     never publishes loopback, then every rank's address), on the thread
+ *     it exactly three times in the ring mode (every rank's host, so that
+ *     a job spanning hosts never publishes loopback; every rank's address;
+ *     then, once the heartbeat thread runs, the start fence, from which
+ *     the start-up grace counts) and twice in the sporadic mode (hosts,
+ *     addresses), on the thread
  *     that called vigil_start, before returning (so an MPI_Allgather is legal there even under
  *     MPI_THREAD_SINGLE or MPI_THREAD_FUNNELED if vigil_start runs on the
  *     main thread).

@@ -152,6 +152,17 @@ func (c *Core) Start(now, grace int64) {
 	c.retarget()
 }
 
+// Arm counts the start-up grace again, from now: for a driver that starts
+// the heartbeat thread (Start, then the first Ready) before a fence that
+// every rank passes once its own thread runs, and arms the first
+// suspicion deadline only after it. It must come before the Core's first
+// input (Tick, Observe, Step).
+func (c *Core) Arm(now, grace int64) {
+	c.ring.Start(now, grace)
+	c.at = Time{Mono: now}
+	c.wake.nextHouse = now + c.cfg.Housekeeping
+}
+
 // Ready returns what the driver must do and clears it.
 func (c *Core) Ready() Ready {
 	r := c.rd

@@ -149,6 +149,17 @@ type inbound struct {
 // Start validates cfg, opens the transport and starts the emitter thread and
 // the event loop. The ring's first suspicion deadline is StartGrace away.
 func Start(cfg Config, open OpenTransport) (*Node, error) {
+	return StartFenced(cfg, open, nil)
+}
+
+// StartFenced is Start with a start fence: once the heartbeat thread runs
+// it calls fence (a barrier of the whole job, such as a second bootstrap
+// exchange) and counts StartGrace from its return, so that no rank's first
+// suspicion deadline can expire before every rank's heartbeat thread has
+// started. A job whose ranks come up slowly (an overloaded host, a slow
+// launch) is then slow to start, never reported. If fence fails, so does
+// StartFenced. A nil fence is Start.
+func StartFenced(cfg Config, open OpenTransport, fence func() error) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -263,12 +274,27 @@ func Start(cfg Config, open OpenTransport) (*Node, error) {
 	if n.heldP {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
+	abort := func(err error) (*Node, error) {
+		close(n.quit) // frees the transport's handlers blocked on the inbox
+		n.em.Close()
+		if n.heldP {
+			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-1))
+		}
+		n.tr.Close()
+		return nil, err
+	}
 	n.core.Start(mono(), int64(cfg.StartGrace))
 	n.flush() // points the checks and the heartbeat thread
 	if err := n.em.Start(); err != nil {
-		n.em.Close()
-		n.tr.Close()
-		return nil, err
+		return abort(err)
+	}
+	if fence != nil {
+		// The loop is not running yet: no check's record reaches the Core
+		// before the grace is armed again.
+		if err := fence(); err != nil {
+			return abort(fmt.Errorf("node: start fence: %w", err))
+		}
+		n.core.Arm(mono(), int64(cfg.StartGrace))
 	}
 	go n.loop()
 	return n, nil

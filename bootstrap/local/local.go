@@ -4,10 +4,13 @@
 // joins it with Join.
 //
 // Protocol (all integers little-endian, frames length-prefixed by a uint32):
-// a child sends {rank u32, key [32]byte digest, addr}; once all Size ranks
-// have sent, the server answers each with the address table. A child that
-// presents the wrong key, an out-of-range or duplicate rank is refused with
-// an error frame naming the problem.
+// a child sends {rank u32, key [32]byte digest, round u32, addr}; once all
+// Size ranks have sent for a round, the server answers each with that
+// round's address table. Rounds are numbered from 0 in the order a child
+// exchanges: each is a fence of its own (the detector's address exchange,
+// then its start fence). A child that presents the wrong key, an
+// out-of-range rank, a round beyond MaxRounds or a rank twice in one round
+// is refused with an error frame naming the problem.
 package local
 
 import (
@@ -31,17 +34,26 @@ import (
 
 const maxFrame = 1 << 20
 
+// MaxRounds is how many exchanges a job's children may make.
+const MaxRounds = 8
+
 // Server is the launcher's side of the exchange for one job.
 type Server struct {
-	id   bootstrap.Identity // Rank unused
-	dir  string
-	ln   net.Listener
-	mu   sync.Mutex
+	id     bootstrap.Identity // Rank unused
+	dir    string
+	ln     net.Listener
+	mu     sync.Mutex
+	rounds [MaxRounds]*round
+	first  []string // round 0's table, once complete
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// round is one fence: who has joined it, and their addresses.
+type round struct {
 	addr []string
 	conn []net.Conn
 	have int
-	done chan struct{}
-	wg   sync.WaitGroup
 }
 
 // NewServer creates a job of size ranks with a fresh job ID and key and
@@ -67,8 +79,7 @@ func NewServer(size int) (*Server, error) {
 	s := &Server{
 		id: bootstrap.Identity{Size: size, JobID: binary.LittleEndian.Uint64(buf[:8]),
 			Key: buf[8:40], Server: path},
-		dir: dir, ln: ln, addr: make([]string, size), conn: make([]net.Conn, size),
-		done: make(chan struct{}),
+		dir: dir, ln: ln, done: make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -83,14 +94,15 @@ func (s *Server) Identity(r uint32) bootstrap.Identity {
 	return id
 }
 
-// Done is closed when every rank has joined and received the table.
+// Done is closed when every rank has joined the first round and was sent
+// its table.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// Addrs returns the address table once Done is closed.
+// Addrs returns the first round's address table once Done is closed.
 func (s *Server) Addrs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.addr...)
+	return append([]string(nil), s.first...)
 }
 
 func (s *Server) accept() {
@@ -119,30 +131,41 @@ func (s *Server) serve(c net.Conn) {
 		writeFrame(c, append([]byte{1}, fmt.Sprintf(format, args...)...))
 		c.Close()
 	}
-	if len(b) < 36 {
-		refuse("short join request (%d bytes)", len(b))
+	req, err := parseJoin(b)
+	if err != nil {
+		refuse("%v", err)
 		return
 	}
-	rank := binary.LittleEndian.Uint32(b)
 	want := keyDigest(s.id.Key)
-	if subtle.ConstantTimeCompare(b[4:36], want[:]) != 1 {
+	switch {
+	case subtle.ConstantTimeCompare(req.digest[:], want[:]) != 1:
 		refuse("wrong job key")
 		return
-	}
-	if int(rank) >= s.id.Size {
-		refuse("rank %d out of range (size %d)", rank, s.id.Size)
+	case int(req.rank) >= s.id.Size:
+		refuse("rank %d out of range (size %d)", req.rank, s.id.Size)
+		return
+	case req.round >= MaxRounds:
+		refuse("round %d beyond the last, %d", req.round, MaxRounds-1)
 		return
 	}
 	s.mu.Lock()
-	if s.conn[rank] != nil {
+	rd := s.rounds[req.round]
+	if rd == nil {
+		rd = &round{addr: make([]string, s.id.Size), conn: make([]net.Conn, s.id.Size)}
+		s.rounds[req.round] = rd
+	}
+	if rd.conn[req.rank] != nil {
 		s.mu.Unlock()
-		refuse("rank %d joined twice", rank)
+		refuse("rank %d joined round %d twice", req.rank, req.round)
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	s.conn[rank], s.addr[rank] = c, string(b[36:])
-	s.have++
-	complete := s.have == s.id.Size
+	rd.conn[req.rank], rd.addr[req.rank] = c, req.addr
+	rd.have++
+	complete := rd.have == s.id.Size
+	if complete && req.round == 0 {
+		s.first = rd.addr
+	}
 	s.mu.Unlock()
 	if !complete {
 		return
@@ -150,24 +173,60 @@ func (s *Server) serve(c net.Conn) {
 	// Fence reached: send everyone the table.
 	var table []byte
 	table = append(table, 0)
-	for _, a := range s.addr {
+	for _, a := range rd.addr {
 		table = binary.LittleEndian.AppendUint32(table, uint32(len(a)))
 		table = append(table, a...)
 	}
-	for _, cc := range s.conn {
+	for _, cc := range rd.conn {
 		writeFrame(cc, table)
 		cc.Close()
 	}
-	close(s.done)
+	if req.round == 0 {
+		close(s.done)
+	}
+}
+
+// joinRequest is a child's frame: its rank, the digest of the job's key,
+// the round it joins and its address.
+type joinRequest struct {
+	rank, round uint32
+	digest      [32]byte
+	addr        string
+}
+
+// parseJoin decodes a join request.
+func parseJoin(b []byte) (joinRequest, error) {
+	var r joinRequest
+	if len(b) < 40 {
+		return r, fmt.Errorf("short join request (%d bytes, want at least 40)", len(b))
+	}
+	r.rank = binary.LittleEndian.Uint32(b)
+	copy(r.digest[:], b[4:36])
+	r.round = binary.LittleEndian.Uint32(b[36:40])
+	r.addr = string(b[40:])
+	return r, nil
+}
+
+// appendJoin encodes a join request.
+func appendJoin(b []byte, r joinRequest) []byte {
+	b = binary.LittleEndian.AppendUint32(b, r.rank)
+	b = append(b, r.digest[:]...)
+	b = binary.LittleEndian.AppendUint32(b, r.round)
+	return append(b, r.addr...)
 }
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() error {
 	s.ln.Close()
 	s.mu.Lock()
-	for _, c := range s.conn {
-		if c != nil {
-			c.Close()
+	for _, rd := range s.rounds {
+		if rd == nil {
+			continue
+		}
+		for _, c := range rd.conn {
+			if c != nil {
+				c.Close()
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -179,6 +238,8 @@ func (s *Server) Close() error {
 type Client struct {
 	id      bootstrap.Identity
 	perHost int // pretended ranks per host (bootstrap.EnvRanksPerHost), 0: none
+	mu      sync.Mutex
+	round   uint32 // the next Exchange's round
 }
 
 // Join returns the bootstrap of a process started by the local launcher,
@@ -238,8 +299,13 @@ func (c *Client) Key() []byte { return c.id.Key }
 // Close implements bootstrap.Bootstrap.
 func (c *Client) Close() error { return nil }
 
-// Exchange implements bootstrap.Bootstrap.
+// Exchange implements bootstrap.Bootstrap. Each call is the next round, a
+// fence of its own.
 func (c *Client) Exchange(ctx context.Context, addr string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rd := c.round
+	c.round++
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.id.Server)
 	if err != nil {
@@ -248,9 +314,7 @@ func (c *Client) Exchange(ctx context.Context, addr string) ([]string, error) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	req := binary.LittleEndian.AppendUint32(nil, c.id.Rank)
-	dg := keyDigest(c.id.Key)
-	req = append(append(req, dg[:]...), addr...)
+	req := appendJoin(nil, joinRequest{rank: c.id.Rank, round: rd, digest: keyDigest(c.id.Key), addr: addr})
 	if err := writeFrame(conn, req); err != nil {
 		return nil, fmt.Errorf("local: join request: %w", err)
 	}

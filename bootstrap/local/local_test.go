@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,75 @@ func TestExchange(t *testing.T) {
 		}
 	}
 	<-srv.Done()
+}
+
+// Each Exchange of a client is a round of its own: a fence that no rank
+// passes until every rank has joined it, with its own table.
+func TestExchangeRounds(t *testing.T) {
+	srv, err := NewServer(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clients := []*Client{NewClient(srv.Identity(0)), NewClient(srv.Identity(1)), NewClient(srv.Identity(2))}
+	type res struct {
+		round int
+		addrs []string
+		err   error
+	}
+	out := make(chan res, 6)
+	second := make(chan struct{}) // rank 2 joins round 1 only once this closes
+	for r, c := range clients {
+		go func() {
+			for round := range 2 {
+				if r == 2 && round == 1 {
+					<-second
+				}
+				a, err := c.Exchange(ctx, fmt.Sprintf("r%d-%d", round, r))
+				out <- res{round, a, err}
+			}
+		}()
+	}
+	got := map[int]int{}
+	for range 5 { // rounds 0 of all three, round 1 of none: rank 2 is held
+		select {
+		case r := <-out:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.round != 0 || strings.Join(r.addrs, ",") != "r0-0,r0-1,r0-2" {
+				t.Fatalf("round %d table %v before rank 2 joined round 1", r.round, r.addrs)
+			}
+			got[r.round]++
+		case <-time.After(300 * time.Millisecond):
+		}
+		if got[0] == 3 {
+			break
+		}
+	}
+	if got[0] != 3 {
+		t.Fatalf("round 0: %d of 3 ranks passed", got[0])
+	}
+	select {
+	case r := <-out:
+		t.Fatalf("a rank passed round %d while rank 2 had not joined it: %v", r.round, r.addrs)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(second)
+	for range 3 {
+		r := <-out
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.round != 1 || strings.Join(r.addrs, ",") != "r1-0,r1-1,r1-2" {
+			t.Fatalf("round %d table %v", r.round, r.addrs)
+		}
+	}
+	if a := srv.Addrs(); strings.Join(a, ",") != "r0-0,r0-1,r0-2" {
+		t.Fatalf("Addrs %v, want round 0's table", a)
+	}
 }
 
 func TestRefusals(t *testing.T) {
@@ -119,6 +189,23 @@ func FuzzParseTable(f *testing.F) {
 	})
 }
 
+func FuzzParseJoin(f *testing.F) {
+	f.Add(appendJoin(nil, joinRequest{rank: 3, round: 1, addr: "127.0.0.1:9"}))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := parseJoin(b)
+		if err != nil {
+			if len(b) >= 40 {
+				t.Fatalf("a request of %d bytes refused: %v", len(b), err)
+			}
+			return
+		}
+		if again := appendJoin(nil, r); string(again) != string(b) {
+			t.Fatalf("round trip %x, want %x", again, b)
+		}
+	})
+}
+
 func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{3, 0, 0, 0, 'a', 'b', 'c'})
 	f.Add([]byte{0xff, 0xff, 0xff, 0x7f})
@@ -135,7 +222,7 @@ func FuzzReadFrame(f *testing.F) {
 func (s *Server) registered(rank int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.conn[rank] != nil
+	return s.rounds[0] != nil && s.rounds[0].conn[rank] != nil
 }
 
 // Pretended hosts: VIGIL_RANKS_PER_HOST = k places rank r on host r/k

@@ -283,7 +283,7 @@ int main(void)
 	EQ(vigil_init(&cfg), VIGIL_OK);
 	EQ(vigil_set_failure_callback(on_failure, &user_count), VIGIL_OK);
 	EQ(vigil_start(), VIGIL_OK);
-	EQ(ag_calls, 2); /* the hosts, then the addresses */
+	EQ(ag_calls, 3); /* the hosts, the addresses, then the start fence */
 	CHECK(ag_on_main, "the allgather ran on another thread than vigil_start's");
 	EQ(wait_callbacks(1, 10000), 1);
 	pthread_mutex_lock(&mu);
