@@ -184,9 +184,16 @@ func (m member) Close() error  { return nil }
 
 // Exchange publishes addr and returns every rank's address once every rank
 // of this guest has published and the rendezvous with the other guests is
-// done.
+// done. Later calls (the detector's start fence) return the same table at
+// once: the guests' ranks are not fenced a second time, and their start-up
+// grace counts from their own start.
 func (m member) Exchange(ctx context.Context, addr string) ([]string, error) {
 	g := m.g
+	select {
+	case <-g.done:
+		return g.table, g.err
+	default:
+	}
 	g.mu.Lock()
 	g.addrs[int(m.rank)-g.first] = addr
 	g.got++
