@@ -146,8 +146,15 @@ type inbound struct {
 	msg  wire.Message
 }
 
+// warmTimeout bounds the wait for each ring neighbour's heartbeat path at
+// the start (transport.Warmer).
+const warmTimeout = 10 * time.Second
+
 // Start validates cfg, opens the transport and starts the emitter thread and
-// the event loop. The ring's first suspicion deadline is StartGrace away.
+// the event loop. The ring's first suspicion deadline is StartGrace away,
+// counted once the transport set up its heartbeat paths to this rank's
+// observer and from its emitter (transport.Warmer), which an overloaded
+// host may take seconds to do.
 func Start(cfg Config, open OpenTransport) (*Node, error) {
 	return StartFenced(cfg, open, nil)
 }
@@ -288,14 +295,18 @@ func StartFenced(cfg Config, open OpenTransport, fence func() error) (*Node, err
 	if err := n.em.Start(); err != nil {
 		return abort(err)
 	}
+	// The loop is not running yet: no check's record reaches the Core
+	// before the grace is armed again, once the heartbeat paths to the
+	// observer and from the emitter are set up and the fence passed.
+	if w, ok := n.tr.(transport.Warmer); ok {
+		w.Warm(warmTimeout, n.core.Observer(), n.core.Emitter())
+	}
 	if fence != nil {
-		// The loop is not running yet: no check's record reaches the Core
-		// before the grace is armed again.
 		if err := fence(); err != nil {
 			return abort(fmt.Errorf("node: start fence: %w", err))
 		}
-		n.core.Arm(mono(), int64(cfg.StartGrace))
 	}
+	n.core.Arm(mono(), int64(cfg.StartGrace))
 	go n.loop()
 	return n, nil
 }

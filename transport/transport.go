@@ -15,6 +15,7 @@ package transport
 
 import (
 	"errors"
+	"time"
 
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -88,6 +89,17 @@ type Worder interface {
 type LifeWords interface {
 	LifeWord(r ranks.Rank) *uint64
 	Runnable(r ranks.Rank) bool
+}
+
+// Warmer is implemented by transports whose heartbeat path to a rank is
+// set up on first use (the shared-memory mapping of its slot array): Warm
+// sets it up now for rs, waiting up to timeout for each rank, and returns
+// how many of rs have it. A node calls it for its observer and its emitter
+// before its start fence, so that its first heartbeats are stores made by
+// the heartbeat thread alone and its emitter's life word can be read from
+// the start.
+type Warmer interface {
+	Warm(timeout time.Duration, rs ...ranks.Rank) int
 }
 
 // Datagrams is implemented by transports whose heartbeat is one datagram

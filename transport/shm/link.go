@@ -269,7 +269,7 @@ func (t *Transport) attachLocked(r ranks.Rank) {
 
 func (t *Transport) attach(r ranks.Rank) {
 	defer t.wg.Done()
-	s, pid, err := attachRegion(t.p, r)
+	s, pid, err := attachRegion(t.p, r, attachTimeout)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pending[r] = false
@@ -286,24 +286,67 @@ func (t *Transport) attach(r ranks.Rank) {
 	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", t.p.Rank, "peer", r)
 }
 
+// Warm implements transport.Warmer: it maps the regions of rs not mapped
+// yet, one after the other, waiting up to timeout for each rank's answer
+// (a rank on another host, with no socket here, fails at once; one already
+// being attached in the background is left to that attach).
+func (t *Transport) Warm(timeout time.Duration, rs ...ranks.Rank) int {
+	n := 0
+	for _, r := range rs {
+		if int64(r) >= int64(len(t.maps)) || r == t.p.Rank {
+			continue
+		}
+		if t.maps[r].Load() != nil {
+			n++
+			continue
+		}
+		t.mu.Lock()
+		if t.closed || t.pending[r] {
+			t.mu.Unlock()
+			continue
+		}
+		t.pending[r] = true
+		t.mu.Unlock()
+		s, pid, err := attachRegion(t.p, r, timeout)
+		t.mu.Lock()
+		t.pending[r] = false
+		if err == nil {
+			if pr, ok := identify(pid); ok {
+				t.procs[r].Store(&pr)
+			}
+			t.maps[r].Store(s)
+			n++
+		}
+		t.mu.Unlock()
+		if err != nil {
+			t.log.Debug("shm: warm-up: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
+		}
+	}
+	return n
+}
+
 // Attach maps the region of rank r of the job p describes: it connects to
 // r's socket, checks that r runs under this user and that its frame is
 // authentic under the job key, and maps the memfd it sends. It fails when
 // r is not on this host (in this network namespace) or not up.
 func Attach(p wire.Params, r ranks.Rank) (*transport.Slots, error) {
-	s, _, err := attachRegion(p, r)
+	s, _, err := attachRegion(p, r, attachTimeout)
 	return s, err
 }
 
-// attachRegion is Attach, also returning the process id of r's agent as
-// this process sees it (0 from another PID namespace).
-func attachRegion(p wire.Params, r ranks.Rank) (*transport.Slots, int32, error) {
+// attachTimeout bounds an attach's wait for the rank's answer.
+const attachTimeout = 2 * time.Second
+
+// attachRegion is Attach, waiting up to timeout for r's answer, and also
+// returning the process id of r's agent as this process sees it (0 from
+// another PID namespace).
+func attachRegion(p wire.Params, r ranks.Rank, timeout time.Duration) (*transport.Slots, int32, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socketName(p.JobID, r), Net: "unix"})
 	if err != nil {
 		return nil, 0, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	uid, pid, err := peerUID(c)
 	if err != nil {
 		return nil, 0, err

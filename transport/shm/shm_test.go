@@ -232,3 +232,32 @@ func TestLifeWordShowsTheHeartbeatThread(t *testing.T) {
 		tr.Close()
 	}
 }
+
+// TestWarmMapsNow: Warm maps a rank of this host at once, so that the next
+// heartbeat to it is a store and its life word can be read; a rank with no
+// region here (another host) fails at once and stays on the network.
+func TestWarmMapsNow(t *testing.T) {
+	job := testJob()
+	region(t, params(job, 1, 4))
+	tr := Wrap(mem.NewNetwork(4).Endpoint(0, transport.NewSlots(4), func(ranks.Rank, []byte) {}), params(job, 0, 4), nil)
+	defer tr.Close()
+	start := time.Now()
+	if n := tr.Warm(5*time.Second, 1, 3, 0); n != 1 {
+		t.Fatalf("Warm mapped %d of ranks 1 and 3, want 1", n)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Warm took %v for a rank here and one absent", d)
+	}
+	if !tr.Mapped(1) || tr.Mapped(3) {
+		t.Fatalf("mapped: rank 1 %v, rank 3 %v; want true, false", tr.Mapped(1), tr.Mapped(3))
+	}
+	if tr.LifeWord(1) == nil || !tr.Runnable(1) {
+		t.Fatal("rank 1's life word or process unknown after Warm")
+	}
+	if err := tr.SendHeartbeat(1, 7); err != nil {
+		t.Fatal(err)
+	}
+	if tr.stored.Load() != 1 || tr.viaInner.Load() != 0 {
+		t.Fatalf("%d heartbeats stored, %d on the network; want 1 and 0", tr.stored.Load(), tr.viaInner.Load())
+	}
+}
