@@ -430,6 +430,11 @@ func (n *native) free() {
 	C.free(unsafe.Pointer(n.c))
 }
 
+// lastLate is stats' LastLateAt and LastLateNs alone.
+func (n *native) lastLate() (at, ns int64) {
+	return atomic.LoadInt64((*int64)(unsafe.Pointer(&n.c.late_at))), atomic.LoadInt64((*int64)(unsafe.Pointer(&n.c.late_ns)))
+}
+
 func (n *native) stats() EmitterStats {
 	c := n.c
 	return EmitterStats{

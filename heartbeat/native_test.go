@@ -336,3 +336,36 @@ func TestNativeNeverWaitsForGo(t *testing.T) {
 		t.Fatalf("stats %+v: want ≥ 3 sent by the native thread's Go sender", st)
 	}
 }
+
+// TestLastLateAgreesWithStats: LastLate, the loop's cheap read, gives what
+// Stats does, for the native thread and the Go one, running and closed.
+func TestLastLateAgreesWithStats(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		var life uint64
+		cfg := heartbeat.EmitterConfig{Period: int64(50 * time.Microsecond), CPU: -1,
+			Send: func(ranks.Rank, uint64) error { return nil }}
+		if native {
+			cfg.Life = &life
+			cfg.Sink = func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false }
+		}
+		e, err := heartbeat.NewEmitter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetObserver(1)
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		e.Close()
+		st := e.Stats()
+		at, ns := e.LastLate()
+		if at != st.LastLateAt || ns != st.LastLateNs || st.Native != native {
+			t.Fatalf("native %v: LastLate %d, %d; Stats %+v", native, at, ns, st)
+		}
+		if st.Missed > 0 && (at == 0 || ns <= 0) {
+			t.Fatalf("native %v: %d periods missed but LastLate %d, %d", native, st.Missed, at, ns)
+		}
+		t.Logf("native %v: missed %d, last late at %d by %d ns", native, st.Missed, at, ns)
+	}
+}
