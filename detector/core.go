@@ -84,6 +84,7 @@ type Core struct {
 	// departed are the ranks whose own LEAVE reached this rank: a LEAVE
 	// naming another rank is taken from them only (one they forward).
 	departed map[ranks.Rank]bool
+	lifeLeft []ranks.Rank // Life's departures read from life words, reused
 	zombies  *hb.Zombies
 	repair   repairState
 	split    splitState

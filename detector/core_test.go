@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/detector"
 	"github.com/vigil-hpc/vigil/era"
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/ranks"
 )
@@ -115,6 +116,36 @@ func TestLeave(t *testing.T) {
 	for r := range c.cores {
 		if r != 1 && !c.events[r][0].Left {
 			t.Fatalf("rank %d: departure reported as a crash", r)
+		}
+	}
+}
+
+// A departure whose LEAVE is lost: the observer that reads the departed
+// rank's life word (hb.LifeDeparted, same host) takes it as the LEAVE, and
+// every rank learns a departure; without the word the silence is reported
+// as a crash.
+func TestLeaveReadFromTheLifeWord(t *testing.T) {
+	for _, read := range []bool{true, false} {
+		c := newCluster(t, 5, nil)
+		c.run(3 * delta)
+		if _, _, ok := c.cores[1].Leave(); !ok {
+			t.Fatal("Leave")
+		}
+		c.crashed[1], c.beating[1] = true, false // its LEAVE is lost
+		c.run(h)
+		if read {
+			c.cores[2].Life(c.time(), []ranks.Rank{1}, []uint64{hb.LifeDeparted})
+			c.flush(2)
+		}
+		c.run(4 * delta)
+		c.wantGone(1)
+		for r := range c.cores {
+			if r != 1 && c.events[r][0].Left != read {
+				t.Fatalf("word read %v: rank %d learned rank 1 gone with Left %v", read, r, c.events[r][0].Left)
+			}
+		}
+		if got := c.cores[2].Stats().DeparturesRead; got != map[bool]uint64{true: 1, false: 0}[read] {
+			t.Fatalf("word read %v: DeparturesRead %d", read, got)
 		}
 	}
 }

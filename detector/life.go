@@ -1,6 +1,9 @@
 package detector
 
-import "github.com/vigil-hpc/vigil/ranks"
+import (
+	"github.com/vigil-hpc/vigil/hb"
+	"github.com/vigil-hpc/vigil/ranks"
+)
 
 // Life words (hb/life.go): a probe round also takes, as its candidates'
 // answers, the life words their heartbeat threads raise at every period,
@@ -22,11 +25,36 @@ func (c *Core) WantLife(now Time) []ranks.Rank {
 
 // Life hands the Core the life words of ranks rs, loaded at now (words[i] is rs[i]'s, 0
 // for a word the driver could not read), as WantLife asked.
+//
+// A word that says hb.LifeDeparted is that rank's LEAVE: the rank left the
+// job cleanly, and this rank takes it as departed (as Step takes a LEAVE)
+// instead of reporting its silence, even if the LEAVE itself is late or
+// lost.
 func (c *Core) Life(now Time, rs []ranks.Rank, words []uint64) {
 	if c.evicted {
 		return
 	}
 	c.ring.Life(now.Mono, rs, words)
+	left := c.lifeLeft[:0]
+	for i, w := range words[:min(len(rs), len(words))] {
+		if w == hb.LifeDeparted && rs[i] != c.cfg.Self && !c.ring.Dead().Has(rs[i]) {
+			left = append(left, rs[i])
+		}
+	}
+	c.lifeLeft = left
+	if len(left) == 0 || c.ring.Left() {
+		return
+	}
+	for _, r := range left {
+		c.departed[r] = true
+		out, err := c.ring.Departed(now.Mono, r, r)
+		if err != nil {
+			c.bad("dropping a departure read from a life word", "rank", r, "err", err)
+			continue
+		}
+		c.stats.DeparturesRead++
+		c.apply(now, out)
+	}
 }
 
 // WantRunnable returns the emitter when the Core wants to know whether its

@@ -122,6 +122,9 @@ type Stats struct {
 	// departures delivered (Ready.Events), each rank once; Reported
 	// counts those crashes this rank's own observer detected.
 	DeathsLearned, Departures, Reported uint64
+	// DeparturesRead counts the departures this rank took from a life
+	// word that said hb.LifeDeparted (Life) rather than from a LEAVE.
+	DeparturesRead uint64
 	// DeathsAgreed counts the crashes among DeathsLearned that this rank
 	// learned from an agreement's decided dead set (agreed.go).
 	DeathsAgreed uint64

@@ -30,6 +30,15 @@ import (
 // thread, read through the same kind of mapping. The words are the
 // driver's input (WantLife, Life).
 
+// LifeDeparted is the life word of a rank that left the job cleanly: its
+// heartbeat thread stores it instead of the time of its periods once the
+// rank's LEAVE is sent (heartbeat.Emitter.Depart). A reader takes it as
+// that LEAVE (detector.Core.Life): an observer whose emitter's LEAVE is
+// late or lost (a whole job stopping on a loaded host) learns the
+// departure from one load instead of reporting a crash. As a time it lies
+// ahead of every clock, so ran takes it for no evidence of a run.
+const LifeDeparted = ^uint64(0)
+
 // lifeKey is the ring's view a set of warmed-up ranks was computed for.
 type lifeKey struct {
 	warmed  bool

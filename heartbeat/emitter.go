@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/ranks"
 	"github.com/vigil-hpc/vigil/transport"
@@ -146,6 +147,7 @@ type Emitter struct {
 	sent, errs, missed, checks atomic.Uint64
 	maxLate, lateAt, lateNs    atomic.Int64
 	pinned, rt                 atomic.Bool
+	departed                   atomic.Bool // Depart: the life word says hb.LifeDeparted
 
 	nat   *native      // the native thread, when EmitterConfig.Sink is set
 	final EmitterStats // the native thread's counters once it stopped
@@ -198,6 +200,23 @@ func (e *Emitter) SetObserver(observer ranks.Rank) {
 
 // Pause stops heartbeating (a departing rank, or one alone).
 func (e *Emitter) Pause() { e.setTarget(noTarget) }
+
+// Depart is Pause for a rank that left the job cleanly (its LEAVE sent):
+// from now on its life word says hb.LifeDeparted instead of the time of
+// its periods, so that an observer on this host that reads it learns the
+// departure even if the LEAVE is late or lost. It cannot be undone.
+func (e *Emitter) Depart() {
+	e.mu.Lock()
+	e.departed.Store(true)
+	if e.nat != nil {
+		e.nat.depart()
+	}
+	e.mu.Unlock()
+	if e.cfg.Life != nil {
+		atomic.StoreUint64(e.cfg.Life, hb.LifeDeparted) // at once; the thread stores it again at each period
+	}
+	e.Pause()
+}
 
 func (e *Emitter) setTarget(to uint32) {
 	e.mu.Lock()
@@ -394,7 +413,11 @@ func (e *Emitter) check() {
 // current target.
 func (e *Emitter) beat() {
 	if e.cfg.Life != nil {
-		atomic.StoreUint64(e.cfg.Life, uint64(mono.Now()))
+		w := uint64(mono.Now())
+		if e.departed.Load() {
+			w = hb.LifeDeparted
+		}
+		atomic.StoreUint64(e.cfg.Life, w)
 	}
 	to := e.target.Load()
 	if to == noTarget {

@@ -138,8 +138,8 @@ static void hand_to_go(vg_emitter *e, uint32_t to, uint64_t seq) {
 // pre-signed datagram by the sink Go resolved, otherwise by Go's SendFunc
 // (hand_to_go).
 static void beat(vg_emitter *e, int64_t now) {
-	if (e->life != NULL) {
-		STORE(e->life, (uint64_t)now); // with or without a target: this thread runs
+	if (e->life != NULL) { // with or without a target: this thread runs, or the rank left
+		STORE(e->life, LOAD(&e->departed) ? VG_LIFE_DEPARTED : (uint64_t)now);
 	}
 	adopt(e);
 	uint32_t to = e->cur_to;

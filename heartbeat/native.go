@@ -430,6 +430,12 @@ func (n *native) free() {
 	C.free(unsafe.Pointer(n.c))
 }
 
+// depart has the thread store VG_LIFE_DEPARTED into its life word from its
+// next period on (Emitter.Depart).
+func (n *native) depart() {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&n.c.departed)), 1)
+}
+
 // lastLate is stats' LastLateAt and LastLateNs alone.
 func (n *native) lastLate() (at, ns int64) {
 	return atomic.LoadInt64((*int64)(unsafe.Pointer(&n.c.late_at))), atomic.LoadInt64((*int64)(unsafe.Pointer(&n.c.late_ns)))

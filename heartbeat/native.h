@@ -7,6 +7,9 @@
 #include <stdint.h>
 
 #define VG_NO_TARGET UINT32_MAX
+// VG_LIFE_DEPARTED is the life word of a rank that left the job cleanly
+// (hb.LifeDeparted): no time of a period is ever that large.
+#define VG_LIFE_DEPARTED UINT64_MAX
 #define VG_DRAIN_ALWAYS (-2)
 
 // vg_watch is heartbeat.Watch's state. Fields shared between the checking
@@ -115,6 +118,7 @@ typedef struct vg_emitter {
 	uint32_t drain_pending; // set by the thread, cleared by the drainer once it checked
 	uint32_t sweep_pending; // set by the thread, cleared by the drainer once it swept sweep_fd
 	uint64_t *life;   // the thread's life word (EmitterConfig.Life), or NULL
+	uint32_t departed; // set by Go (Emitter.Depart): the life word says VG_LIFE_DEPARTED from now on
 
 	// The target and its sink, published by Go: pub_ver is odd while Go
 	// writes them; the thread adopts a new version at its next heartbeat.

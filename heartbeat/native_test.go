@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vigil-hpc/vigil/hb"
 	"github.com/vigil-hpc/vigil/heartbeat"
 	"github.com/vigil-hpc/vigil/internal/mono"
 	"github.com/vigil-hpc/vigil/ranks"
@@ -367,5 +368,48 @@ func TestLastLateAgreesWithStats(t *testing.T) {
 			t.Fatalf("native %v: %d periods missed but LastLate %d, %d", native, st.Missed, at, ns)
 		}
 		t.Logf("native %v: missed %d, last late at %d by %d ns", native, st.Missed, at, ns)
+	}
+}
+
+// TestDepartMarksTheLifeWord: after Depart the life word says
+// hb.LifeDeparted for good, for the native thread and the Go one, and no
+// heartbeat goes out any more.
+func TestDepartMarksTheLifeWord(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		page, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		life := (*uint64)(unsafe.Pointer(&page[0]))
+		var sent atomic.Int64
+		cfg := heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1, Life: life,
+			Send: func(ranks.Rank, uint64) error { sent.Add(1); return nil }}
+		if native {
+			cfg.Sink = func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false }
+		}
+		e, err := heartbeat.NewEmitter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetObserver(1)
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "heartbeats", func() bool { return sent.Load() >= 3 })
+		if w := atomic.LoadUint64(life); w == 0 || w == hb.LifeDeparted {
+			t.Fatalf("native %v: life word %#x before Depart, want the time of a period", native, w)
+		}
+		e.Depart()
+		time.Sleep(5 * time.Millisecond) // a Send handed to Go before Depart may still land
+		before := sent.Load()
+		time.Sleep(20 * time.Millisecond)
+		if w := atomic.LoadUint64(life); w != hb.LifeDeparted {
+			t.Fatalf("native %v: life word %#x 20 periods after Depart, want hb.LifeDeparted", native, w)
+		}
+		if n := sent.Load(); n != before {
+			t.Fatalf("native %v: %d heartbeats after Depart", native, n-before)
+		}
+		e.Close()
+		unix.Munmap(page)
 	}
 }

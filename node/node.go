@@ -689,7 +689,11 @@ func (n *Node) Publish(ctx context.Context, payload []byte) (bool, error) {
 func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	var observer ranks.Rank
 	var sendErr error
-	defer n.do(context.Background(), n.em.Pause)
+	// Then the heartbeats stop; once its LEAVE was sent the rank's life
+	// word says it departed (hb.LifeDeparted), for an observer on this
+	// host whose LEAVE is late or lost.
+	stop := n.em.Pause
+	defer func() { n.do(context.Background(), stop) }()
 	// The LEAVE goes out from the event loop, before anything the loop
 	// sends after it: a LEAVE this rank forwards next (its emitter's) must
 	// not overtake its own, or the observer drops it.
@@ -708,6 +712,7 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	if sendErr != nil {
 		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, sendErr)
 	}
+	stop = n.em.Depart
 	// Transports write asynchronously; give the LEAVE time to go out.
 	t := time.NewTimer(linger)
 	defer t.Stop()
