@@ -686,18 +686,19 @@ func (n *Node) Publish(ctx context.Context, payload []byte) (bool, error) {
 // handled. Heartbeats go on while it lingers and stop when it returns: an
 // observer slow to handle the LEAVE (a whole job stopping at once on a
 // loaded host) still sees a live emitter until then, not a silent one.
+// Then the rank's life word says it departed (hb.LifeDeparted), which an
+// observer on this host takes as the LEAVE if that is late or lost. If the
+// loop is too busy to take the LEAVE before ctx ends, Leave returns ctx's
+// error and the LEAVE goes out, with the word, once the loop gets to it
+// (before Close returns). An evicted rank, or one alone, sends nothing and
+// its word does not say so.
 func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	var observer ranks.Rank
 	var sendErr error
-	// Then the heartbeats stop; once its LEAVE was sent the rank's life
-	// word says it departed (hb.LifeDeparted), for an observer on this
-	// host whose LEAVE is late or lost.
-	stop := n.em.Pause
-	defer func() { n.do(context.Background(), stop) }()
 	// The LEAVE goes out from the event loop, before anything the loop
 	// sends after it: a LEAVE this rank forwards next (its emitter's) must
 	// not overtake its own, or the observer drops it.
-	err := n.do(ctx, func() {
+	leave := func() {
 		var msg *wire.Leave
 		var ok bool
 		if observer, msg, ok = n.core.Leave(); ok {
@@ -705,14 +706,27 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 		} else {
 			sendErr = errNotSent
 		}
-	})
-	if err != nil || sendErr == errNotSent {
+	}
+	// Then, from the loop too, the heartbeats stop.
+	stop := func() {
+		if sendErr == errNotSent {
+			n.em.Pause()
+		} else {
+			n.em.Depart()
+		}
+	}
+	defer func() { n.do(context.Background(), stop) }()
+	if err := n.do(ctx, leave); err != nil {
+		halt := stop
+		stop = func() { leave(); halt() }
 		return err
+	}
+	if sendErr == errNotSent {
+		return nil
 	}
 	if sendErr != nil {
 		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, sendErr)
 	}
-	stop = n.em.Depart
 	// Transports write asynchronously; give the LEAVE time to go out.
 	t := time.NewTimer(linger)
 	defer t.Stop()

@@ -334,8 +334,10 @@ func Attach(p wire.Params, r ranks.Rank) (*transport.Slots, error) {
 	return s, err
 }
 
-// attachTimeout bounds an attach's wait for the rank's answer.
-const attachTimeout = 2 * time.Second
+// attachTimeout bounds an attach's wait for the rank's answer: long, since
+// an answer given after the attach gave up is lost work on both sides (a
+// loaded host, 512 agents starting on 2 cores, answers in seconds).
+const attachTimeout = 10 * time.Second
 
 // attachRegion is Attach, waiting up to timeout for r's answer, and also
 // returning the process id of r's agent as this process sees it (0 from
