@@ -126,7 +126,7 @@ var (
 		Go:  []string{"daemon.Config.Peers"}, Flag: "peers", Commands: []string{"daemon"}, FlagDefault: "",
 		C: []string{"peers"}, Default: "exchanged through the bootstrap", Rule: "vigil_config: exactly one of peers and allgather"}
 	Allgather = &Setting{Key: "allgather", Title: "address exchange function", Kind: Value,
-		Doc: "an allgather that exchanges every rank's host and address (such as MPI_Allgather), called twice by vigil_start",
+		Doc: "an allgather that exchanges every rank's host and address (such as MPI_Allgather), called by vigil_start three times in the ring mode (hosts, addresses, the start fence) and twice in the sporadic mode",
 		Go:  []string{"daemon.Config.Exchange"}, C: []string{"allgather", "allgather_user"},
 		Default: "none", Rule: "vigil_config: exactly one of peers and allgather"}
 	Mode = &Setting{Key: "mode", Title: "detector mode (C library)", Kind: Choice, Choices: []string{"ring", "sporadic"},
