@@ -495,8 +495,11 @@ long vigil_shrink(uint32_t *buf, size_t len, int64_t timeout_ns);
 int vigil_failure_ack(void);
 
 /* vigil_leave departs cleanly: heartbeats stop and the others report this
- * rank as VIGIL_EVENT_LEFT. Waits up to timeout_ms for the departure to be
- * sent. Call vigil_finalize afterwards. */
+ * rank as VIGIL_EVENT_LEFT. The detector's event loop sends the departure
+ * as soon as it gets to it (later than timeout_ms only if the loop is that
+ * busy, as when a whole job stops at once on a loaded host); then
+ * vigil_leave waits up to timeout_ms for it to go out. Call vigil_finalize
+ * afterwards. */
 int vigil_leave(int timeout_ms);
 
 /* vigil_finalize stops the detector and all its threads (after the callback

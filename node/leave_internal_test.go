@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -12,9 +11,8 @@ import (
 )
 
 // A Leave whose ctx ends before the loop takes it (the loop held up, as a
-// starved agent's is while a whole job stops) returns ctx's error, and the
-// LEAVE still goes out once the loop gets to it: the others learn a
-// departure, not a crash.
+// starved agent's is while a whole job stops) still sends the LEAVE once
+// the loop gets to it: the others learn a departure, not a crash.
 func TestLeaveAfterItsContextEnded(t *testing.T) {
 	const n = 4
 	net := mem.NewNetwork(n)
@@ -39,8 +37,8 @@ func TestLeaveAfterItsContextEnded(t *testing.T) {
 	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := nodes[2].Leave(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Leave with its loop held past ctx: %v, want %v", err, context.DeadlineExceeded)
+	if err := nodes[2].Leave(ctx, 0); err != nil {
+		t.Fatalf("Leave with its loop held past ctx: %v", err)
 	}
 	nodes[2].Close()
 	net.Kill(2)

@@ -681,24 +681,22 @@ func (n *Node) Publish(ctx context.Context, payload []byte) (bool, error) {
 }
 
 // Leave departs cleanly: the observer is told, so that every node
-// reports a departure rather than a crash. Call Close afterwards; Leave
-// waits up to linger (or ctx) for the LEAVE message to be written and
-// handled. Heartbeats go on while it lingers and stop when it returns: an
-// observer slow to handle the LEAVE (a whole job stopping at once on a
-// loaded host) still sees a live emitter until then, not a silent one.
-// Then the rank's life word says it departed (hb.LifeDeparted), which an
-// observer on this host takes as the LEAVE if that is late or lost. If the
-// loop is too busy to take the LEAVE before ctx ends, Leave returns ctx's
-// error and the LEAVE goes out, with the word, once the loop gets to it
-// (before Close returns). An evicted rank, or one alone, sends nothing and
-// its word does not say so.
+// reports a departure rather than a crash. Call Close afterwards. The
+// LEAVE goes out from the event loop as soon as the loop takes it, however
+// busy it is (a whole job stopping at once on a loaded host); then Leave
+// waits up to linger (or ctx) for it to be written and handled.
+// Heartbeats go on while it lingers, so that an observer slow to handle
+// the LEAVE still sees a live emitter, not a silent one; then they stop,
+// and the rank's life word says it departed (hb.LifeDeparted), which an
+// observer on this host takes as the LEAVE if that is late or lost. An
+// evicted rank, or one alone, sends nothing and its word does not say so.
 func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 	var observer ranks.Rank
 	var sendErr error
-	// The LEAVE goes out from the event loop, before anything the loop
-	// sends after it: a LEAVE this rank forwards next (its emitter's) must
-	// not overtake its own, or the observer drops it.
-	leave := func() {
+	// From the loop, before anything the loop sends after it: a LEAVE this
+	// rank forwards next (its emitter's) must not overtake its own, or the
+	// observer drops it.
+	err := n.do(context.Background(), func() {
 		var msg *wire.Leave
 		var ok bool
 		if observer, msg, ok = n.core.Leave(); ok {
@@ -706,24 +704,15 @@ func (n *Node) Leave(ctx context.Context, linger time.Duration) error {
 		} else {
 			sendErr = errNotSent
 		}
-	}
-	// Then, from the loop too, the heartbeats stop.
-	stop := func() {
-		if sendErr == errNotSent {
-			n.em.Pause()
-		} else {
-			n.em.Depart()
-		}
-	}
-	defer func() { n.do(context.Background(), stop) }()
-	if err := n.do(ctx, leave); err != nil {
-		halt := stop
-		stop = func() { leave(); halt() }
+	})
+	if err != nil {
 		return err
 	}
 	if sendErr == errNotSent {
+		n.do(context.Background(), n.em.Pause)
 		return nil
 	}
+	defer n.do(context.Background(), n.em.Depart)
 	if sendErr != nil {
 		return fmt.Errorf("node: sending LEAVE to %d: %w", observer, sendErr)
 	}

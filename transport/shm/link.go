@@ -287,27 +287,48 @@ func (t *Transport) attach(r ranks.Rank) {
 }
 
 // Warm implements transport.Warmer: it maps the regions of rs not mapped
-// yet, one after the other, waiting up to timeout for each rank's answer
-// (a rank on another host, with no socket here, fails at once; one already
-// being attached in the background is left to that attach).
+// yet, one after the other, waiting up to timeout for each rank (a rank on
+// another host, with no socket here, fails at once). An attach already
+// under way in the background (the heartbeat thread's, or a life word's)
+// is waited for, and made again if it failed.
 func (t *Transport) Warm(timeout time.Duration, rs ...ranks.Rank) int {
 	n := 0
 	for _, r := range rs {
 		if int64(r) >= int64(len(t.maps)) || r == t.p.Rank {
 			continue
 		}
-		if t.maps[r].Load() != nil {
+		if t.warm(r, time.Now().Add(timeout)) {
 			n++
-			continue
+		}
+	}
+	return n
+}
+
+// warm is Warm for one rank, by deadline.
+func (t *Transport) warm(r ranks.Rank, deadline time.Time) bool {
+	for retried := false; ; {
+		if t.maps[r].Load() != nil {
+			return true
 		}
 		t.mu.Lock()
-		if t.closed || t.pending[r] {
+		switch {
+		case t.closed:
 			t.mu.Unlock()
+			return false
+		case t.pending[r]: // the background attach's result first
+			t.mu.Unlock()
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(time.Millisecond)
 			continue
+		case retried || time.Now().After(deadline):
+			t.mu.Unlock()
+			return false
 		}
 		t.pending[r] = true
 		t.mu.Unlock()
-		s, pid, err := attachRegion(t.p, r, timeout)
+		s, pid, err := attachRegion(t.p, r, time.Until(deadline))
 		t.mu.Lock()
 		t.pending[r] = false
 		if err == nil {
@@ -315,14 +336,14 @@ func (t *Transport) Warm(timeout time.Duration, rs ...ranks.Rank) int {
 				t.procs[r].Store(&pr)
 			}
 			t.maps[r].Store(s)
-			n++
 		}
 		t.mu.Unlock()
 		if err != nil {
 			t.log.Debug("shm: warm-up: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
+			return false
 		}
+		retried = true
 	}
-	return n
 }
 
 // Attach maps the region of rank r of the job p describes: it connects to

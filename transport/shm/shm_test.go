@@ -233,14 +233,16 @@ func TestLifeWordShowsTheHeartbeatThread(t *testing.T) {
 	}
 }
 
-// TestWarmMapsNow: Warm maps a rank of this host at once, so that the next
-// heartbeat to it is a store and its life word can be read; a rank with no
-// region here (another host) fails at once and stays on the network.
+// TestWarmMapsNow: Warm maps a rank of this host at once (or waits for the
+// attach already under way), so that the next heartbeat to it is a store
+// and its life word can be read; a rank with no region here (another host)
+// fails at once and stays on the network.
 func TestWarmMapsNow(t *testing.T) {
 	job := testJob()
 	region(t, params(job, 1, 4))
 	tr := Wrap(mem.NewNetwork(4).Endpoint(0, transport.NewSlots(4), func(ranks.Rank, []byte) {}), params(job, 0, 4), nil)
 	defer tr.Close()
+	tr.LifeWord(1) // an attach in the background, which Warm waits for
 	start := time.Now()
 	if n := tr.Warm(5*time.Second, 1, 3, 0); n != 1 {
 		t.Fatalf("Warm mapped %d of ranks 1 and 3, want 1", n)
