@@ -338,25 +338,30 @@ func TestNativeNeverWaitsForGo(t *testing.T) {
 	}
 }
 
+// startOnRank1 starts an emitter of cfg heartbeating rank 1: its thread in
+// C (heartbeats handed to cfg.Send, no sink) when native, else in Go.
+func startOnRank1(t *testing.T, native bool, cfg heartbeat.EmitterConfig) *heartbeat.Emitter {
+	t.Helper()
+	if native {
+		cfg.Sink = func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false }
+	}
+	e, err := heartbeat.NewEmitter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetObserver(1)
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // TestLastLateAgreesWithStats: LastLate, the loop's cheap read, gives what
 // Stats does, for the native thread and the Go one, running and closed.
 func TestLastLateAgreesWithStats(t *testing.T) {
 	for _, native := range []bool{true, false} {
-		var life uint64
-		cfg := heartbeat.EmitterConfig{Period: int64(50 * time.Microsecond), CPU: -1,
-			Send: func(ranks.Rank, uint64) error { return nil }}
-		if native {
-			cfg.Life = &life
-			cfg.Sink = func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false }
-		}
-		e, err := heartbeat.NewEmitter(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.SetObserver(1)
-		if err := e.Start(); err != nil {
-			t.Fatal(err)
-		}
+		e := startOnRank1(t, native, heartbeat.EmitterConfig{Period: int64(50 * time.Microsecond), CPU: -1,
+			Send: func(ranks.Rank, uint64) error { return nil }})
 		time.Sleep(100 * time.Millisecond)
 		e.Close()
 		st := e.Stats()
@@ -382,19 +387,8 @@ func TestDepartMarksTheLifeWord(t *testing.T) {
 		}
 		life := (*uint64)(unsafe.Pointer(&page[0]))
 		var sent atomic.Int64
-		cfg := heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1, Life: life,
-			Send: func(ranks.Rank, uint64) error { sent.Add(1); return nil }}
-		if native {
-			cfg.Sink = func(ranks.Rank) (heartbeat.Sink, bool) { return heartbeat.Sink{}, false }
-		}
-		e, err := heartbeat.NewEmitter(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.SetObserver(1)
-		if err := e.Start(); err != nil {
-			t.Fatal(err)
-		}
+		e := startOnRank1(t, native, heartbeat.EmitterConfig{Period: int64(time.Millisecond), CPU: -1, Life: life,
+			Send: func(ranks.Rank, uint64) error { sent.Add(1); return nil }})
 		waitUntil(t, "heartbeats", func() bool { return sent.Load() >= 3 })
 		if w := atomic.LoadUint64(life); w == 0 || w == hb.LifeDeparted {
 			t.Fatalf("native %v: life word %#x before Depart, want the time of a period", native, w)

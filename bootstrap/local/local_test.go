@@ -11,14 +11,22 @@ import (
 	"github.com/vigil-hpc/vigil/bootstrap"
 )
 
-func TestExchange(t *testing.T) {
-	srv, err := NewServer(3)
+// newJob returns a server for a job of n ranks and a context of 10 s, both
+// ended with the test.
+func newJob(t *testing.T, n int) (*Server, context.Context) {
+	t.Helper()
+	srv, err := NewServer(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return srv, ctx
+}
+
+func TestExchange(t *testing.T) {
+	srv, ctx := newJob(t, 3)
 	type res struct {
 		addrs []string
 		err   error
@@ -45,13 +53,7 @@ func TestExchange(t *testing.T) {
 // Each Exchange of a client is a round of its own: a fence that no rank
 // passes until every rank has joined it, with its own table.
 func TestExchangeRounds(t *testing.T) {
-	srv, err := NewServer(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	srv, ctx := newJob(t, 3)
 	clients := []*Client{NewClient(srv.Identity(0)), NewClient(srv.Identity(1)), NewClient(srv.Identity(2))}
 	type res struct {
 		round int
@@ -112,13 +114,7 @@ func TestExchangeRounds(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	srv, err := NewServer(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	srv, ctx := newJob(t, 2)
 	wrongKey := srv.Identity(0)
 	wrongKey.Key = make([]byte, 32)
 	if _, err := NewClient(wrongKey).Exchange(ctx, "x"); err == nil || !strings.Contains(err.Error(), "wrong job key") {
