@@ -84,7 +84,6 @@ type Core struct {
 	// departed are the ranks whose own LEAVE reached this rank: a LEAVE
 	// naming another rank is taken from them only (one they forward).
 	departed map[ranks.Rank]bool
-	lifeLeft []ranks.Rank // Life's departures read from life words, reused
 	zombies  *hb.Zombies
 	repair   repairState
 	split    splitState
@@ -145,9 +144,7 @@ func NewCore(cfg Config) (*Core, error) {
 // Start arms the first suspicion deadline grace after now. The first
 // Ready points the heartbeat thread and the checks.
 func (c *Core) Start(now, grace int64) {
-	c.ring.Start(now, grace)
-	c.at = Time{Mono: now}
-	c.wake.nextHouse = now + c.cfg.Housekeeping
+	c.Arm(now, grace)
 	c.watched = c.ring.Emitter()
 	c.rd.Watch, c.rd.Emitter = true, c.watched
 	c.retarget()

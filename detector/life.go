@@ -35,17 +35,14 @@ func (c *Core) Life(now Time, rs []ranks.Rank, words []uint64) {
 		return
 	}
 	c.ring.Life(now.Mono, rs, words)
-	left := c.lifeLeft[:0]
-	for i, w := range words[:min(len(rs), len(words))] {
-		if w == hb.LifeDeparted && rs[i] != c.cfg.Self && !c.ring.Dead().Has(rs[i]) {
-			left = append(left, rs[i])
-		}
-	}
-	c.lifeLeft = left
-	if len(left) == 0 || c.ring.Left() {
+	if c.ring.Left() {
 		return
 	}
-	for _, r := range left {
+	for i, w := range words[:min(len(rs), len(words))] {
+		r := rs[i] // rs stays valid: only WantLife rewrites it
+		if w != hb.LifeDeparted || r == c.cfg.Self || c.ring.Dead().Has(r) {
+			continue
+		}
 		c.departed[r] = true
 		out, err := c.ring.Departed(now.Mono, r, r)
 		if err != nil {
