@@ -269,21 +269,33 @@ func (t *Transport) attachLocked(r ranks.Rank) {
 
 func (t *Transport) attach(r ranks.Rank) {
 	defer t.wg.Done()
-	s, pid, err := attachRegion(t.p, r, attachTimeout)
+	if err := t.attachNow(r, attachTimeout, true); err != nil {
+		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
+		return
+	}
+	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", t.p.Rank, "peer", r)
+}
+
+// attachNow maps r's region, waiting up to timeout, for a caller that set
+// pending[r]; it clears it and, on a failure with backoff, spaces out the
+// next attach in the background.
+func (t *Transport) attachNow(r ranks.Rank, timeout time.Duration, backoff bool) error {
+	s, pid, err := attachRegion(t.p, r, timeout)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pending[r] = false
 	if err != nil {
-		t.backoff[r] = min(max(2*t.backoff[r], minRetry), maxRetry)
-		t.retryAt[r] = time.Now().Add(t.backoff[r])
-		t.log.Debug("shm: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
-		return
+		if backoff {
+			t.backoff[r] = min(max(2*t.backoff[r], minRetry), maxRetry)
+			t.retryAt[r] = time.Now().Add(t.backoff[r])
+		}
+		return err
 	}
 	if pr, ok := identify(pid); ok {
 		t.procs[r].Store(&pr)
 	}
 	t.maps[r].Store(s)
-	t.log.Debug("shm: heartbeats to this rank go through shared memory", "rank", t.p.Rank, "peer", r)
+	return nil
 }
 
 // Warm implements transport.Warmer: it maps the regions of rs not mapped
@@ -306,44 +318,31 @@ func (t *Transport) Warm(timeout time.Duration, rs ...ranks.Rank) int {
 
 // warm is Warm for one rank, by deadline.
 func (t *Transport) warm(r ranks.Rank, deadline time.Time) bool {
-	for retried := false; ; {
-		if t.maps[r].Load() != nil {
-			return true
-		}
-		t.mu.Lock()
-		switch {
-		case t.closed:
-			t.mu.Unlock()
-			return false
-		case t.pending[r]: // the background attach's result first
-			t.mu.Unlock()
-			if time.Now().After(deadline) {
-				return false
-			}
-			time.Sleep(time.Millisecond)
-			continue
-		case retried || time.Now().After(deadline):
-			t.mu.Unlock()
-			return false
-		}
-		t.pending[r] = true
-		t.mu.Unlock()
-		s, pid, err := attachRegion(t.p, r, time.Until(deadline))
-		t.mu.Lock()
-		t.pending[r] = false
-		if err == nil {
-			if pr, ok := identify(pid); ok {
-				t.procs[r].Store(&pr)
-			}
-			t.maps[r].Store(s)
-		}
-		t.mu.Unlock()
-		if err != nil {
-			t.log.Debug("shm: warm-up: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
-			return false
-		}
-		retried = true
+	for t.maps[r].Load() == nil && t.isPending(r) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // the background attach's result first
 	}
+	if t.maps[r].Load() != nil {
+		return true
+	}
+	t.mu.Lock()
+	if t.closed || t.pending[r] || !time.Now().Before(deadline) {
+		t.mu.Unlock()
+		return false
+	}
+	t.pending[r] = true
+	t.mu.Unlock()
+	if err := t.attachNow(r, time.Until(deadline), false); err != nil {
+		t.log.Debug("shm: warm-up: heartbeats to this rank stay on the network", "rank", t.p.Rank, "peer", r, "err", err)
+		return false
+	}
+	return true
+}
+
+// isPending reports whether an attach of r is under way.
+func (t *Transport) isPending(r ranks.Rank) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending[r]
 }
 
 // Attach maps the region of rank r of the job p describes: it connects to
