@@ -44,7 +44,6 @@ type Server struct {
 	ln     net.Listener
 	mu     sync.Mutex
 	rounds [MaxRounds]*round
-	first  []string // round 0's table, once complete
 	done   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -102,7 +101,10 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 func (s *Server) Addrs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.first...)
+	if rd := s.rounds[0]; rd != nil && rd.have == s.id.Size {
+		return append([]string(nil), rd.addr...)
+	}
+	return nil
 }
 
 func (s *Server) accept() {
@@ -163,9 +165,6 @@ func (s *Server) serve(c net.Conn) {
 	rd.conn[req.rank], rd.addr[req.rank] = c, req.addr
 	rd.have++
 	complete := rd.have == s.id.Size
-	if complete && req.round == 0 {
-		s.first = rd.addr
-	}
 	s.mu.Unlock()
 	if !complete {
 		return
