@@ -101,6 +101,42 @@ func TestZombieEvicted(t *testing.T) {
 	c.wantGone(2) // the zombie's return made nobody else suspect
 }
 
+// A rank declared dead while its view was stale (paused, or its host's
+// link slowed past δ) may still tell a live rank it holds dead that it is
+// evicted, counting alive the ranks it has not yet learned dead. The live
+// rank holds the sender dead and goes on, in either partition mode: only
+// a rank on the minority side of a healed partition obeys such a notice
+// (TestPartitionAfterHeavyLosses).
+func TestStaleAccuserCannotEvict(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		tweak func(*detector.Config)
+	}{{"failstop", nil}, {"continue", continueMode}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := newCluster(t, 16, mode.tweak)
+			c.run(3 * delta)
+			c.crash(2, 5, 6, 10, 14)
+			c.run(4 * delta)
+			c.crashed[3], c.beating[3] = true, false // slowed past δ
+			c.run(4 * delta)
+			c.wantGone(2, 3, 5, 6, 10, 14)
+			core := c.cores[1]
+			bad := core.Stats().BadMessages
+			// Rank 3's view: only rank 1 (its emitter, silent to it) dead.
+			core.Step(c.time(), 3, &wire.Evicted{Rank: 1, Live: 15})
+			c.flush(1)
+			if c.evicted[1] || core.Evicted() {
+				t.Fatal("a live rank obeyed an EVICTED from a rank it holds dead")
+			}
+			if got := core.Stats().BadMessages - bad; got != 1 {
+				t.Fatalf("%d bad messages counted for the stale EVICTED, want 1", got)
+			}
+			c.run(4 * delta)
+			c.wantGone(2, 3, 5, 6, 10, 14)
+		})
+	}
+}
+
 // A clean departure is reported as one, not as a crash.
 func TestLeave(t *testing.T) {
 	c := newCluster(t, 5, nil)

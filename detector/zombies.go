@@ -58,19 +58,22 @@ func (c *Core) evict(r ranks.Rank, now int64) {
 // heartbeating and suspecting (Ready.Evicted).
 //
 // An EVICTED from a rank this rank holds dead is mutual suspicion: either
-// the sender is a zombie with stale knowledge (it was declared dead by the
-// job while paused) and this rank must go on, or this rank was cut off
-// from the job and declared the others dead (a partition, healed). The
-// larger view wins: the notice is obeyed from a rank held dead only when
+// the sender is a zombie with stale knowledge (paused, or its host's link
+// slowed past δ, it held this rank dead, and it may not yet know of the
+// deaths this rank has learned, so its count of live ranks is no evidence)
+// and this rank must go on, or this rank was cut off from the job and
+// declared the others dead (a partition, healed). Only the second obeys,
+// and only where it can arise: under PartitionContinue, on a rank holding
+// more than half of the job dead (one that probes, split.go), and when
 // the sender holds more ranks alive (m.Live) than this rank does, so the
 // minority side of a healed partition stops and the majority goes on,
-// however many ranks the job lost before; a tie stops nobody. (By default
-// a minority side has stopped before the heal, by the quorum rule:
-// quorum.go; this resolves the heal under PartitionContinue.)
+// however many ranks the job lost before; a tie stops nobody. By default
+// a minority side has stopped before the heal, by the quorum rule
+// (quorum.go), and an EVICTED from a rank held dead is never obeyed.
 func (c *Core) onEvicted(from ranks.Rank, m *wire.Evicted) {
 	D := c.ring.Dead()
 	live := uint32(c.cfg.Size - D.Len())
-	if m.Rank != c.cfg.Self || (D.Has(from) && m.Live <= live) {
+	if m.Rank != c.cfg.Self || (D.Has(from) && (!c.minority() || m.Live <= live)) {
 		c.bad("dropping EVICTED", "from", from, "named", m.Rank, "sender_live", m.Live, "live", live)
 		return
 	}
