@@ -354,7 +354,7 @@ func (e *Emitter) run(ready chan<- struct{}) {
 		e.rt.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
 	}
 	h := e.cfg.Period
-	next := mono.Now() + h
+	next := grid(mono.Now(), h)
 	if h >= ParkAbove {
 		e.park = time.NewTimer(time.Duration(h))
 		defer e.park.Stop()
@@ -459,3 +459,8 @@ func (e *Emitter) sleep(d int64) int {
 	}
 	return int(r)
 }
+
+// grid is the first heartbeat deadline after now: the next multiple of
+// the period h on the monotonic clock, as vg_grid (native.h) computes it
+// for the native thread.
+func grid(now, h int64) int64 { return now - now%h + h }

@@ -24,6 +24,10 @@ int64_t vg_now(void) {
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t vg_grid(int64_t now, int64_t h) {
+	return now - now % h + h;
+}
+
 int vg_watch_check(vg_watch *w, int64_t now) {
 	int stalled = w->guard > 0 && w->last != 0 && now - w->last > w->guard;
 	w->last = now;
@@ -389,10 +393,10 @@ static void *run(void *arg) {
 		struct sched_param sp = {.sched_priority = e->priority};
 		STORE(&e->rt, pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0);
 	}
-	int64_t h = e->period, next = vg_now() + h;
+	int64_t h = e->period, start = vg_now(), next = vg_grid(start, h);
 	uint64_t buf;
 	int period = 0;
-	beat(e, next - h); // the first heartbeat at once
+	beat(e, start); // the first heartbeat at once
 	for (;;) {
 		int64_t now = vg_now();
 		if (now < next) {

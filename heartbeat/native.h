@@ -164,4 +164,10 @@ void vg_emitter_stop(vg_emitter *e);
 // vg_now is CLOCK_MONOTONIC in nanoseconds.
 int64_t vg_now(void);
 
+// vg_grid is the first heartbeat deadline after now (ns, CLOCK_MONOTONIC):
+// the next multiple of the period h. Every heartbeat thread of a host
+// with the same period then wakes at the same instants, so that one timer
+// interrupt wakes them all.
+int64_t vg_grid(int64_t now, int64_t h);
+
 #endif

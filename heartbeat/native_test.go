@@ -407,3 +407,44 @@ func TestDepartMarksTheLifeWord(t *testing.T) {
 		unix.Munmap(page)
 	}
 }
+
+// TestHeartbeatsOnTheGrid: the thread wakes at multiples of its period on
+// the monotonic clock, whenever it started, so that the heartbeat threads
+// of a host share their timer interrupts. Two emitters started half a
+// period apart both store life words (their wake-up times) close after a
+// multiple of h; without the grid one of them would be about h/2 off.
+func TestHeartbeatsOnTheGrid(t *testing.T) {
+	const h = int64(10 * time.Millisecond)
+	for _, native := range []bool{true, false} {
+		page, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var es []*heartbeat.Emitter
+		lives := []*uint64{(*uint64)(unsafe.Pointer(&page[0])), (*uint64)(unsafe.Pointer(&page[64]))}
+		for _, life := range lives {
+			es = append(es, startOnRank1(t, native, heartbeat.EmitterConfig{Period: h, CPU: -1, Life: life,
+				Send: func(ranks.Rank, uint64) error { return nil }}))
+			time.Sleep(time.Duration(h / 2))
+		}
+		off := []int64{h, h} // the smallest w mod h seen, per emitter
+		seen := []uint64{atomic.LoadUint64(lives[0]), atomic.LoadUint64(lives[1])}
+		for range 100 {
+			time.Sleep(time.Duration(h / 4))
+			for i, life := range lives {
+				if w := atomic.LoadUint64(life); w != seen[i] { // a wake-up after the first beat
+					seen[i] = w
+					off[i] = min(off[i], int64(w)%h)
+				}
+			}
+		}
+		for i, e := range es {
+			e.Close()
+			if off[i] > h/10 {
+				t.Errorf("native %v: emitter %d woke at least %v after a multiple of h = %v, want within h/10",
+					native, i, time.Duration(off[i]), time.Duration(h))
+			}
+		}
+		unix.Munmap(page)
+	}
+}
