@@ -5,7 +5,10 @@
  * One process per rank of a ring, one thread each, doing the detector's
  * periodic work with no language runtime around it. Every h the thread
  * sleeps on an absolute CLOCK_MONOTONIC deadline (clock_nanosleep,
- * TIMER_ABSTIME) and sends one heartbeat, an increasing sequence number,
+ * TIMER_ABSTIME), a multiple of h as Vigil's heartbeat thread's are (so
+ * that the processes of a host wake on one timer interrupt; GRID=0 in the
+ * environment keeps a phase of the process's own, its start plus
+ * multiples of h), and sends one heartbeat, an increasing sequence number,
  * to its observer, rank + 1 mod N. Every k = max(1, round(CHECK/h)) periods
  * (at the first wake-up k or more periods after the last check) it checks
  * its own emitter, rank − 1 mod N: when the largest sequence seen
@@ -93,6 +96,8 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "hbcost: want N >= 2, 0 <= RANK < N, and H_US, CHECK_US, DELTA_US, DURATION_MS positive\n");
 		return 2;
 	}
+	const char *g = getenv("GRID");
+	int grid = g == NULL || strcmp(g, "0") != 0;
 	int64_t k = (check + h / 2) / h;
 	if (k < 1)
 		k = 1;
@@ -160,7 +165,7 @@ int main(int argc, char **argv) {
 
 	uint64_t seq = 0, sent = 0, checks = 0, received = 0, suspicions = 0, missed = 0;
 	uint64_t best = 0, last = 0; /* largest sequence seen from the emitter; at the last growth */
-	int64_t start = now_ns(), end = start + dur, next = start + h, max_late = 0, last_growth = start;
+	int64_t start = now_ns(), end = start + dur, next = grid ? start - start % h + h : start + h, max_late = 0, last_growth = start;
 	int heard = 0, suspected = 0;
 	int64_t period = 0, next_check = k;
 	while (!stop && next < end) {
