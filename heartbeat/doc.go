@@ -5,10 +5,11 @@
 // Emitter is one thread. Every h it sends an increasing sequence number to
 // the current observer (a store into shared memory, a UDP datagram or an
 // RDMA write), on absolute deadlines of the monotonic clock so that
-// lateness never accumulates: the multiples of h, so that the threads of
-// a host with the same period wake together, one timer interrupt and one
-// burst of context switches a period for them all instead of one each;
-// and at once when the observer changes
+// lateness never accumulates: the multiples of h plus the process's slot
+// (pid mod 8 eighths of h), so that the threads of a host with the same
+// period share 8 timer interrupts a period instead of taking one each,
+// while their checks stay spread over the period; and at once when the
+// observer changes
 // (SetObserver, task T4). A period costs one system call to sleep plus the
 // send. With EmitterConfig.Watch the same thread runs the observer's check
 // every few periods, so that checking costs no wake-up of its own: a Watch

@@ -25,7 +25,8 @@ int64_t vg_now(void) {
 }
 
 int64_t vg_grid(int64_t now, int64_t h) {
-	return now - now % h + h;
+	int64_t next = now - now % h + (int64_t)(getpid() % VG_GRID_SLOTS) * (h / VG_GRID_SLOTS);
+	return next > now ? next : next + h;
 }
 
 int vg_watch_check(vg_watch *w, int64_t now) {

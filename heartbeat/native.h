@@ -164,10 +164,16 @@ void vg_emitter_stop(vg_emitter *e);
 // vg_now is CLOCK_MONOTONIC in nanoseconds.
 int64_t vg_now(void);
 
-// vg_grid is the first heartbeat deadline after now (ns, CLOCK_MONOTONIC):
-// the next multiple of the period h. Every heartbeat thread of a host
-// with the same period then wakes at the same instants, so that one timer
-// interrupt wakes them all.
+// VG_GRID_SLOTS is the number of phases a period is cut into (vg_grid).
+#define VG_GRID_SLOTS 8
+
+// vg_grid is the first heartbeat deadline after now (ns, CLOCK_MONOTONIC)
+// on this process's grid: the multiples of the period h plus its slot,
+// pid mod VG_GRID_SLOTS eighths of h. The heartbeat threads of a host with
+// the same period then share VG_GRID_SLOTS timer interrupts a period
+// instead of one each, and their checks, so the observers' detections of
+// a burst, still fall on VG_GRID_SLOTS instants of the period rather than
+// one.
 int64_t vg_grid(int64_t now, int64_t h);
 
 #endif

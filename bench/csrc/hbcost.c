@@ -5,10 +5,11 @@
  * One process per rank of a ring, one thread each, doing the detector's
  * periodic work with no language runtime around it. Every h the thread
  * sleeps on an absolute CLOCK_MONOTONIC deadline (clock_nanosleep,
- * TIMER_ABSTIME), a multiple of h as Vigil's heartbeat thread's are (so
- * that the processes of a host wake on one timer interrupt; GRID=0 in the
- * environment keeps a phase of the process's own, its start plus
- * multiples of h), and sends one heartbeat, an increasing sequence number,
+ * TIMER_ABSTIME) on the grid of Vigil's heartbeat thread (multiples of h
+ * plus pid mod 8 eighths of h, so that the processes of a host share 8
+ * timer interrupts a period; GRID=0 in the environment keeps a phase of
+ * the process's own, its start plus multiples of h), and sends one
+ * heartbeat, an increasing sequence number,
  * to its observer, rank + 1 mod N. Every k = max(1, round(CHECK/h)) periods
  * (at the first wake-up k or more periods after the last check) it checks
  * its own emitter, rank − 1 mod N: when the largest sequence seen
@@ -77,6 +78,14 @@ static int64_t arg_int(const char *s, const char *what) {
 		exit(2);
 	}
 	return v;
+}
+
+/* grid_next is the first deadline after now on the heartbeat thread's
+ * grid (heartbeat/native.c, vg_grid): the multiples of h plus this
+ * process's slot, its pid mod 8 eighths of h. */
+static int64_t grid_next(int64_t now, int64_t h) {
+	int64_t next = now - now % h + (int64_t)(getpid() % 8) * (h / 8);
+	return next > now ? next : next + h;
 }
 
 int main(int argc, char **argv) {
@@ -165,7 +174,7 @@ int main(int argc, char **argv) {
 
 	uint64_t seq = 0, sent = 0, checks = 0, received = 0, suspicions = 0, missed = 0;
 	uint64_t best = 0, last = 0; /* largest sequence seen from the emitter; at the last growth */
-	int64_t start = now_ns(), end = start + dur, next = grid ? start - start % h + h : start + h, max_late = 0, last_growth = start;
+	int64_t start = now_ns(), end = start + dur, next = grid ? grid_next(start, h) : start + h, max_late = 0, last_growth = start;
 	int heard = 0, suspected = 0;
 	int64_t period = 0, next_check = k;
 	while (!stop && next < end) {
