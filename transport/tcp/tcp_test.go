@@ -162,6 +162,15 @@ func TestRoundTripOrdered(t *testing.T) {
 	}
 	wg.Wait()
 	waitFor(t, "all messages", func() bool { return cl.col.count.Load() == n*n*per })
+	// A writer counts its batch sent once its write returns, which may be
+	// after the receiver delivered it.
+	waitFor(t, "the senders' counts", func() bool {
+		var sent uint64
+		for _, tr := range cl.ts {
+			sent += tr.Stats().MsgsSent
+		}
+		return sent == n*n*per
+	})
 	cl.col.check(t)
 	var st transport.Stats
 	for _, tr := range cl.ts {
