@@ -3,7 +3,6 @@ package heartbeat
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -459,18 +458,4 @@ func (e *Emitter) sleep(d int64) int {
 		return -1
 	}
 	return int(r)
-}
-
-// gridSlots is the number of phases a period is cut into (grid).
-const gridSlots = 8
-
-// grid is the first heartbeat deadline after now on this process's grid:
-// the multiples of the period h plus its slot, pid mod gridSlots eighths
-// of h, as vg_grid (native.h) computes it for the native thread.
-func grid(now, h int64) int64 {
-	next := now - now%h + int64(os.Getpid()%gridSlots)*(h/gridSlots)
-	if next <= now {
-		next += h
-	}
-	return next
 }

@@ -91,6 +91,10 @@ const (
 	resolveMax   = 64 * time.Second
 )
 
+// grid is the first heartbeat deadline after now on this process's grid
+// (vg_grid, native.h), for the Go thread as for the native one.
+func grid(now, h int64) int64 { return int64(C.vg_grid(C.int64_t(now), C.int64_t(h))) }
+
 func (e *Emitter) startNative() error {
 	c := (*C.vg_emitter)(C.calloc(1, C.sizeof_vg_emitter))
 	if c == nil {
